@@ -1,0 +1,97 @@
+"""Every graded check (visible and hidden tests of the solution notebooks' graded cells)
+fails on realistic wrong implementations and passes on correct ones written differently.
+
+Each check cell is run as nbgrader runs it, with the exercise's function or class
+replaced by a variant from tests/variants. Correct variants must pass with the
+tolerances of normlib.testing cut to a tenth; wrong ones must fail even with them
+multiplied by ten, so neither verdict hangs on a tolerance.
+"""
+
+import importlib
+import os
+
+import normlib.testing
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from tests.variants.right import RIGHT
+from tests.variants.wrong import WRONG
+from tools.check import exercises
+
+CELLS = {number: source for number, _, source in exercises(os.environ.get("FAKE", REPO / "solutions"))}
+TARGETS = {  # what each exercise implements
+    "1.1": ("normlib.layer_norm", "layer_norm_stats"),
+    "1.2": ("normlib.layer_norm", "layer_norm_forward"),
+    "2.1": ("normlib.layer_norm", "layer_norm_backward"),
+    "2.2": ("normlib.nn", "LayerNormFunction"),
+}
+
+
+def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
+    """Run exercise `number`'s graded cell, hidden tests included."""
+    if implementation is not None:
+        module, name = TARGETS[number]
+        monkeypatch.setattr(importlib.import_module(module), name, implementation)
+    original = normlib.testing.assert_close
+
+    def scaled_assert_close(actual, expected, name, rtol=None, atol=None):
+        tol = dict(normlib.testing.TOLERANCES.get(getattr(expected, "dtype", None), {}))
+        tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
+        tol = {k: v * tolerance_scale for k, v in tol.items()}
+        original(actual, expected, name, **tol)
+
+    monkeypatch.setattr(normlib.testing, "assert_close", scaled_assert_close)
+    exec(compile(CELLS[number], f"<check {number}>", "exec"), {"__name__": "__check__"})
+
+
+def test_every_exercise_has_a_check_with_hidden_tests():
+    assert sorted(CELLS) == sorted(TARGETS)
+    for source in CELLS.values():
+        assert "### BEGIN HIDDEN TESTS" in source and "### END HIDDEN TESTS" in source
+
+
+@pytest.mark.parametrize("number", sorted(TARGETS))
+def test_reference_passes(monkeypatch, number):
+    run_check(monkeypatch, number, tolerance_scale=0.1)
+
+
+@pytest.mark.parametrize(
+    "number,name", [(n, name) for n in sorted(RIGHT) for name in RIGHT[n]]
+)
+def test_correct_variant_passes(monkeypatch, number, name):
+    run_check(monkeypatch, number, RIGHT[number][name], tolerance_scale=0.1)
+
+
+@pytest.mark.parametrize(
+    "number,name", [(n, name) for n in sorted(WRONG) for name in WRONG[n]]
+)
+def test_mistake_is_caught(monkeypatch, number, name):
+    with pytest.raises(Exception) as caught:
+        run_check(monkeypatch, number, WRONG[number][name], tolerance_scale=10.0)
+    # a failure of the check itself, not of the variant's own code
+    assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))
+
+
+def test_the_mistakes_named_by_the_course_are_covered():
+    named = {
+        "1.1": ["unbiased variance", "eps added to the std", "last axis only", "no keepdims"],
+        "1.2": ["no affine", "bias added before scaling", "affine before normalizing"],
+        "2.1": ["missing mean term", "missing variance term", "dweight from x, not x_hat",
+                "dweight/dbias summed over axis 0 only"],
+    }
+    for number, names in named.items():
+        assert set(names) <= set(WRONG[number])
+
+
+def test_assert_close_checks_type_shape_dtype_and_values():
+    x = np.ones((2, 1))
+    normlib.testing.assert_close(x * (1 + 1e-10), x, "within the float64 tolerance")
+    for actual, message in [
+        (x * (1 + 1e-7), "Not equal to tolerance"),
+        (np.ones(2), "expected shape"),  # a broadcastable shape is still wrong
+        (x.astype(np.float32), "expected dtype"),
+        (x.tolist(), "expected a numpy.ndarray"),
+    ]:
+        with pytest.raises(AssertionError, match=message):
+            normlib.testing.assert_close(actual, x, "case")

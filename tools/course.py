@@ -1,0 +1,72 @@
+"""Build an nbgrader course directory from solutions/ (`make course`).
+
+    <root>/nbgrader_config.py       loads the repository's nbgrader_config.py
+    <root>/source/<assignment>/     the solution notebooks and the reference normlib/
+
+The whole course is one assignment for now: every unit's notebooks share normlib/.
+Run nbgrader from <root> (its working directory is the course root).
+"""
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions"
+ASSIGNMENT = "normalization"
+
+
+def solution_notebooks():
+    """The solution notebooks, in unit order."""
+    return sorted(SOLUTIONS.glob("[0-9]*.ipynb"))
+
+
+def package_files():
+    """The reference normlib's .py files, relative to solutions/ (e.g. normlib/nn.py)."""
+    return sorted(p.relative_to(SOLUTIONS) for p in (SOLUTIONS / "normlib").rglob("*.py"))
+
+
+def student_files():
+    """The normlib files holding exercises: the student's own, collected and graded
+    (nbgrader's exclude_overwriting); the others are replaced by the course's copy."""
+    return [str(p) for p in package_files() if "### BEGIN SOLUTION" in (SOLUTIONS / p).read_text()]
+
+
+def build_course(root, assignment=ASSIGNMENT):
+    """Create (or refresh) the nbgrader course at root with the source assignment."""
+    root = Path(root).resolve()
+    source = root / "source" / assignment
+    if source.exists():
+        shutil.rmtree(source)
+    source.mkdir(parents=True)
+    for path in solution_notebooks():
+        shutil.copy2(path, source / path.name)
+    for rel in package_files():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(SOLUTIONS / rel, source / rel)
+    (root / "nbgrader_config.py").write_text(
+        "# Written by `make course`: the course's settings are the repository's.\n"
+        f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+    )
+    return root
+
+
+def nbgrader(root, *args, check=True):
+    """Run an nbgrader command in the course at root with this Python's nbgrader."""
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", nargs="?", default=str(REPO / "build" / "course"))
+    args = parser.parse_args()
+    root = build_course(args.root)
+    print(f"nbgrader course at {root}: source/{ASSIGNMENT}/ from solutions/")
+    print(f"next: cd {root} && nbgrader generate_assignment {ASSIGNMENT}")
+
+
+if __name__ == "__main__":
+    main()
