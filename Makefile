@@ -17,10 +17,12 @@ $(INSTALLED): pyproject.toml
 	touch $@
 
 # JupyterLab on the course, with nbgrader's instructor panels (formgrader,
-# create-assignment) switched off by tools/jupyter_student/.
+# create-assignment) switched off by tools/jupyter_student/. (Jupyter refuses root
+# unless told: containers and CI machines often run as root.)
 lab: $(INSTALLED)
 	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/jupyter_student $(VENV)/bin/jupyter lab \
-		--ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
+		--ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/notebooks \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Which exercises pass: your normlib/ against each exercise's visible checks (EX=1.1 for one).
 check: $(INSTALLED)

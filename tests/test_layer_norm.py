@@ -1,10 +1,11 @@
 """The reference normlib's LayerNorm against torch: values, shapes, dtypes, gradients
 under random upstream gradients, gradcheck, state_dict round trips, and bad input."""
 
-import normlib.nn
 import numpy as np
 import pytest
 import torch
+
+import normlib.nn
 from normlib.functional import layer_norm
 from normlib.gradcheck import numerical_gradient, relative_error
 from normlib.layer_norm import layer_norm_backward, layer_norm_forward

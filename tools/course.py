@@ -8,6 +8,7 @@ Run nbgrader from <root> (its working directory is the course root).
 """
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,11 @@ def build_course(root, assignment=ASSIGNMENT):
 def nbgrader(root, *args, check=True):
     """Run an nbgrader command in the course at root with this Python's nbgrader."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True)
+    # nbgrader runs the `alembic` command from PATH: put this environment's bin/ first,
+    # so that an unactivated virtual environment works.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path}
+    return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
 
 
 def main():

@@ -8,11 +8,13 @@ import torch
 
 # (rtol, atol) by dtype, for results of order 1 (normalized values, gradients under
 # unit-scale upstream gradients); a case with a larger scale passes its own.
-# float32: sums over up to 4096 elements in any order (NumPy's pairwise sum, torch's
-#   Welford, float64 accumulation), 1/np.sqrt or rsqrt, differ from torch by at most
-#   ~1e-6 relative; 1e-5 leaves a 10x margin. Every mistake the checks look for is off
-#   by more than 1e-3 on some case. tests/test_graders.py shows both: correct variants
-#   pass at a tenth of these tolerances, each mistake fails at ten times them.
+# float32: sums over up to a few hundred elements in any order (NumPy's pairwise sum,
+#   torch's Welford, float64 accumulation, a plain loop), 1/np.sqrt or rsqrt, differ
+#   from torch by at most ~1e-6 relative; 1e-5 leaves a 10x margin. A sequential float32
+#   sum over 4096 elements errs by ~3e-6, so the checks' long-row cases pass 1e-4.
+#   Every mistake the checks look for is off by more than 1e-3 on some case.
+#   tests/test_graders.py shows both: correct variants pass at a tenth of these
+#   tolerances, each mistake fails at ten times them.
 # float64: correct implementations agree to ~1e-13; 1e-9 also rejects a float64 input
 #   computed in float32 (errors ~1e-7).
 TOLERANCES = {

@@ -3,6 +3,7 @@
 
 import numpy as np
 import torch
+
 from normlib.nn import to_numpy, to_tensor
 
 

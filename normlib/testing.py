@@ -1,0 +1,59 @@
+"""What the exercise checks compare against: torch's results as NumPy arrays, and one
+assert_close with the course's tolerances (not an exercise; at grading time the
+autograder uses the course's own copy of this file, not the student's).
+"""
+
+import numpy as np
+import torch
+
+# (rtol, atol) by dtype, for results of order 1 (normalized values, gradients under
+# unit-scale upstream gradients); a case with a larger scale passes its own.
+# float32: sums over up to a few hundred elements in any order (NumPy's pairwise sum,
+#   torch's Welford, float64 accumulation, a plain loop), 1/np.sqrt or rsqrt, differ
+#   from torch by at most ~1e-6 relative; 1e-5 leaves a 10x margin. A sequential float32
+#   sum over 4096 elements errs by ~3e-6, so the checks' long-row cases pass 1e-4.
+#   Every mistake the checks look for is off by more than 1e-3 on some case.
+#   tests/test_graders.py shows both: correct variants pass at a tenth of these
+#   tolerances, each mistake fails at ten times them.
+# float64: correct implementations agree to ~1e-13; 1e-9 also rejects a float64 input
+#   computed in float32 (errors ~1e-7).
+TOLERANCES = {
+    np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-5},
+    np.dtype(np.float64): {"rtol": 1e-9, "atol": 1e-9},
+}
+
+
+def assert_close(actual, expected, name, rtol=None, atol=None):
+    """Assert that actual is a NumPy array of exactly expected's shape and dtype, and
+    equal to it within the tolerances of that dtype (or the rtol/atol given)."""
+    if not isinstance(actual, np.ndarray):
+        raise AssertionError(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{name}: expected shape {expected.shape}, got {actual.shape}")
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
+    tol = dict(TOLERANCES[expected.dtype])
+    tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
+    np.testing.assert_allclose(actual, expected, err_msg=name, **tol)
+
+
+def _tensor(a, requires_grad=False):
+    return None if a is None else torch.tensor(a, requires_grad=requires_grad)
+
+
+def torch_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch's LayerNorm forward as NumPy arrays: y (*B, *S) and the saved mean and
+    rstd (*B, 1, .., 1), from torch.native_layer_norm."""
+    y, mean, rstd = torch.native_layer_norm(
+        _tensor(x), list(normalized_shape), _tensor(weight), _tensor(bias), eps
+    )
+    return y.numpy(), mean.numpy(), rstd.numpy()
+
+
+def torch_layer_norm_backward(grad_output, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch autograd's dx (*B, *S), dweight (*S) and dbias (*S) of LayerNorm, as NumPy
+    arrays (None for an absent weight or bias)."""
+    xt, wt, bt = _tensor(x, True), _tensor(weight, True), _tensor(bias, True)
+    y = torch.nn.functional.layer_norm(xt, list(normalized_shape), wt, bt, eps)
+    y.backward(torch.from_numpy(grad_output))
+    return tuple(None if t is None else t.grad.numpy() for t in (xt, wt, bt))

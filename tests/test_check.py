@@ -1,0 +1,59 @@
+"""`make check`, the student's command, on a copy of the student edition: the untouched
+stubs are all "not yet implemented" (no traceback), the reference passes everything,
+and a wrong kernel fails with its message."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+EXERCISES = ["1.1", "1.2", "2.1", "2.2"]
+
+
+@pytest.fixture
+def edition(tmp_path):
+    for folder in ("notebooks", "normlib", "tools"):
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def check(folder, *args):
+    result = subprocess.run([sys.executable, "-m", "tools.check", *args], cwd=folder,
+                            capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def use_reference(folder):
+    for path in (REPO / "solutions" / "normlib").glob("*.py"):
+        shutil.copy(path, folder / "normlib" / path.name)
+
+
+def test_untouched_edition_is_not_yet_implemented(edition):
+    code, out = check(edition)
+    assert code == 1
+    for number in EXERCISES:
+        assert any(line.startswith(f"Exercise {number}") and line.endswith("not yet implemented")
+                   for line in out.splitlines()), out
+    assert "Traceback" not in out and "0 passed, 0 failed, 4 not yet implemented" in out
+
+
+def test_reference_passes_everything(edition):
+    use_reference(edition)
+    code, out = check(edition)
+    assert code == 0, out
+    assert "4 passed, 0 failed, 0 not yet implemented" in out
+
+
+def test_wrong_kernel_fails_with_its_message_and_one_exercise_can_be_chosen(edition):
+    use_reference(edition)
+    path = edition / "normlib" / "layer_norm.py"
+    path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
+    code, out = check(edition, "1.1")
+    assert code == 1
+    assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
+    assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
+    assert "Exercise 1.2" not in out  # only the chosen exercise ran

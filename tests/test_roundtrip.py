@@ -1,0 +1,118 @@
+"""The instructor's round trip: build an nbgrader course from solutions/, release it,
+autograde four submissions, export the grades, and check every score.
+
+- reference: the student edition with the reference normlib files -> full marks
+- stubs: the untouched student edition -> 0
+- wrong_backward: the reference with a backward missing its mean term -> partial
+- tampered: a wrong kernel whose check cell was edited to pass -> the cell is
+  restored and scores 0
+The student's normlib files are what gets graded (exclude_overwriting): the same
+course grades the stubs 0 and the reference full marks.
+"""
+
+import csv
+import json
+import shutil
+
+import pytest
+from nbgrader.api import Gradebook
+
+from tools.course import ASSIGNMENT, SOLUTIONS, build_course, nbgrader
+
+POINTS = {"ex1_1_layer_norm_stats": 3, "ex1_2_layer_norm_forward": 3,
+          "ex2_1_layer_norm_backward": 4, "ex2_2_layer_norm_function": 4}
+BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
+RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
+TAMPERED_ID = "ex1_1_layer_norm_stats"
+EXPECTED = {  # grade_id -> points earned
+    "reference": dict(POINTS),
+    "stubs": dict.fromkeys(POINTS, 0),
+    # 2.2 runs the wrong backward through the autograd Function too
+    "wrong_backward": {**POINTS, "ex2_1_layer_norm_backward": 0, "ex2_2_layer_norm_function": 0},
+    # eps outside the sqrt breaks the stats, hence the forward and the module
+    "tampered": {**dict.fromkeys(POINTS, 0), "ex2_1_layer_norm_backward": 4},
+}
+
+
+def reference_file(name, replace=None):
+    text = (SOLUTIONS / "normlib" / name).read_text()
+    if replace:
+        old, new = replace
+        assert old in text, f"the reference {name} changed: update this test's mutation"
+        text = text.replace(old, new)
+    return text
+
+
+def submit(root, student, files=(), tamper=False):
+    """A submission: the released edition with some normlib files replaced."""
+    folder = root / "submitted" / student / ASSIGNMENT
+    shutil.copytree(root / "release" / ASSIGNMENT, folder)
+    for name, text in files:
+        (folder / "normlib" / name).write_text(text)
+    if tamper:  # make the stats check pass whatever the kernel does
+        path = next(folder.glob("01_*.ipynb"))
+        notebook = json.loads(path.read_text())
+        for cell in notebook["cells"]:
+            if cell["metadata"].get("nbgrader", {}).get("grade_id") == TAMPERED_ID:
+                cell["source"] = "# Exercise 1.1: layer_norm_stats (3 points)\npass\n"
+        path.write_text(json.dumps(notebook))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = build_course(tmp_path_factory.mktemp("course"))
+    nbgrader(root, "generate_assignment", ASSIGNMENT)
+    reference = [(n, reference_file(n)) for n in ("layer_norm.py", "nn.py")]
+    submit(root, "reference", reference)
+    submit(root, "stubs")
+    wrong = reference_file("layer_norm.py", (BACKWARD, BACKWARD.replace("g_mean - ", "")))
+    submit(root, "wrong_backward", [("layer_norm.py", wrong), reference[1]])
+    eps_outside = reference_file("layer_norm.py", (RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(var) + eps)")))
+    submit(root, "tampered", [("layer_norm.py", eps_outside), reference[1]], tamper=True)
+    result = nbgrader(root, "autograde", ASSIGNMENT, "--create", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    nbgrader(root, "export")
+    return root
+
+
+def test_every_check_cell_scores_as_expected(graded):
+    with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
+        for student, expected in EXPECTED.items():
+            for grade_id, points in expected.items():
+                notebook = "01_layernorm_forward" if grade_id.startswith("ex1") else "02_layernorm_backward"
+                grade = gb.find_grade(grade_id, notebook, ASSIGNMENT, student)
+                assert grade.max_score == POINTS[grade_id]
+                assert grade.score == points, f"{student} {grade_id}: {grade.score} != {points}"
+
+
+def test_grades_csv_has_the_totals(graded):
+    rows = {r["student_id"]: r for r in csv.DictReader((graded / "grades.csv").open())}
+    assert set(rows) == set(EXPECTED)
+    for student, expected in EXPECTED.items():
+        assert float(rows[student]["max_score"]) == sum(POINTS.values())
+        assert float(rows[student]["raw_score"]) == sum(expected.values())
+
+
+def check_cell(path, grade_id):
+    cells = json.loads(path.read_text())["cells"]
+    return next("".join(c["source"]) for c in cells
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_tampered_check_cell_is_restored(graded):
+    """The edited cell ran as the course wrote it, hidden tests included."""
+    path = next((graded / "autograded" / "tampered" / ASSIGNMENT).glob("01_*.ipynb"))
+    restored = check_cell(path, TAMPERED_ID)
+    assert restored == check_cell(next(SOLUTIONS.glob("01_*.ipynb")), TAMPERED_ID)
+    assert "check_stats(x, (3, 4))" in restored and "### BEGIN HIDDEN TESTS" in restored
+
+
+def test_release_has_no_solution_and_student_files_are_graded(graded):
+    release = graded / "release" / ASSIGNMENT
+    for path in release.rglob("*"):
+        if path.is_file():
+            assert "BEGIN SOLUTION" not in path.read_text(errors="ignore"), path
+            assert "BEGIN HIDDEN TESTS" not in path.read_text(errors="ignore"), path
+    # what autograde ran is the student's file, not the course's reference
+    graded_file = graded / "autograded" / "stubs" / ASSIGNMENT / "normlib" / "layer_norm.py"
+    assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()

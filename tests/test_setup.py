@@ -1,0 +1,69 @@
+"""The set-up promises: conda gets pyproject's pins, CI runs `make test`, the README
+opens with the two commands, and the stub generator writes what the students see."""
+
+import re
+import tomllib
+
+import pytest
+
+from tests.conftest import REPO
+from tools.strip import strip_solutions
+
+
+def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = (REPO / "environment.yml").read_text()
+    listed = re.findall(r"^\s+- ([\w-]+==[\w.]+)$", env, flags=re.M)
+    assert sorted(listed) == sorted(pins)
+    assert "torch==2.13.0" in pins
+    assert re.search(r"^\s+- -e \.$", env, flags=re.M)
+
+
+def test_ci_runs_make_test():
+    assert "make test" in (REPO / ".ci" / "run").read_text()
+    assert "make test" in (REPO / ".github" / "workflows" / "test.yml").read_text()
+
+
+def test_readme_opens_with_the_two_commands():
+    readme = (REPO / "README.md").read_text()
+    first_block = re.search(r"```(?:sh|bash)?\n(.*?)```", readme, flags=re.S).group(1)
+    assert first_block.split() == ["make", "lab", "make", "test"] or (
+        "make lab" in first_block and "make test" in first_block)
+
+
+SOURCE = '''
+def f(x):
+    """Exercise 3.4: f."""
+    y = 1
+    ### BEGIN SOLUTION
+    return x + y
+    ### END SOLUTION
+
+
+class F:
+    """Exercise 3.5: F."""
+
+    def g(self):
+        ### BEGIN SOLUTION
+        return 2
+        ### END SOLUTION
+'''
+
+
+def test_strip_replaces_each_solution_block_by_a_tagged_stub():
+    out = strip_solutions(SOURCE)
+    assert '    raise NotImplementedError("Exercise 3.4: implement f")\n' in out
+    assert '        raise NotImplementedError("Exercise 3.5: implement F.g")\n' in out
+    assert "return x + y" not in out and "return 2" not in out and "SOLUTION" not in out
+    assert '"""Exercise 3.4: f."""' in out and "y = 1" in out  # the rest is kept
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [SOURCE.replace("    ### END SOLUTION\n\n\nclass", "\n\nclass", 1),  # unclosed
+     SOURCE.replace("### BEGIN SOLUTION\n    return x", "return x", 1),  # END without BEGIN
+     SOURCE.replace('"""Exercise 3.4: f."""', '"""f."""')],  # no exercise number
+)
+def test_strip_rejects_malformed_markers(broken):
+    with pytest.raises(ValueError):
+        strip_solutions(broken)
