@@ -63,6 +63,14 @@ def stats_one_pass_variance(x, normalized_shape, eps=1e-5):
     return mean, 1 / np.sqrt(np.maximum(var, 0) + eps)
 
 
+def stats_writes_into_x(x, normalized_shape, eps=1e-5):
+    axes = _axes(x, normalized_shape)
+    mean = x.mean(axis=axes, keepdims=True)
+    xc = x
+    xc -= mean  # overwrites the caller's x
+    return mean, 1 / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
+
+
 # Exercise 1.2: layer_norm_forward -----------------------------------------------------------
 
 
@@ -127,6 +135,25 @@ def _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias, mistak
     gx = 0 if mistake == "no_variance_term" else (g * x_hat).mean(axis=axes, keepdims=True)
     scale = 1 if mistake == "no_rstd" else rstd
     return scale * (g - g_mean - x_hat * gx), dweight, dbias
+
+
+def backward_writes_into_grad_output(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                                     bias=None):
+    dbias = None if bias is None else grad_output.sum(axis=_lead(x, normalized_shape))
+    dweight = None if weight is None else (
+        (grad_output * (x - mean) * rstd).sum(axis=_lead(x, normalized_shape)))
+    g = grad_output
+    if weight is not None:
+        g *= weight  # overwrites the caller's grad_output
+    dx, _, _ = _backward(g, x, normalized_shape, mean, rstd, None, None, None)
+    return dx, dweight, dbias
+
+
+def backward_no_dbias_without_weight(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                                     bias=None):
+    dx, dweight, dbias = _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias,
+                                   None)
+    return (dx, None, None) if weight is None else (dx, dweight, dbias)
 
 
 def _backward_with(mistake):
@@ -219,6 +246,64 @@ class FunctionUsesDefaultEps(_Function):
         return dx, None, dw, db, None
 
 
+class FunctionStateOnClass(_Function):
+    """Keeps what backward needs on the class: the last forward call wins."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        y = _Function.forward(ctx, input, normalized_shape, weight, bias, eps)
+        FunctionStateOnClass.saved = ctx.saved_tensors, normalized_shape
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        from normlib.layer_norm import layer_norm_backward
+
+        (input, weight, bias, mean, rstd), normalized_shape = FunctionStateOnClass.saved
+        dx, dw, db = layer_norm_backward(
+            to_numpy(grad_output), to_numpy(input), normalized_shape,
+            to_numpy(mean), to_numpy(rstd), to_numpy(weight), to_numpy(bias),
+        )
+        return to_tensor(dx), None, to_tensor(dw), to_tensor(db), None
+
+
+class FunctionInTorch(torch.autograd.Function):
+    """Right values, but torch computes them: the NumPy kernels are never called."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        ctx.save_for_backward(input, weight, bias)
+        ctx.normalized_shape, ctx.eps = normalized_shape, eps
+        return torch.nn.functional.layer_norm(input, normalized_shape, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_() if t is not None else None
+                      for t in (input, weight, bias)]
+            y = torch.nn.functional.layer_norm(leaves[0], ctx.normalized_shape, leaves[1],
+                                               leaves[2], ctx.eps)
+            present = [t for t in leaves if t is not None]
+            grads = iter(torch.autograd.grad(y, present, grad_output))
+        dx, dw, db = (next(grads) if t is not None else None for t in leaves)
+        return dx, None, dw, db, None
+
+
+class FunctionShapeFromWeight(_Function):
+    """Takes normalized_shape from the last dim of the input instead of the argument."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        shape = tuple(weight.shape) if weight is not None else tuple(input.shape[-1:])
+        return _Function.forward(ctx, input, shape, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        dx, dw, db = FunctionShapeFromWeight.grads(ctx, grad_output)
+        return dx, None, dw, db, None
+
+
 WRONG = {
     "1.1": {
         "unbiased variance": stats_unbiased_variance,
@@ -229,6 +314,7 @@ WRONG = {
         "std instead of rstd": stats_std_not_rstd,
         "float64 result for float32 input": stats_float64_not_cast_back,
         "one-pass variance E[x^2]-E[x]^2": stats_one_pass_variance,
+        "writes into its input x": stats_writes_into_x,
     },
     "1.2": {
         "no affine": forward_no_affine,
@@ -245,6 +331,8 @@ WRONG = {
         "weight ignored in dx": _backward_with("weight_ignored"),
         "rstd factor missing": _backward_with("no_rstd"),
         "dweight/dbias returned when absent": _backward_with("params_when_absent"),
+        "writes into grad_output": backward_writes_into_grad_output,
+        "dbias lost when there is no weight": backward_no_dbias_without_weight,
     },
     "2.2": {
         "dweight and dbias swapped": FunctionSwapsParamGrads,
@@ -253,5 +341,8 @@ WRONG = {
         "weight not passed to the backward kernel": FunctionWeightNotPassed,
         "forward returns a NumPy array": FunctionReturnsNumpy,
         "eps argument ignored": FunctionUsesDefaultEps,
+        "saved state on the class, not ctx": FunctionStateOnClass,
+        "torch computes it, not the NumPy kernels": FunctionInTorch,
+        "normalized_shape taken from weight or the last dim": FunctionShapeFromWeight,
     },
 }
