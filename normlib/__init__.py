@@ -1,11 +1,29 @@
 """normlib: normalization layers written in NumPy, wrapped as torch modules.
 
-- ``normlib.layer_norm``  the LayerNorm kernels (Exercises 1.1, 1.2, 2.1)
-- ``normlib.functional``  ``torch.nn.functional``-style functions, NumPy in, NumPy out
-- ``normlib.nn``          ``torch.nn.Module`` twins whose forward and backward run the kernels
-- ``normlib.gradcheck``   a central-difference gradient checker for NumPy functions
+- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1)
+- ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
+- ``normlib.batch_norm``     BatchNorm kernels (Exercise 3.3)
+- ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
+- ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
+- ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
+- ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
+- ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
+                             kernels (Exercise 2.2)
+- ``normlib.gradcheck``      a central-difference gradient checker for NumPy functions
+- ``normlib.testing``        what the exercise checks compare against
 """
 
-from . import functional, gradcheck, layer_norm, nn
+from . import (
+    batch_norm,
+    functional,
+    gradcheck,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    nn,
+    norm,
+    rms_norm,
+)
 
-__all__ = ["functional", "gradcheck", "layer_norm", "nn"]
+__all__ = ["batch_norm", "functional", "gradcheck", "group_norm", "instance_norm",
+           "layer_norm", "nn", "norm", "rms_norm"]

@@ -57,3 +57,36 @@ def torch_layer_norm_backward(grad_output, x, normalized_shape, weight=None, bia
     y = torch.nn.functional.layer_norm(xt, list(normalized_shape), wt, bt, eps)
     y.backward(torch.from_numpy(grad_output))
     return tuple(None if t is None else t.grad.numpy() for t in (xt, wt, bt))
+
+
+def torch_normalize(x, axes, eps=1e-5):
+    """torch's x_hat, mean, var (biased) and rstd of x over `axes` (kept as size 1), as
+    NumPy arrays of x's dtype: what normlib.norm.normalize_forward returns."""
+    t = torch.from_numpy(x)
+    mean = t.mean(dim=axes, keepdim=True)
+    var = t.var(dim=axes, unbiased=False, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    return ((t - mean) * rstd).numpy(), mean.numpy(), var.numpy(), rstd.numpy()
+
+
+def torch_grads(fn, grad_output, *arrays):
+    """torch autograd's gradients of fn(*arrays) under the upstream gradient grad_output,
+    one NumPy array per array given (None for a None argument)."""
+    tensors = [_tensor(a, requires_grad=True) for a in arrays]
+    fn(*tensors).backward(torch.from_numpy(grad_output))
+    return tuple(None if t is None else t.grad.numpy() for t in tensors)
+
+
+def guard_inputs(**arrays):
+    """Remember the arrays given (name=array); the function returned asserts, after a
+    kernel ran, that it wrote into none of them. Kernels must not modify their inputs:
+    autograd hands them memory it still uses."""
+    copies = {name: None if a is None else a.copy() for name, a in arrays.items()}
+
+    def assert_untouched(case):
+        for name, copy in copies.items():
+            if copy is not None and not np.array_equal(arrays[name], copy, equal_nan=True):
+                raise AssertionError(f"{name} was modified in place {case}: a kernel must "
+                                     "not write into its inputs")
+
+    return assert_untouched

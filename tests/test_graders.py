@@ -14,16 +14,24 @@ import pytest
 
 import normlib.testing
 from tests.conftest import REPO
-from tests.variants.right import RIGHT
-from tests.variants.wrong import WRONG
+from tests.variants import right, right_family, wrong, wrong_family
 from tools.check import exercises
 
 CELLS = {number: source for number, _, source in exercises(REPO / "solutions")}
+RIGHT = {**right.RIGHT, **right_family.RIGHT}
+WRONG = {**wrong.WRONG, **wrong_family.WRONG}
 TARGETS = {  # what each exercise implements
     "1.1": ("normlib.layer_norm", "layer_norm_stats"),
     "1.2": ("normlib.layer_norm", "layer_norm_forward"),
     "2.1": ("normlib.layer_norm", "layer_norm_backward"),
     "2.2": ("normlib.nn", "LayerNormFunction"),
+    "3.1": ("normlib.norm", "normalize_forward"),
+    "3.2": ("normlib.norm", "normalize_backward"),
+    "3.3": ("normlib.batch_norm", "batch_norm_forward"),
+    "3.4": ("normlib.group_norm", "group_norm_forward"),
+    "3.5": ("normlib.instance_norm", "instance_norm_forward"),
+    "3.6": ("normlib.rms_norm", "rms_norm_forward"),
+    "3.7": ("normlib.rms_norm", "rms_norm_backward"),
 }
 
 
@@ -78,6 +86,14 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "1.2": ["no affine", "bias added before scaling", "affine before normalizing"],
         "2.1": ["missing mean term", "missing variance term", "dweight from x, not x_hat",
                 "dweight/dbias summed over axis 0 only"],
+        "3.2": ["missing mean term", "missing variance term"],
+        "3.3": ["normalizes with the unbiased variance",
+                "running_var updated with the biased variance",
+                "running stats not updated in place", "eval mode uses batch statistics"],
+        "3.4": ["channels grouped in the wrong order"],
+        "3.5": ["batch axis included"],
+        "3.6": ["subtracts the mean", "adds a bias"],
+        "3.7": ["LayerNorm's mean term kept", "missing the x_hat term"],
     }
     for number, names in named.items():
         assert set(names) <= set(WRONG[number])

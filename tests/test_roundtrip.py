@@ -13,24 +13,37 @@ course grades the stubs 0 and the reference full marks.
 import csv
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
-from tools.course import ASSIGNMENT, SOLUTIONS, build_course, nbgrader
+from tools.course import (
+    ASSIGNMENT,
+    SOLUTIONS,
+    build_course,
+    nbgrader,
+    solution_notebooks,
+    student_files,
+)
 
-POINTS = {"ex1_1_layer_norm_stats": 3, "ex1_2_layer_norm_forward": 3,
-          "ex2_1_layer_norm_backward": 4, "ex2_2_layer_norm_function": 4}
+CHECKS = {  # grade_id -> (notebook, points) of every graded cell of solutions/
+    cell["metadata"]["nbgrader"]["grade_id"]: (path.stem, cell["metadata"]["nbgrader"]["points"])
+    for path in solution_notebooks() for cell in json.loads(path.read_text())["cells"]
+    if cell["metadata"].get("nbgrader", {}).get("grade")
+}
+POINTS = {grade_id: points for grade_id, (_, points) in CHECKS.items()}
 BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
 TAMPERED_ID = "ex1_1_layer_norm_stats"
-EXPECTED = {  # grade_id -> points earned
+EXPECTED = {  # student -> grade_id -> points earned
     "reference": dict(POINTS),
     "stubs": dict.fromkeys(POINTS, 0),
     # 2.2 runs the wrong backward through the autograd Function too
     "wrong_backward": {**POINTS, "ex2_1_layer_norm_backward": 0, "ex2_2_layer_norm_function": 0},
     # eps outside the sqrt breaks the stats, hence the forward and the module
-    "tampered": {**dict.fromkeys(POINTS, 0), "ex2_1_layer_norm_backward": 4},
+    "tampered": {**POINTS, "ex1_1_layer_norm_stats": 0, "ex1_2_layer_norm_forward": 0,
+                 "ex2_2_layer_norm_function": 0},
 }
 
 
@@ -62,25 +75,31 @@ def submit(root, student, files=(), tamper=False):
 def graded(tmp_path_factory):
     root = build_course(tmp_path_factory.mktemp("course"))
     nbgrader(root, "generate_assignment", ASSIGNMENT)
-    reference = [(n, reference_file(n)) for n in ("layer_norm.py", "nn.py")]
-    submit(root, "reference", reference)
+    reference = {Path(f).name: reference_file(Path(f).name) for f in student_files()}
+    submit(root, "reference", reference.items())
     submit(root, "stubs")
     wrong = reference_file("layer_norm.py", (BACKWARD, BACKWARD.replace("g_mean - ", "")))
-    submit(root, "wrong_backward", [("layer_norm.py", wrong), reference[1]])
+    submit(root, "wrong_backward", {**reference, "layer_norm.py": wrong}.items())
     eps_outside = reference_file("layer_norm.py", (RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(var) + eps)")))
-    submit(root, "tampered", [("layer_norm.py", eps_outside), reference[1]], tamper=True)
+    submit(root, "tampered", {**reference, "layer_norm.py": eps_outside}.items(), tamper=True)
     result = nbgrader(root, "autograde", ASSIGNMENT, "--create", check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     nbgrader(root, "export")
     return root
 
 
+def test_the_course_has_the_layer_norm_checks():
+    assert {k: POINTS[k] for k in ("ex1_1_layer_norm_stats", "ex1_2_layer_norm_forward",
+                                   "ex2_1_layer_norm_backward", "ex2_2_layer_norm_function")} \
+        == {"ex1_1_layer_norm_stats": 3, "ex1_2_layer_norm_forward": 3,
+            "ex2_1_layer_norm_backward": 4, "ex2_2_layer_norm_function": 4}
+
+
 def test_every_check_cell_scores_as_expected(graded):
     with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
         for student, expected in EXPECTED.items():
             for grade_id, points in expected.items():
-                notebook = "01_layernorm_forward" if grade_id.startswith("ex1") else "02_layernorm_backward"
-                grade = gb.find_grade(grade_id, notebook, ASSIGNMENT, student)
+                grade = gb.find_grade(grade_id, CHECKS[grade_id][0], ASSIGNMENT, student)
                 assert grade.max_score == POINTS[grade_id]
                 assert grade.score == points, f"{student} {grade_id}: {grade.score} != {points}"
 

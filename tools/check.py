@@ -61,7 +61,9 @@ def main(argv=None):
     for number, name, source in todo:
         status, detail = run(source, f"<Exercise {number}>")
         counts[status] += 1
-        print(f"Exercise {number}  {name:<22} {labels[status]}")
+        needs = re.match(r"Exercise (\d+\.\d+)", detail) if status == "todo" else None
+        note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != number else ""
+        print(f"Exercise {number}  {name:<22} {labels[status]}{note}")
         if status == "FAIL":
             print(f"      {detail}")
     print(

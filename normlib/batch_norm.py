@@ -1,0 +1,52 @@
+"""BatchNorm in NumPy (Exercise 3.3): one mean and variance per channel, over the batch
+and every spatial position, with torch's running statistics.
+
+Shapes: x (N, C) or (N, C, *spatial); weight, bias, running_mean, running_var (C,);
+the saved rstd (1, C, 1, .., 1).
+"""
+
+import numpy as np
+
+from .norm import (
+    channel_affine,
+    channel_affine_backward,
+    normalize_backward,
+    normalize_forward,
+    per_channel,
+    update_running,
+)
+
+
+def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,
+                       training=False, momentum=0.1, eps=1e-5):
+    """Exercise 3.3: BatchNorm forward, torch's semantics.
+
+    training=True: normalize with the batch's mean and *biased* variance over every axis
+    but 1 (use normalize_forward). If running_mean and running_var are given, update them
+    **in place** (update_running) with the batch mean and the *unbiased* batch variance
+    (n / (n - 1) times the biased one, n = the number of values per channel).
+    training=False: normalize with running_mean and running_var; update nothing.
+    Then y = x_hat * weight + bias per channel (channel_affine; either may be None).
+
+    Returns:
+        y: x's shape and dtype.
+        x_hat: x's shape, the normalized input.
+        rstd: (1, C, 1, .., 1), 1 / sqrt(var + eps) of the statistics used.
+    Saved for backward: x_hat and rstd.
+    """
+    raise NotImplementedError("Exercise 3.3: implement batch_norm_forward")
+
+
+def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
+    """BatchNorm backward (provided: the view of normalize_backward).
+
+    Returns dx (x's shape), dweight and dbias ((C,) or None). In training the statistics
+    depend on x (normalize_backward over the batch-norm axes); in eval mode they are
+    constants and dx = dL/dx_hat * rstd.
+    """
+    g, dweight, dbias = channel_affine_backward(grad_output, x_hat, weight, bias)
+    if training:
+        dx = normalize_backward(g, x_hat, rstd, (0, *range(2, x_hat.ndim)))  # (N, C, *)
+    else:
+        dx = g * rstd  # (N, C, *)
+    return dx, dweight, dbias

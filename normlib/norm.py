@@ -1,0 +1,80 @@
+"""The one normalization every layer of Unit 3 is a view of (Exercises 3.1 and 3.2),
+and the per-channel affine that BatchNorm, InstanceNorm and GroupNorm share.
+
+A layer is a choice of reduction axes. For an image batch x of shape (N, C, H, W):
+
+    BatchNorm      axes (0, 2, 3)   one mean per channel, over the batch and the pixels
+    InstanceNorm   axes (2, 3)      one mean per sample and channel
+    GroupNorm      axes (2, 3, 4)   of x reshaped to (N, G, C/G, H, W): per sample and group
+    LayerNorm      axes (1, 2, 3)   one mean per sample (normalized_shape = (C, H, W))
+
+The statistics keep the reduced axes as size 1, so they broadcast against x. Every
+array returned has the dtype of x. The kernels trust their arguments:
+normlib.functional checks them first.
+"""
+
+import numpy as np
+
+
+def normalize_forward(x, axes, eps):
+    """Exercise 3.1: standardize x over `axes`.
+
+    Args:
+        x: float32 or float64 array of any shape.
+        axes: tuple of ints, the axes to reduce over (non-negative, any order).
+        eps: added to the variance, inside the square root.
+    Returns:
+        x_hat: x's shape, (x - mean) * rstd.
+        mean: x's shape with `axes` set to 1.
+        var: same shape, the biased variance (divide by the number of elements reduced).
+        rstd: same shape, 1 / sqrt(var + eps).
+    Saved for backward: x_hat and rstd.
+    """
+    raise NotImplementedError("Exercise 3.1: implement normalize_forward")
+
+
+def normalize_backward(grad_x_hat, x_hat, rstd, axes):
+    """Exercise 3.2: the gradient of x_hat = normalize_forward(x, axes, eps)[0] wrt x.
+
+    Args:
+        grad_x_hat: x's shape, dL/dx_hat (for an affine layer, dL/dy * weight).
+        x_hat: x's shape, saved by the forward.
+        rstd: x's shape with `axes` set to 1, saved by the forward.
+        axes: the forward's axes.
+    Returns:
+        dx: x's shape, dL/dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), the means
+            over `axes` (Unit 2's formula, with the group given by axes).
+    """
+    raise NotImplementedError("Exercise 3.2: implement normalize_backward")
+
+
+def per_channel(a, ndim):
+    """A per-channel vector (C,) as (1, C, 1, .., 1), broadcastable against (N, C, *)."""
+    return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def channel_affine(x_hat, weight=None, bias=None):
+    """y = x_hat * weight + bias, with weight and bias (C,) or None, x_hat (N, C, *)."""
+    y = x_hat if weight is None else x_hat * per_channel(weight, x_hat.ndim)  # (N, C, *)
+    return y if bias is None else y + per_channel(bias, x_hat.ndim)
+
+
+def channel_affine_backward(grad_output, x_hat, weight=None, bias=None):
+    """The backward of channel_affine: (dL/dx_hat, dweight, dbias).
+
+    dweight and dbias are (C,), summed over every axis but the channels; None where
+    weight or bias is None. dL/dx_hat has x_hat's shape.
+    """
+    not_channels = (0, *range(2, x_hat.ndim))
+    dweight = None if weight is None else (grad_output * x_hat).sum(axis=not_channels)  # (C,)
+    dbias = None if bias is None else grad_output.sum(axis=not_channels)  # (C,)
+    if weight is not None:
+        grad_output = grad_output * per_channel(weight, x_hat.ndim)  # (N, C, *)
+    return grad_output, dweight, dbias
+
+
+def update_running(running, batch, momentum):
+    """running = (1 - momentum) * running + momentum * batch, in place (torch's convention:
+    momentum is the weight of the new value)."""
+    running *= 1 - momentum
+    running += momentum * batch

@@ -1,0 +1,36 @@
+"""RMSNorm in NumPy (Exercises 3.6 and 3.7): LayerNorm without the centring and without
+a bias, y = x / sqrt(mean(x^2) + eps) * weight over the trailing dims normalized_shape.
+
+Shapes: x (*B, *S), S = normalized_shape; weight (*S); the saved rrms (*B, 1, .., 1).
+"""
+
+import numpy as np
+
+
+def rms_norm_forward(x, normalized_shape, weight=None, eps=None):
+    """Exercise 3.6: RMSNorm forward, torch's semantics.
+
+    Args:
+        x: float32 or float64 array (*B, *S).
+        normalized_shape: tuple of ints S.
+        weight: (*S) or None.
+        eps: added to the mean square inside the square root; None means the machine
+            epsilon of x's dtype, np.finfo(x.dtype).eps (as torch does).
+    Returns:
+        y: (*B, *S), x's dtype.
+        rrms: (*B, 1, .., 1), 1 / sqrt(mean(x^2) + eps) over the dims of S.
+    Saved for backward: x and rrms.
+    """
+    raise NotImplementedError("Exercise 3.6: implement rms_norm_forward")
+
+
+def rms_norm_backward(grad_output, x, normalized_shape, rrms, weight=None):
+    """Exercise 3.7: RMSNorm backward.
+
+    With x_hat = x * rrms and g = grad_output * weight (or grad_output without weight):
+        dx = rrms * (g - x_hat * mean(g * x_hat))   (means over the dims of S)
+        dweight = sum of grad_output * x_hat over every leading dim.
+    Returns:
+        dx: (*B, *S); dweight: (*S), or None if weight is None. x's dtype.
+    """
+    raise NotImplementedError("Exercise 3.7: implement rms_norm_backward")
