@@ -3,11 +3,14 @@ the axes-generic normalize) against torch: values, shapes, dtypes, in-place runn
 statistics, gradients under random upstream gradients, training loops, state_dict round
 trips, gradcheck, identities between the layers, and bad input."""
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import normlib.functional
 import normlib.nn
 from normlib.batch_norm import batch_norm_backward, batch_norm_forward
 from normlib.functional import batch_norm, group_norm, instance_norm, layer_norm, rms_norm
@@ -112,6 +115,35 @@ def test_batch_norm_matches_torch(shape, dtype, affine, training, momentum, with
         else:
             np.testing.assert_array_equal(rm, rm0, err_msg="eval changed running_mean")
             np.testing.assert_array_equal(rv, rv0, err_msg="eval changed running_var")
+
+
+@pytest.mark.parametrize("eps", [1e-3, 0.5])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_and_instance_norm_use_eps(eps, training):
+    """eps is used, inside the square root, in training and in eval (the grid above uses
+    torch's default 1e-5, at which eps on the std would go unnoticed)."""
+    x = randn((4, 3, 5), np.float64, 2, scale=0.1)  # variances ~0.01: eps matters
+    w, b = params(3, np.float64, "both")
+    rm, rv = running(3, np.float64)
+    rm_t, rv_t = t(rm), t(rv)
+    y = batch_norm(x, rm, rv, w, b, training, 0.1, eps)
+    expected = F.batch_norm(t(x), rm_t, rv_t, t(w), t(b), training, 0.1, eps)
+    assert_close(y, expected.numpy(), f"batch_norm eps={eps}")
+    assert_close(rv, rv_t.numpy(), f"running_var eps={eps}")
+    y = instance_norm(x, rm, rv, w, b, training, 0.1, eps)
+    expected = F.instance_norm(t(x), rm_t, rv_t, t(w), t(b), training, 0.1, eps)
+    assert_close(y, expected.numpy(), f"instance_norm eps={eps}")
+    assert_close(rm, rm_t.numpy(), f"running_mean eps={eps}")
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "batch_norm", "instance_norm",
+                                  "group_norm"])
+def test_functional_signatures_are_torchs(name):
+    """Same parameter names, order, kinds and defaults as torch.nn.functional."""
+    def params_of(fn):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert params_of(getattr(normlib.functional, name)) == params_of(getattr(F, name))
 
 
 def test_batch_norm_updates_views_in_place():
@@ -351,6 +383,7 @@ MODULES = [  # (id, class name, constructor args, kwargs, input shape)
     ("bn1d-no-bias", "BatchNorm1d", (3,), {"bias": False}, (4, 3, 2)),
     ("bn2d", "BatchNorm2d", (3,), {}, (3, 3, 4, 2)),
     ("bn2d-momentum-eps", "BatchNorm2d", (3,), {"momentum": 0.5, "eps": 1e-3}, (3, 3, 2, 2)),
+    ("bn2d-momentum-none", "BatchNorm2d", (3,), {"momentum": None}, (3, 3, 2, 2)),
     ("bn2d-no-running", "BatchNorm2d", (3,), {"track_running_stats": False, "affine": False},
      (2, 3, 2, 3)),
     ("in1d", "InstanceNorm1d", (3,), {}, (4, 3, 5)),
@@ -360,6 +393,8 @@ MODULES = [  # (id, class name, constructor args, kwargs, input shape)
      (3, 5)),
     ("in2d-affine", "InstanceNorm2d", (3,), {"affine": True}, (2, 3, 4, 3)),
     ("in2d-running", "InstanceNorm2d", (3,), {"track_running_stats": True, "momentum": 0.3},
+     (2, 3, 3, 3)),
+    ("in2d-momentum-none", "InstanceNorm2d", (3,), {"track_running_stats": True, "momentum": None},
      (2, 3, 3, 3)),
     ("in2d-unbatched", "InstanceNorm2d", (3,), {"affine": True, "track_running_stats": True},
      (3, 4, 3)),
