@@ -1,0 +1,168 @@
+"""Realistic wrong implementations of Unit 4's exercises: every one must fail its graded
+check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name.
+
+Targets: 4.1 replaces normlib.transformer.add_norm, 4.2 the class
+TransformerEncoderLayer (subclasses of the reference overriding forward, or __init__),
+4.3 the class TransformerEncoder (subclasses whose __init__ replaces the reference's).
+
+What a check needs to see them: norm parameters away from weight 1 and bias 0 (else a
+misplaced or shared norm is invisible), and layers with different weights (torch's
+TransformerEncoder deep-copies one layer, so "one layer repeated" matches torch's model
+until its layers are made to differ).
+"""
+
+import torch
+import torch.nn.functional as F
+
+import normlib.transformer as reference
+
+# Exercise 4.1: add_norm ---------------------------------------------------------------------
+
+
+def add_norm_post_ln_norms_the_sublayer(x, sublayer, norm, norm_first=False):
+    """Post-LN as x + norm(sublayer(x)): the residual stream is never normalized."""
+    if norm_first:
+        return x + sublayer(norm(x))
+    return x + norm(sublayer(x))
+
+
+def add_norm_pre_ln_residual_normalized(x, sublayer, norm, norm_first=False):
+    """Pre-LN as norm(x) + sublayer(norm(x)): the residual carries norm(x), not x."""
+    if norm_first:
+        h = norm(x)
+        return h + sublayer(h)
+    return norm(x + sublayer(x))
+
+
+def add_norm_swapped(x, sublayer, norm, norm_first=False):
+    """norm_first read backwards: Pre-LN when asked for Post-LN and vice versa."""
+    if norm_first:
+        return norm(x + sublayer(x))
+    return x + sublayer(norm(x))
+
+
+# Exercise 4.2: TransformerEncoderLayer.forward ----------------------------------------------
+
+
+class _WholeSequenceNorm(torch.nn.Module):
+    """Normalizes each sample over (S, E) together, as LayerNorm over (C, H, W) for images,
+    with the replaced norm's parameters (E,) (so that state_dicts still load)."""
+
+    def __init__(self, norm):
+        super().__init__()
+        self.weight, self.bias = norm.weight, getattr(norm, "bias", None)
+        self.eps = 1e-5 if norm.eps is None else norm.eps
+
+    def forward(self, x):
+        y = F.layer_norm(x, x.shape[-2:], eps=self.eps)  # (N, S, E), over (S, E)
+        y = y * self.weight
+        return y if self.bias is None else y + self.bias
+
+
+class LayerNormOverSequence(reference.TransformerEncoderLayer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.norm1 = _WholeSequenceNorm(self.norm1)
+        self.norm2 = _WholeSequenceNorm(self.norm2)
+
+
+class LayerWithoutActivation(reference.TransformerEncoderLayer):
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+
+        def attention(x):
+            return self.dropout1(self.self_attn(x))
+
+        def feed_forward(x):  # linear2(linear1(x)): one linear map
+            return self.dropout2(self.linear2(self.dropout(self.linear1(x))))
+
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
+
+
+class LayerNorm1Twice(reference.TransformerEncoderLayer):
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+
+        def attention(x):
+            return self.dropout1(self.self_attn(x))
+
+        def feed_forward(x):
+            h = self.dropout(self.activation(self.linear1(x)))
+            return self.dropout2(self.linear2(h))
+
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm1, self.norm_first)  # not norm2
+
+
+# Exercise 4.3: TransformerEncoder -----------------------------------------------------------
+
+
+class _Stack(reference.TransformerEncoder):
+    """A TransformerEncoder whose __init__ replaces the reference's: it sets what the
+    reference's provided lines set, then calls self.build (the mistake) with factories of
+    fresh layers and of fresh final norms."""
+
+    def __init__(self, num_layers, d_model, nhead, dim_feedforward=2048, dropout=0.0,
+                 activation="relu", layer_norm_eps=1e-5, norm_first=False, bias=True,
+                 norm="layer", device=None, dtype=None):
+        torch.nn.Module.__init__(self)  # not the reference's __init__ (the solution)
+        self.d_model, self.norm_first = d_model, norm_first
+        factory = {"device": device, "dtype": dtype}
+
+        def layer():
+            return reference.TransformerEncoderLayer(
+                d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, True,
+                norm_first, bias, norm, **factory)
+
+        def final():
+            return reference.make_norm(norm, d_model, layer_norm_eps, bias, **factory)
+
+        self.build(num_layers, layer, final)
+
+
+class StackWithoutFinalNorm(_Stack):
+    def build(self, num_layers, layer, final):
+        self.layers = torch.nn.ModuleList(layer() for _ in range(num_layers))
+        self.norm = None  # Pre-LN too: its residual stream leaves unnormalized
+
+
+class StackSharingOneNorm(_Stack):
+    def build(self, num_layers, layer, final):
+        self.layers = torch.nn.ModuleList(layer() for _ in range(num_layers))
+        shared1, shared2 = self.layers[0].norm1, self.layers[0].norm2
+        for block in self.layers:  # every layer's norms are layer 0's
+            block.norm1, block.norm2 = shared1, shared2
+        self.norm = final() if self.norm_first else None
+
+
+class StackOfOneLayer(_Stack):
+    def build(self, num_layers, layer, final):
+        self.layers = torch.nn.ModuleList([layer()] * num_layers)  # one module, L times
+        self.norm = final() if self.norm_first else None
+
+
+class StackWithFinalNormAlways(_Stack):
+    def build(self, num_layers, layer, final):
+        self.layers = torch.nn.ModuleList(layer() for _ in range(num_layers))
+        self.norm = final()  # Post-LN too: a second norm after the last layer's own
+
+
+WRONG = {
+    "4.1": {
+        "norm in the wrong place": add_norm_post_ln_norms_the_sublayer,
+        "residual added after the norm in Pre-LN": add_norm_pre_ln_residual_normalized,
+        "post and pre swapped": add_norm_swapped,
+    },
+    "4.2": {
+        "norm over the wrong axis": LayerNormOverSequence,
+        "feed-forward without its activation": LayerWithoutActivation,
+        "same norm for both sublayers": LayerNorm1Twice,
+    },
+    "4.3": {
+        "missing final norm in a Pre-LN stack": StackWithoutFinalNorm,
+        "one norm module shared across layers": StackSharingOneNorm,
+        "one layer repeated": StackOfOneLayer,
+        "final norm in Post-LN too": StackWithFinalNormAlways,
+    },
+}
