@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.nn
-from normlib.testing import TOLERANCES, assert_close
+from normlib.testing import TOLERANCES, torch_tensor_close
 from normlib.transformer import (
     AddNorm,
     MultiheadSelfAttention,
@@ -37,11 +37,9 @@ def assert_tensor_close(actual, expected, name, scale=1.0):
     times scale. atol grows with the largest |expected|: a weight gradient is a sum over
     N*S positions and may reach ~10, and its rounding error is relative to that size, not
     to each (possibly tiny) entry."""
-    assert isinstance(actual, torch.Tensor), f"{name}: expected a tensor, got {type(actual)}"
-    expected = expected.detach().numpy()
-    tol = TOLERANCES[expected.dtype]
-    atol = tol["atol"] * scale * max(1.0, float(np.abs(expected).max(initial=0.0)))
-    assert_close(actual.detach().numpy(), expected, name, rtol=tol["rtol"] * scale, atol=atol)
+    tol = TOLERANCES[expected.detach().numpy().dtype]
+    torch_tensor_close(actual, expected, name, scale_atol=True,
+                       **{k: v * scale for k, v in tol.items()})
 
 
 def perturb_(module, seed, weight_scale=0.0):
