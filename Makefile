@@ -28,12 +28,14 @@ lab: $(INSTALLED)
 check: $(INSTALLED)
 	$(PY) -m tools.check $(EX)
 
-# The whole course check (CI runs this on a fresh clone).
+# The whole course check (CI runs this on a fresh clone). Two pytest workers: the
+# nbgrader round trip (about 2 minutes) runs beside everything else; --dist loadfile keeps
+# each notebook, and each module-scoped fixture, on one worker.
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(PY) -m tools.student --check
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --durations=5
 
 # Authors: regenerate the student edition (notebooks/, normlib/) from solutions/.
 student: $(INSTALLED)

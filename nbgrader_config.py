@@ -6,7 +6,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
+from nbgrader.converters import Autograde  # noqa: E402
+
 from tools.course import ASSIGNMENT, student_files  # noqa: E402
+from tools.grading import SkipAtGrading  # noqa: E402
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -26,3 +29,9 @@ c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".py"]
 # Every check cell runs in a second or two; 30 s (nbgrader's default) stops an
 # infinite loop without failing a slow but correct kernel.
 c.ExecutePreprocessor.timeout = 30
+
+# Long experiments (cells tagged skip-at-grading) are not run at autograde: see
+# tools/grading.py. Added after nbgrader's own sanitizing, which restores the check cells.
+c.Autograde.sanitize_preprocessors = [
+    *Autograde.class_traits()["sanitize_preprocessors"].default(), SkipAtGrading
+]

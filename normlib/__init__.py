@@ -6,6 +6,7 @@
 - ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
 - ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
+- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 4.1-4.3)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.2)
@@ -23,7 +24,8 @@ from . import (
     nn,
     norm,
     rms_norm,
+    transformer,
 )
 
 __all__ = ["batch_norm", "functional", "gradcheck", "group_norm", "instance_norm",
-           "layer_norm", "nn", "norm", "rms_norm"]
+           "layer_norm", "nn", "norm", "rms_norm", "transformer"]

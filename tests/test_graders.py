@@ -14,12 +14,19 @@ import pytest
 
 import normlib.testing
 from tests.conftest import REPO
-from tests.variants import right, right_family, wrong, wrong_family
+from tests.variants import (
+    right,
+    right_family,
+    right_transformer,
+    wrong,
+    wrong_family,
+    wrong_transformer,
+)
 from tools.check import exercises
 
 CELLS = {number: source for number, _, source in exercises(REPO / "solutions")}
-RIGHT = {**right.RIGHT, **right_family.RIGHT}
-WRONG = {**wrong.WRONG, **wrong_family.WRONG}
+RIGHT = {**right.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT}
+WRONG = {**wrong.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG}
 TARGETS = {  # what each exercise implements
     "1.1": ("normlib.layer_norm", "layer_norm_stats"),
     "1.2": ("normlib.layer_norm", "layer_norm_forward"),
@@ -32,6 +39,9 @@ TARGETS = {  # what each exercise implements
     "3.5": ("normlib.instance_norm", "instance_norm_forward"),
     "3.6": ("normlib.rms_norm", "rms_norm_forward"),
     "3.7": ("normlib.rms_norm", "rms_norm_backward"),
+    "4.1": ("normlib.transformer", "add_norm"),
+    "4.2": ("normlib.transformer", "TransformerEncoderLayer"),
+    "4.3": ("normlib.transformer", "TransformerEncoder"),
 }
 
 
@@ -94,6 +104,9 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "3.5": ["batch axis included"],
         "3.6": ["subtracts the mean", "adds a bias"],
         "3.7": ["LayerNorm's mean term kept", "missing the x_hat term"],
+        "4.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
+        "4.2": ["norm over the wrong axis"],
+        "4.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
     }
     for number, names in named.items():
         assert set(names) <= set(WRONG[number])

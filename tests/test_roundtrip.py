@@ -26,6 +26,8 @@ from tools.course import (
     solution_notebooks,
     student_files,
 )
+from tools.grading import SKIPPED
+from tools.grading import TAG as SKIP_TAG
 
 CHECKS = {  # grade_id -> (notebook, points) of every graded cell of solutions/
     cell["metadata"]["nbgrader"]["grade_id"]: (path.stem, cell["metadata"]["nbgrader"]["points"])
@@ -36,6 +38,7 @@ POINTS = {grade_id: points for grade_id, (_, points) in CHECKS.items()}
 BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
 TAMPERED_ID = "ex1_1_layer_norm_stats"
+SKIP_TAGGED_ID = "ex1_2_layer_norm_forward"  # scores 0 for "tampered" only if it still runs
 EXPECTED = {  # student -> grade_id -> points earned
     "reference": dict(POINTS),
     "stubs": dict.fromkeys(POINTS, 0),
@@ -68,6 +71,8 @@ def submit(root, student, files=(), tamper=False):
         for cell in notebook["cells"]:
             if cell["metadata"].get("nbgrader", {}).get("grade_id") == TAMPERED_ID:
                 cell["source"] = "# Exercise 1.1: layer_norm_stats (3 points)\npass\n"
+            if cell["metadata"].get("nbgrader", {}).get("grade_id") == SKIP_TAGGED_ID:
+                cell["metadata"]["tags"] = [SKIP_TAG]  # asks the grader to skip a check
         path.write_text(json.dumps(notebook))
 
 
@@ -135,3 +140,19 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
     # what autograde ran is the student's file, not the course's reference
     graded_file = graded / "autograded" / "stubs" / ASSIGNMENT / "normlib" / "layer_norm.py"
     assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
+
+
+def test_experiments_are_skipped_at_grading_and_checks_never(graded):
+    """Cells tagged skip-at-grading (Unit 4's training runs) were not run at autograde;
+    the check cells were, including the one the tampered submission tagged
+    (test_every_check_cell_scores_as_expected: it still scores 0 there)."""
+    source = next(SOLUTIONS.glob("04_*.ipynb"))
+    tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
+              if SKIP_TAG in c["metadata"].get("tags", [])]
+    assert tagged, "the warm-up experiment of Unit 4 is tagged skip-at-grading"
+    path = next((graded / "autograded" / "reference" / ASSIGNMENT).glob("04_*.ipynb"))
+    cells = json.loads(path.read_text())["cells"]
+    for i in tagged:
+        assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
+    checks = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert checks and all(c["outputs"] for c in checks)

@@ -1,0 +1,273 @@
+"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 4: Exercises 4.1, 4.2, 4.3).
+
+A transformer layer wraps each sublayer F (self-attention, feed-forward) in a residual
+connection and a norm. Post-LN, the original Transformer's, normalizes after the addition:
+x -> norm(x + F(x)), so each layer's output has unit scale. Pre-LN normalizes only the
+sublayer's input: x -> x + F(norm(x)); the residual stream x grows with depth (one more
+summand per sublayer) and a final norm after the last layer rescales it. At
+initialization the gradient of the last layer's weights is then about constant in the
+depth L for Post-LN but shrinks like 1/sqrt(L) for Pre-LN (Xiong et al. 2020, "On Layer
+Normalization in the Transformer Architecture"): why Post-LN needs a learning-rate warm-up.
+
+Shapes: N batch, S sequence length, E = d_model, F = dim_feedforward, H heads, D = E / H.
+Inputs are batch first, (N, S, E). The norms are the course's own (normlib.nn), so
+everything runs on CPU tensors.
+"""
+
+import contextlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .nn import LayerNorm, RMSNorm
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def make_norm(kind, d_model, eps=1e-5, bias=True, device=None, dtype=None):
+    """The norm of a transformer layer: "layer" -> LayerNorm(d_model), "rms" -> RMSNorm."""
+    factory = {"device": device, "dtype": dtype}
+    if kind == "layer":
+        return LayerNorm(d_model, eps=eps, bias=bias, **factory)
+    if kind == "rms":
+        return RMSNorm(d_model, eps=eps, **factory)
+    raise ValueError(f'norm must be "layer" or "rms", got {kind!r}')
+
+
+def check_input(x, d_model):
+    """x must be a batch-first tensor (N, S, d_model)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"expected input of shape (N, S, {d_model}) (batch first, last dim d_model), "
+            f"got shape {tuple(x.shape)}"
+        )
+
+
+def add_norm(x, sublayer, norm, norm_first=False):
+    """Exercise 4.1: a sublayer with its residual connection and its norm.
+
+    Post-LN (norm_first=False, the original Transformer):  norm(x + sublayer(x))
+    Pre-LN  (norm_first=True):                             x + sublayer(norm(x))
+
+    Args:
+        x: (N, S, E) tensor.
+        sublayer: a callable (N, S, E) -> (N, S, E), e.g. self-attention.
+        norm: a callable (N, S, E) -> (N, S, E), e.g. normlib.nn.LayerNorm(E).
+        norm_first: False for Post-LN, True for Pre-LN.
+    Returns:
+        (N, S, E) tensor. Call sublayer and norm once each.
+    """
+    raise NotImplementedError("Exercise 4.1: implement add_norm")
+
+
+class AddNorm(torch.nn.Module):
+    """add_norm as a module (as torch pairs F.layer_norm with nn.LayerNorm): registers
+    sublayer and norm as submodules; forward(x) (N, S, E) -> (N, S, E)."""
+
+    def __init__(self, sublayer, norm, norm_first=False):
+        super().__init__()
+        self.sublayer, self.norm, self.norm_first = sublayer, norm, norm_first
+
+    def forward(self, x):
+        return add_norm(x, self.sublayer, self.norm, self.norm_first)
+
+    def extra_repr(self):
+        return f"norm_first={self.norm_first}"
+
+
+class MultiheadSelfAttention(torch.nn.Module):
+    """Self-attention with torch.nn.MultiheadAttention's parameters (provided).
+
+    Parameters, named and initialized as torch's (so that the state_dict of
+    torch.nn.TransformerEncoderLayer(...).self_attn loads into it):
+        in_proj_weight (3E, E): W_q, W_k, W_v stacked; in_proj_bias (3E,) or None;
+        out_proj: Linear(E, E).
+    forward(x): x (N, S, E) -> (N, S, E), the attention output only (torch's module
+    returns a tuple (output, weights)); no masks. dropout (keyword only) applies to the
+    attention weights in training mode, as torch's dropout argument does.
+    """
+
+    def __init__(self, d_model, nhead, bias=True, device=None, dtype=None, *, dropout=0.0):
+        super().__init__()
+        if d_model % nhead:
+            raise ValueError(f"d_model ({d_model}) must be divisible by nhead ({nhead})")
+        factory = {"device": device, "dtype": dtype}
+        self.d_model, self.nhead, self.dropout = d_model, nhead, dropout
+        self.in_proj_weight = torch.nn.Parameter(torch.empty(3 * d_model, d_model, **factory))
+        if bias:
+            self.in_proj_bias = torch.nn.Parameter(torch.empty(3 * d_model, **factory))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = torch.nn.Linear(d_model, d_model, bias=bias, **factory)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """torch.nn.MultiheadAttention's initialization (out_proj.weight keeps Linear's)."""
+        torch.nn.init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            torch.nn.init.zeros_(self.in_proj_bias)
+            torch.nn.init.zeros_(self.out_proj.bias)
+
+    def split_heads(self, t):
+        """(N, S, E) -> (N, H, S, D)."""
+        n, s, _ = t.shape
+        return t.reshape(n, s, self.nhead, -1).transpose(1, 2)
+
+    def forward(self, x):
+        check_input(x, self.d_model)
+        n, s, e = x.shape
+        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
+        q, k, v = (self.split_heads(t) for t in qkv.chunk(3, dim=-1))  # (N, H, S, D) each
+        p = self.dropout if self.training else 0.0
+        heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (N, H, S, D)
+        return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))  # (N, S, E)
+
+    def extra_repr(self):
+        return f"d_model={self.d_model}, nhead={self.nhead}, dropout={self.dropout}"
+
+
+class TransformerEncoderLayer(torch.nn.Module):
+    """Like torch.nn.TransformerEncoderLayer(..., batch_first=True), with the course's norms.
+
+    Same signature (dropout defaults to 0.0 here) and submodule names: self_attn, linear1
+    (E -> F), dropout, linear2 (F -> E), norm1, norm2, dropout1, dropout2, so that
+    state_dicts load both ways. norm: "layer" (normlib.nn.LayerNorm, eps=layer_norm_eps)
+    or "rms" (normlib.nn.RMSNorm, eps=layer_norm_eps). activation: "relu", "gelu" or a
+    callable. Inputs are (N, S, E) only: batch_first=False raises a ValueError (transpose
+    your (S, N, E) input instead), and there is no src_mask.
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.0, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 norm="layer", device=None, dtype=None):
+        super().__init__()
+        if not batch_first:
+            raise ValueError("only batch_first=True is supported: inputs are (N, S, E); "
+                             "transpose an (S, N, E) input with x.transpose(0, 1)")
+        if isinstance(activation, str) and activation not in ACTIVATIONS:
+            raise ValueError(f'activation must be "relu", "gelu" or a callable, '
+                             f"got {activation!r}")
+        factory = {"device": device, "dtype": dtype}
+        self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
+        self.self_attn = MultiheadSelfAttention(d_model, nhead, bias, dropout=dropout, **factory)
+        self.linear1 = torch.nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = torch.nn.Dropout(dropout)
+        self.linear2 = torch.nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.norm1 = make_norm(norm, d_model, layer_norm_eps, bias, **factory)
+        self.norm2 = make_norm(norm, d_model, layer_norm_eps, bias, **factory)
+        self.dropout1 = torch.nn.Dropout(dropout)
+        self.dropout2 = torch.nn.Dropout(dropout)
+        self.activation = ACTIVATIONS.get(activation, activation)
+
+    def forward(self, src):
+        """Exercise 4.2: the layer's forward, both sublayers through add_norm.
+
+        1. self-attention: x -> dropout1(self_attn(x)), through add_norm with norm1;
+        2. feed-forward: x -> dropout2(linear2(dropout(activation(linear1(x))))), through
+           add_norm with norm2;
+        each with self.norm_first (Post-LN when False, Pre-LN when True).
+
+        Args:
+            src: (N, S, E) tensor (batch first; no mask).
+        Returns:
+            (N, S, E) tensor.
+        """
+        check_input(src, self.d_model)
+        raise NotImplementedError("Exercise 4.2: implement TransformerEncoderLayer.forward")
+
+
+class TransformerEncoder(torch.nn.Module):
+    """A stack of num_layers TransformerEncoderLayer, and a final norm in Pre-LN.
+
+    Its state_dict has the keys of torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+    ..., batch_first=True, norm_first=norm_first), num_layers, norm=torch.nn.LayerNorm(d_model)
+    if norm_first else None): layers.0.self_attn.in_proj_weight, ..., and norm.weight,
+    norm.bias in Pre-LN only. The other arguments are TransformerEncoderLayer's.
+    """
+
+    def __init__(self, num_layers, d_model, nhead, dim_feedforward=2048, dropout=0.0,
+                 activation="relu", layer_norm_eps=1e-5, norm_first=False, bias=True,
+                 norm="layer", device=None, dtype=None):
+        """Exercise 4.3: build the stack.
+
+        Sets:
+            self.layers: a torch.nn.ModuleList of num_layers independent
+                TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                layer_norm_eps, batch_first=True, norm_first=norm_first, bias=bias,
+                norm=norm, device=device, dtype=dtype): no module shared between layers.
+            self.norm: in Pre-LN (norm_first=True), the final norm, make_norm(norm,
+                d_model, layer_norm_eps, bias, device=device, dtype=dtype), applied to the
+                last layer's output (the residual stream is never normalized otherwise);
+                in Post-LN, None (each layer already ends with a norm).
+        """
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        raise NotImplementedError("Exercise 4.3: implement TransformerEncoder.__init__")
+
+    def forward(self, src):
+        """Exercise 4.3 (continued): src (N, S, E) through every layer in order, then
+        through self.norm if it is not None. Returns (N, S, E)."""
+        check_input(src, self.d_model)
+        raise NotImplementedError("Exercise 4.3: implement TransformerEncoder.forward")
+
+
+# The experiment of Xiong et al. 2020 (provided) --------------------------------------------
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one thread: at these tiny sizes its threads only add overhead, and on a
+    2-core machine they fight NumPy's for the cores (about 4x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def xavier_init_(encoder):
+    """The paper's initialization: Xavier (Glorot) uniform weights and zero biases; the
+    norms keep weight 1 and bias 0."""
+    for name, p in encoder.named_parameters():
+        if ".norm" in f".{name}":
+            continue
+        if p.dim() == 2:
+            torch.nn.init.xavier_uniform_(p)
+        else:
+            torch.nn.init.zeros_(p)
+
+
+def grad_norms_at_init(num_layers, norm_first, seed=0, d_model=64, nhead=4,
+                       dim_feedforward=256, batch=8, seq=16, dtype=torch.float32):
+    """||dLoss/d linear2.weight||_F of every layer, at initialization.
+
+    The model: TransformerEncoder(num_layers, d_model, nhead, dim_feedforward,
+    norm_first=norm_first) with xavier_init_, after torch.manual_seed(seed); the loss: the
+    mean squared error between its output on a standard normal input (batch, seq, d_model)
+    and a standard normal target. Returns a NumPy array (num_layers,), layer 1 first.
+    """
+    torch.manual_seed(seed)
+    encoder = TransformerEncoder(num_layers, d_model, nhead, dim_feedforward,
+                                 norm_first=norm_first, dtype=dtype)
+    xavier_init_(encoder)
+    x = torch.randn(batch, seq, d_model, dtype=dtype)  # (N, S, E)
+    target = torch.randn(batch, seq, d_model, dtype=dtype)  # (N, S, E)
+    with one_thread():
+        F.mse_loss(encoder(x), target).backward()
+    return np.array([layer.linear2.weight.grad.norm().item() for layer in encoder.layers])
+
+
+def grad_norm_profile(num_layers, norm_first, seeds=(0, 1, 2), **sizes):
+    """grad_norms_at_init averaged over seeds: (num_layers,), layer 1 first."""
+    return np.mean([grad_norms_at_init(num_layers, norm_first, s, **sizes) for s in seeds], 0)
+
+
+def last_layer_grad_norms(num_layers, norm_first, seeds=(0, 1, 2), **sizes):
+    """The gradient norm of the last layer's linear2.weight (W^{2,L} in the paper) at
+    initialization, averaged over seeds; **sizes go to grad_norms_at_init. About constant
+    in num_layers for Post-LN, about proportional to 1 / sqrt(num_layers) for Pre-LN."""
+    return float(grad_norm_profile(num_layers, norm_first, seeds, **sizes)[-1])
