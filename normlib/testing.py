@@ -120,3 +120,41 @@ def torch_tensor_close(actual, expected, name, scale_atol=False, **tol):
         base = tol.get("atol", TOLERANCES[expected.dtype]["atol"])
         tol["atol"] = base * max(1.0, float(np.abs(expected).max(initial=0.0)))
     assert_close(actual.detach().numpy(), expected, name, **tol)
+
+
+def perturb_(module, seed, scale=0.5, weight_scale=0.0):
+    """Add random offsets to module's parameters in place: `scale` on the vectors (norm
+    weights away from 1, norm and linear biases away from 0, so that a misplaced, skipped
+    or shared norm shows), `weight_scale` on the matrices. Returns module."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            s = scale if p.dim() == 1 else weight_scale
+            p.add_(s * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return module
+
+
+def assert_same_computation(ours, theirs, x, case="", seed=0, scale=1.0):
+    """ours(x) and theirs(x) (modules or functions of one tensor) give the same output, input
+    gradient and gradient of every parameter (same names) under a random upstream gradient,
+    in value, shape and dtype: the course's tolerances times scale, atol relative to each
+    result's size (a weight gradient is a sum over every position)."""
+    results = []
+    for module in (ours, theirs):
+        input = x.detach().clone().requires_grad_()
+        y = module(input)
+        if not isinstance(y, torch.Tensor):
+            raise AssertionError(f"output {case}: expected a torch.Tensor, got {type(y).__name__}")
+        y.backward(torch.randn(y.shape, dtype=y.dtype,
+                               generator=torch.Generator().manual_seed(seed)))
+        params = sorted(module.named_parameters()) if isinstance(module, torch.nn.Module) else []
+        results.append([("output", y), ("input.grad", input.grad)]
+                       + [(f"{name}.grad", p.grad) for name, p in params])
+    names = [[name for name, _ in r] for r in results]
+    if names[0] != names[1]:
+        raise AssertionError(f"parameters {case}: {names[0][2:]}, expected {names[1][2:]}")
+    tol = {k: v * scale for k, v in TOLERANCES[x.detach().numpy().dtype].items()}
+    for (name, actual), (_, expected) in zip(*results):
+        if actual is None:
+            raise AssertionError(f"{name} is None {case}: is every parameter used?")
+        torch_tensor_close(actual, expected, f"{name} {case}", scale_atol=True, **tol)

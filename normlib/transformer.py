@@ -86,11 +86,11 @@ class MultiheadSelfAttention(torch.nn.Module):
         in_proj_weight (3E, E): W_q, W_k, W_v stacked; in_proj_bias (3E,) or None;
         out_proj: Linear(E, E).
     forward(x): x (N, S, E) -> (N, S, E), the attention output only (torch's module
-    returns a tuple (output, weights)); no masks. dropout (keyword only) applies to the
-    attention weights in training mode, as torch's dropout argument does.
+    returns a tuple (output, weights)); no masks. dropout applies to the attention
+    weights in training mode, as torch's dropout argument does.
     """
 
-    def __init__(self, d_model, nhead, bias=True, device=None, dtype=None, *, dropout=0.0):
+    def __init__(self, d_model, nhead, dropout=0.0, bias=True, device=None, dtype=None):
         super().__init__()
         if d_model % nhead:
             raise ValueError(f"d_model ({d_model}) must be divisible by nhead ({nhead})")
@@ -152,7 +152,7 @@ class TransformerEncoderLayer(torch.nn.Module):
                              f"got {activation!r}")
         factory = {"device": device, "dtype": dtype}
         self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
-        self.self_attn = MultiheadSelfAttention(d_model, nhead, bias, dropout=dropout, **factory)
+        self.self_attn = MultiheadSelfAttention(d_model, nhead, dropout, bias, **factory)
         self.linear1 = torch.nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
         self.dropout = torch.nn.Dropout(dropout)
         self.linear2 = torch.nn.Linear(dim_feedforward, d_model, bias=bias, **factory)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.nn
-from normlib.testing import TOLERANCES, torch_tensor_close
+from normlib.testing import TOLERANCES, assert_same_computation, perturb_, torch_tensor_close
 from normlib.transformer import (
     AddNorm,
     MultiheadSelfAttention,
@@ -33,25 +33,10 @@ SHAPES = [  # (N, S, E, H, F): batch, sequence, d_model, nhead, dim_feedforward
 
 
 def assert_tensor_close(actual, expected, name, scale=1.0):
-    """Shapes and dtypes exactly, values within the course's tolerances (normlib.testing)
-    times scale. atol grows with the largest |expected|: a weight gradient is a sum over
-    N*S positions and may reach ~10, and its rounding error is relative to that size, not
-    to each (possibly tiny) entry."""
-    tol = TOLERANCES[expected.detach().numpy().dtype]
-    torch_tensor_close(actual, expected, name, scale_atol=True,
-                       **{k: v * scale for k, v in tol.items()})
-
-
-def perturb_(module, seed, weight_scale=0.0):
-    """Random offsets on every 1-D parameter (norm weights away from 1, norm biases and
-    the attention's zero-initialized biases away from 0), so that a misplaced norm or bias
-    shows; weight_scale > 0 also moves the matrices (to make deep-copied layers differ)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            scale = 0.3 if p.dim() == 1 else weight_scale
-            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    return module
+    """torch_tensor_close with the course's tolerances times scale, atol relative to the
+    size of the result (see normlib.testing.assert_same_computation)."""
+    tol = {k: v * scale for k, v in TOLERANCES[expected.detach().numpy().dtype].items()}
+    torch_tensor_close(actual, expected, name, scale_atol=True, **tol)
 
 
 def torch_layer(e, h, f, dtype, norm_first, activation="relu", norm="layer", seed=0, **kw):
@@ -89,18 +74,6 @@ def forward_backward(module, x, seed=3):
     y.backward(torch.randn(y.shape, generator=gen, dtype=y.dtype))
     params = module.named_parameters() if isinstance(module, torch.nn.Module) else ()
     return y, x.grad, {name: p.grad for name, p in params}
-
-
-def assert_same_computation(ours, reference, x, scale=1.0):
-    """Same output, input gradient and parameter gradients (same names)."""
-    y, dx, grads = forward_backward(ours, x)
-    y_ref, dx_ref, grads_ref = forward_backward(reference, x)
-    assert_tensor_close(y, y_ref, "output", scale)
-    assert_tensor_close(dx, dx_ref, "input gradient", scale)
-    assert sorted(grads) == sorted(grads_ref)
-    for name, g in grads.items():
-        assert g is not None, f"{name}: no gradient"
-        assert_tensor_close(g, grads_ref[name], f"gradient of {name}", scale)
 
 
 # 1. add_norm and AddNorm --------------------------------------------------------------------

@@ -9,6 +9,10 @@ What a check needs to see them: norm parameters away from weight 1 and bias 0 (e
 misplaced or shared norm is invisible), and layers with different weights (torch's
 TransformerEncoder deep-copies one layer, so "one layer repeated" matches torch's model
 until its layers are made to differ).
+
+"norm over the wrong axis" replaces the norms that the provided __init__ builds: inside the
+exercises a student cannot choose the axis, so this variant shows that the check would see
+it (the axis mistake itself is graded in Units 1 and 3).
 """
 
 import torch
@@ -95,6 +99,23 @@ class LayerNorm1Twice(reference.TransformerEncoderLayer):
         return reference.add_norm(x, feed_forward, self.norm1, self.norm_first)  # not norm2
 
 
+class LayerDropoutAlwaysOn(reference.TransformerEncoderLayer):
+    """F.dropout without training=self.training: dropout stays on in evaluation mode."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+        p = self.dropout.p
+
+        def attention(x):
+            return F.dropout(self.self_attn(x), p)
+
+        def feed_forward(x):
+            return F.dropout(self.linear2(F.dropout(self.activation(self.linear1(x)), p)), p)
+
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
+
+
 # Exercise 4.3: TransformerEncoder -----------------------------------------------------------
 
 
@@ -119,6 +140,22 @@ class _Stack(reference.TransformerEncoder):
             return reference.make_norm(norm, d_model, layer_norm_eps, bias, **factory)
 
         self.build(num_layers, layer, final)
+
+
+class StackDroppingOptions(reference.TransformerEncoder):
+    """Layers and final norm built with the defaults: activation, dropout, layer_norm_eps
+    and bias never reach them."""
+
+    def __init__(self, num_layers, d_model, nhead, dim_feedforward=2048, dropout=0.0,
+                 activation="relu", layer_norm_eps=1e-5, norm_first=False, bias=True,
+                 norm="layer", device=None, dtype=None):
+        torch.nn.Module.__init__(self)
+        self.d_model, self.norm_first = d_model, norm_first
+        self.layers = torch.nn.ModuleList(
+            reference.TransformerEncoderLayer(d_model, nhead, dim_feedforward,
+                                              norm_first=norm_first, norm=norm, dtype=dtype)
+            for _ in range(num_layers))
+        self.norm = reference.make_norm(norm, d_model, dtype=dtype) if norm_first else None
 
 
 class StackWithoutFinalNorm(_Stack):
@@ -158,11 +195,13 @@ WRONG = {
         "norm over the wrong axis": LayerNormOverSequence,
         "feed-forward without its activation": LayerWithoutActivation,
         "same norm for both sublayers": LayerNorm1Twice,
+        "dropout left on in evaluation mode": LayerDropoutAlwaysOn,
     },
     "4.3": {
         "missing final norm in a Pre-LN stack": StackWithoutFinalNorm,
         "one norm module shared across layers": StackSharingOneNorm,
         "one layer repeated": StackOfOneLayer,
         "final norm in Post-LN too": StackWithFinalNormAlways,
+        "layer options not passed on": StackDroppingOptions,
     },
 }
