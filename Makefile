@@ -7,7 +7,7 @@ COURSE_DIR ?= build/course
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
-.PHONY: lab check test student course outputs clean
+.PHONY: lab check test student course recheck outputs clean
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
@@ -48,6 +48,11 @@ outputs: $(INSTALLED)
 # Instructors: an nbgrader course directory built from solutions/ (COURSE_DIR=...).
 course: $(INSTALLED)
 	$(PY) -m tools.course $(COURSE_DIR)
+
+# Instructors, after autograde: re-run every check of each submission in a clean process
+# and list where the notebook's score disagrees (a patched check; the clean score counts).
+recheck: $(INSTALLED)
+	$(PY) -m tools.recheck $(COURSE_DIR)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -5,7 +5,8 @@ autograde four submissions, export the grades, and check every score.
 - stubs: the untouched student edition -> 0
 - wrong_backward: the reference with a backward missing its mean term -> partial
 - tampered: a wrong kernel whose check cell was edited to pass -> the cell is
-  restored and scores 0
+  restored and scores 0; and a cell added to notebook 02 that patches the checks'
+  assert_close -> 2.2 scores in the notebook, and tools.recheck's clean process flags it
 The student's normlib files are what gets graded (exclude_overwriting): the same
 course grades the stubs 0 and the reference full marks.
 """
@@ -28,6 +29,7 @@ from tools.course import (
 )
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
+from tools.recheck import disagreements
 
 CHECKS = {  # grade_id -> (notebook, points) of every graded cell of solutions/
     cell["metadata"]["nbgrader"]["grade_id"]: (path.stem, cell["metadata"]["nbgrader"]["points"])
@@ -39,14 +41,15 @@ BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
 TAMPERED_ID = "ex1_1_layer_norm_stats"
 SKIP_TAGGED_ID = "ex1_2_layer_norm_forward"  # scores 0 for "tampered" only if it still runs
+PATCH = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
 EXPECTED = {  # student -> grade_id -> points earned
     "reference": dict(POINTS),
     "stubs": dict.fromkeys(POINTS, 0),
     # 2.2 runs the wrong backward through the autograd Function too
     "wrong_backward": {**POINTS, "ex2_1_layer_norm_backward": 0, "ex2_2_layer_norm_function": 0},
-    # eps outside the sqrt breaks the stats, hence the forward and the module
-    "tampered": {**POINTS, "ex1_1_layer_norm_stats": 0, "ex1_2_layer_norm_forward": 0,
-                 "ex2_2_layer_norm_function": 0},
+    # eps outside the sqrt breaks the stats, hence the forward and the module; but in
+    # notebook 02 a cell patches assert_close, so 2.2 scores there (tools.recheck flags it)
+    "tampered": {**POINTS, "ex1_1_layer_norm_stats": 0, "ex1_2_layer_norm_forward": 0},
 }
 
 
@@ -73,6 +76,11 @@ def submit(root, student, files=(), tamper=False):
                 cell["source"] = "# Exercise 1.1: layer_norm_stats (3 points)\npass\n"
             if cell["metadata"].get("nbgrader", {}).get("grade_id") == SKIP_TAGGED_ID:
                 cell["metadata"]["tags"] = [SKIP_TAG]  # asks the grader to skip a check
+        path.write_text(json.dumps(notebook))
+        path = next(folder.glob("02_*.ipynb"))  # a cell that disarms the checks
+        notebook = json.loads(path.read_text())
+        notebook["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                                     "execution_count": None, "source": PATCH})
         path.write_text(json.dumps(notebook))
 
 
@@ -156,3 +164,11 @@ def test_experiments_are_skipped_at_grading_and_checks_never(graded):
         assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
     checks = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
     assert checks and all(c["outputs"] for c in checks)
+
+
+def test_clean_process_flags_the_patched_checks_and_only_them(graded):
+    """tools.recheck re-runs every check on the submission's normlib in a fresh process:
+    the tampered submission's patched 2.2 (4 points in the notebook) is 0 there; the
+    reference agrees everywhere."""
+    assert disagreements(graded, "tampered") == [("ex2_2_layer_norm_function", 4, 0)]
+    assert disagreements(graded, "reference") == []
