@@ -6,10 +6,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
-from nbgrader.converters import Autograde  # noqa: E402
+from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
 from tools.course import ASSIGNMENT, student_files  # noqa: E402
-from tools.grading import SkipAtGrading  # noqa: E402
+from tools.grading import HideHiddenTests, SkipAtGrading  # noqa: E402
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -34,4 +34,10 @@ c.ExecutePreprocessor.timeout = 30
 # tools/grading.py. Added after nbgrader's own sanitizing, which restores the check cells.
 c.Autograde.sanitize_preprocessors = [
     *Autograde.class_traits()["sanitize_preprocessors"].default(), SkipAtGrading
+]
+
+# Feedback shows which checks failed and why, not the hidden tests' code (tools/grading.py;
+# c.HideHiddenTests.enabled = False shows them, as nbgrader does by default).
+c.GenerateFeedback.preprocessors = [
+    *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests
 ]

@@ -12,7 +12,9 @@ course grades the stubs 0 and the reference full marks.
 """
 
 import csv
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -172,3 +174,26 @@ def test_clean_process_flags_the_patched_checks_and_only_them(graded):
     reference agrees everywhere."""
     assert disagreements(graded, "tampered") == [("ex2_2_layer_norm_function", 4, 0)]
     assert disagreements(graded, "reference") == []
+
+
+def hidden_only_lines(grade_id):
+    """The lines of a check's hidden-test block that appear nowhere else in the cell."""
+    source = check_cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)
+    visible, hidden = source.split("### BEGIN HIDDEN TESTS")[0], source.split(
+        "### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    seen = {line.strip() for line in visible.splitlines()}
+    return {line.strip() for line in hidden.splitlines() if line.strip()} - seen
+
+
+def test_feedback_says_what_failed_without_the_hidden_tests(graded):
+    result = nbgrader(graded, "generate_feedback", ASSIGNMENT, "--student", "wrong_backward",
+                      check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = next((graded / "feedback" / "wrong_backward" / ASSIGNMENT).glob("02_*.html"))
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # what a reader sees
+    assert "check_backward(x, (4,), weight, bias)" in text  # the visible checks are shown
+    assert "dx for x (2, 4) float32" in text and "Not equal to tolerance" in text  # and why
+    assert "lines of hidden tests, not shown" in text
+    hidden = hidden_only_lines("ex2_1_layer_norm_backward")
+    assert len(hidden) > 10
+    assert not [line for line in hidden if line in text]
