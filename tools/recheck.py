@@ -74,10 +74,13 @@ def clean_results(root, student):
         # cwd first on sys.path: `import normlib` is this folder's; the repository (for
         # `tools`) comes after it
         code = "import json, tools.recheck as r; print(json.dumps(r.run_all()))"
-        result = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True,
-                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
-                                timeout=CELL_TIMEOUT * (len(grade_ids) + 1))
-    if result.returncode != 0:  # the process died (os._exit, a crash): nothing passed
+        try:
+            result = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True,
+                                    text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                                    timeout=CELL_TIMEOUT * (len(grade_ids) + 1))
+        except subprocess.TimeoutExpired:  # stuck where no alarm reaches (C code)
+            return dict.fromkeys(grade_ids, False)
+    if result.returncode != 0:  # the process died (sys.exit, os._exit, a crash): no points
         return dict.fromkeys(grade_ids, False)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
