@@ -25,19 +25,15 @@ from tools.course import (
     ASSIGNMENT,
     SOLUTIONS,
     build_course,
+    graded_cells,
     nbgrader,
-    solution_notebooks,
     student_files,
 )
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.recheck import disagreements
 
-CHECKS = {  # grade_id -> (notebook, points) of every graded cell of solutions/
-    cell["metadata"]["nbgrader"]["grade_id"]: (path.stem, cell["metadata"]["nbgrader"]["points"])
-    for path in solution_notebooks() for cell in json.loads(path.read_text())["cells"]
-    if cell["metadata"].get("nbgrader", {}).get("grade")
-}
+CHECKS = {grade_id: (notebook, points) for notebook, grade_id, points, _ in graded_cells()}
 POINTS = {grade_id: points for grade_id, (_, points) in CHECKS.items()}
 BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"

@@ -11,11 +11,12 @@ line of normlib it came from.
 """
 
 import argparse
-import json
 import re
 import sys
 import traceback
 from pathlib import Path
+
+from tools.course import graded_cells
 
 REPO = Path(__file__).resolve().parents[1]
 _TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+)")
@@ -24,12 +25,9 @@ _TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+)")
 def exercises(notebook_dir):
     """(number, name, source) of every graded cell, in notebook order."""
     found = []
-    for path in sorted(Path(notebook_dir).glob("[0-9]*.ipynb")):
-        for cell in json.loads(path.read_text())["cells"]:
-            source = "".join(cell["source"])
-            match = _TITLE.match(source)
-            if cell["metadata"].get("nbgrader", {}).get("grade") and match:
-                found.append((match.group(1), match.group(2), source))
+    for _, _, _, source in graded_cells(notebook_dir):
+        if match := _TITLE.match(source):
+            found.append((match.group(1), match.group(2), source))
     return found
 
 

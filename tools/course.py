@@ -8,6 +8,7 @@ Run nbgrader from <root> (its working directory is the course root).
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +23,19 @@ ASSIGNMENT = "normalization"
 def solution_notebooks():
     """The solution notebooks, in unit order."""
     return sorted(SOLUTIONS.glob("[0-9]*.ipynb"))
+
+
+def graded_cells(notebook_dir=SOLUTIONS):
+    """(notebook, grade_id, points, source) of every graded (check) cell of the numbered
+    notebooks in notebook_dir, in unit order; notebook is the file's stem."""
+    found = []
+    for path in sorted(Path(notebook_dir).glob("[0-9]*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if meta.get("grade"):
+                found.append((path.stem, meta["grade_id"], meta["points"],
+                              "".join(cell["source"])))
+    return found
 
 
 def package_files():

@@ -25,21 +25,9 @@ import tempfile
 from pathlib import Path
 
 from tools.check import run
-from tools.course import ASSIGNMENT, REPO, solution_notebooks, student_files
+from tools.course import ASSIGNMENT, REPO, graded_cells, student_files
 
 CELL_TIMEOUT = 30  # seconds per check cell, as nbgrader_config.py gives nbgrader's cells
-
-
-def checks():
-    """(notebook, grade_id, points, source) of every graded cell of solutions/."""
-    found = []
-    for path in solution_notebooks():
-        for cell in json.loads(path.read_text())["cells"]:
-            meta = cell["metadata"].get("nbgrader", {})
-            if meta.get("grade"):
-                found.append((path.stem, meta["grade_id"], meta["points"],
-                              "".join(cell["source"])))
-    return found
 
 
 def _timeout(signum, frame):
@@ -50,7 +38,7 @@ def run_all():
     """In the clean process: run every check, {grade_id: True if it passed}."""
     signal.signal(signal.SIGALRM, _timeout)
     passed = {}
-    for _, grade_id, _, source in checks():
+    for _, grade_id, _, source in graded_cells():
         signal.alarm(CELL_TIMEOUT)
         try:
             passed[grade_id] = run(source, f"<{grade_id}>")[0] == "pass"
@@ -63,7 +51,7 @@ def clean_results(root, student):
     """{grade_id: passed} for one submission of the course at root, from a fresh process
     whose normlib is the course's with the student's exercise files in place."""
     submission = Path(root) / "submitted" / student / ASSIGNMENT
-    grade_ids = [grade_id for _, grade_id, _, _ in checks()]
+    grade_ids = [grade_id for _, grade_id, _, _ in graded_cells()]
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(Path(root) / "source" / ASSIGNMENT / "normlib", Path(tmp) / "normlib")
         for rel in student_files():
@@ -92,7 +80,7 @@ def disagreements(root, student):
     passed = clean_results(root, student)
     rows = []
     with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gb:
-        for notebook, grade_id, points, _ in checks():
+        for notebook, grade_id, points, _ in graded_cells():
             score = gb.find_grade(grade_id, notebook, ASSIGNMENT, student).score
             clean = points if passed[grade_id] else 0
             if score != clean:
