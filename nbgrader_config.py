@@ -1,5 +1,6 @@
-"""nbgrader settings of the course (used by every course built with `make course`,
-which writes a course-root nbgrader_config.py that loads this file)."""
+"""nbgrader settings of the course. A course built by tools.course has a course-root
+nbgrader_config.py that loads this file, then adds what depends on the course (the
+gradebook, each assignment's student files, the protected folders)."""
 
 import sys
 from pathlib import Path
@@ -8,27 +9,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
-from tools.course import ASSIGNMENT, student_files  # noqa: E402
-from tools.grading import HideHiddenTests, SkipAtGrading  # noqa: E402
+from tools.grading import GradingExecute, HideHiddenTests, SkipAtGrading  # noqa: E402
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
 c.CourseDirectory.course_id = "normalization-layers"
 
 # nbgrader copies .py files verbatim: strip their solution blocks in the release.
-# (A failing hook is only logged by nbgrader, so `make test` greps the release.)
+# (A failing hook is only logged by nbgrader, so the release step scans the release.)
 c.GenerateAssignment.post_convert_hook = "tools.strip.strip_release"
 
-# At autograde nbgrader would overwrite the student's .py files with the source's
-# (the reference!): keep the files that hold exercises, so the student's code is graded.
-c.Autograde.exclude_overwriting = {ASSIGNMENT: student_files()}
-
-# Collect the student's normlib/*.py from an LMS zip download, not only notebooks.
+# zip_collect: one zip per student in downloaded/<assignment>/archive/, named
+# "<student_id>_<anything>.zip" (an LMS's bulk download, unzipped once), holding the
+# assignment's files with or without one enclosing folder. Its .py files are collected too.
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/extracted/(?P<student_id>[^/_]+)[^/]*/(?:[^/]+/)??(?P<file_id>(?:normlib/)?[^/]+)$"
+)
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".py"]
 
-# Every check cell runs in a second or two; 30 s (nbgrader's default) stops an
-# infinite loop without failing a slow but correct kernel.
-c.ExecutePreprocessor.timeout = 30
+# A check cell the student deleted is put back (and run), never simply scored 0.
+c.OverwriteCells.add_missing_cells = True
+
+# Each cell has 30 s (the checks take a second or two): past it, or if the kernel dies or
+# runs out of memory, that cell is an error, the kernel restarts and grading goes on. Each
+# kernel starts in tools/sandbox.py. Both are tools/grading.GradingExecute.
+c.GradingExecute.timeout = 30
+c.Autograde.autograde_preprocessors = [
+    GradingExecute if p.__name__ == "Execute" else p
+    for p in Autograde.class_traits()["autograde_preprocessors"].default()
+]
 
 # Long experiments (cells tagged skip-at-grading) are not run at autograde: see
 # tools/grading.py. Added after nbgrader's own sanitizing, which restores the check cells.

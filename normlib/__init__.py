@@ -14,18 +14,15 @@
 - ``normlib.testing``        what the exercise checks compare against
 """
 
-from . import (
-    batch_norm,
-    functional,
-    gradcheck,
-    group_norm,
-    instance_norm,
-    layer_norm,
-    nn,
-    norm,
-    rms_norm,
-    transformer,
-)
+import importlib
 
 __all__ = ["batch_norm", "functional", "gradcheck", "group_norm", "instance_norm",
-           "layer_norm", "nn", "norm", "rms_norm", "transformer"]
+           "layer_norm", "nn", "norm", "rms_norm", "testing", "transformer"]
+
+
+def __getattr__(name):
+    """`normlib.nn` and `from normlib import nn` import the module on first use, so one
+    module that fails to import (a syntax error in an exercise) breaks only what uses it."""
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

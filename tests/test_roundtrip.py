@@ -1,195 +1,290 @@
-"""The instructor's round trip: build an nbgrader course from solutions/, release it,
-autograde four submissions, export the grades, and check every score.
+"""The instructor's pipeline end to end (tools/instructor.py), on the synthetic class of
+tools/synthetic.py: build the course (one assignment per unit), release it, collect the
+class from LMS zips, autograde it with two processes (each submission re-checked in a
+clean process), generate feedback, export the CSV, and check every score.
 
-- reference: the student edition with the reference normlib files -> full marks
-- stubs: the untouched student edition -> 0
-- wrong_backward: the reference with a backward missing its mean term -> partial
-- tampered: a wrong kernel whose check cell was edited to pass -> the cell is
-  restored and scores 0; and a cell added to notebook 02 that patches the checks'
-  assert_close -> 2.2 scores in the notebook, and tools.recheck's clean process flags it
-The student's normlib files are what gets graded (exclude_overwriting): the same
-course grades the stubs 0 and the reference full marks.
+Every hardening case is one submission, graded in the same run as the others: an
+infinite loop deaf to interrupts, unbounded memory, sys.exit, os._exit, a killed kernel,
+a syntax error, a missing file, a renamed function, an edited and a deleted check cell,
+a notebook cell and a module that patch the checks, and code that reaches for the
+gradebook, the reference and the folders outside its own.
 """
 
+import contextlib
 import csv
 import html
+import io
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
-from tools.course import (
-    ASSIGNMENT,
-    SOLUTIONS,
-    build_course,
-    graded_cells,
-    nbgrader,
-    student_files,
-)
+from tools.course import SOLUTIONS, build_course, gradebook_url, graded_cells, load_course
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
-from tools.recheck import disagreements
+from tools.instructor import autograde, collect, export, feedback, release
+from tools.synthetic import CASES, write_submission, zip_folder
 
-CHECKS = {grade_id: (notebook, points) for notebook, grade_id, points, _ in graded_cells()}
-POINTS = {grade_id: points for grade_id, (_, points) in CHECKS.items()}
-BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
-RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
-TAMPERED_ID = "ex1_1_layer_norm_stats"
-SKIP_TAGGED_ID = "ex1_2_layer_norm_forward"  # scores 0 for "tampered" only if it still runs
-PATCH = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
-EXPECTED = {  # student -> grade_id -> points earned
-    "reference": dict(POINTS),
-    "stubs": dict.fromkeys(POINTS, 0),
-    # 2.2 runs the wrong backward through the autograd Function too
-    "wrong_backward": {**POINTS, "ex2_1_layer_norm_backward": 0, "ex2_2_layer_norm_function": 0},
-    # eps outside the sqrt breaks the stats, hence the forward and the module; but in
-    # notebook 02 a cell patches assert_close, so 2.2 scores there (tools.recheck flags it)
-    "tampered": {**POINTS, "ex1_1_layer_norm_stats": 0, "ex1_2_layer_norm_forward": 0},
+TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
+UNITS = {f"unit{n}": graded_cells(notebooks=[p.stem]) for n, p in
+         enumerate(sorted(SOLUTIONS.glob("[0-9]*.ipynb")), start=1)}
+POINTS = {a: {grade_id: points for _, grade_id, points, _ in cells} for a, cells in UNITS.items()}
+NOTEBOOK = {grade_id: nb for cells in UNITS.values() for nb, grade_id, _, _ in cells}
+
+
+def scores(assignment, **zeroed):
+    """Full points for the assignment, but 0 for the checks named (by exercise, 3_4=0)."""
+    points = dict(POINTS[assignment])
+    for exercise in zeroed:
+        grade_id = next(g for g in points if g.startswith(f"ex{exercise}_"))
+        points[grade_id] = 0
+    return points
+
+
+def nothing(assignment):
+    return dict.fromkeys(POINTS[assignment], 0)
+
+
+EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-check
+    ("unit1", "reference"): scores("unit1"),
+    ("unit1", "stubs"): nothing("unit1"),
+    ("unit1", "tampered"): nothing("unit1"),  # eps outside the sqrt; cells restored
+    ("unit1", "deleted"): scores("unit1"),  # the deleted check is put back, and passes
+    ("unit1", "loop"): scores("unit1", **{"1_2": 0}),
+    ("unit1", "memory"): scores("unit1", **{"1_2": 0}),
+    ("unit1", "exits"): scores("unit1", **{"1_2": 0}),
+    ("unit1", "osexit"): scores("unit1", **{"1_2": 0}),
+    ("unit1", "renamed"): scores("unit1", **{"1_2": 0}),  # layer_norm_forward renamed
+    ("unit1", "intruder"): nothing("unit1"),  # stubs: the reference was out of its reach
+    ("unit2", "reference"): scores("unit2"),
+    # the autograd Function (2.2) runs the wrong backward too
+    ("unit2", "wrong-backward"): nothing("unit2"),
+    # eps outside the sqrt breaks 2.2's forward; the patched check passed it in the
+    # notebook, the clean process did not
+    ("unit2", "tampered"): scores("unit2", **{"2_2": 0}),
+    ("unit2", "killed"): scores("unit2", **{"2_2": 0}),
+    ("unit2", "missing"): scores("unit2", **{"2_2": 0}),  # no nn.py
+    ("unit3", "reference"): scores("unit3"),
+    ("unit3", "broken"): scores("unit3", **{"3_5": 0}),  # syntax error in instance_norm.py
+    # group_norm.py disarms numpy's assert_allclose: every check from 3.4 on is void
+    ("unit3", "patcher"): scores("unit3", **{"3_4": 0, "3_5": 0, "3_6": 0, "3_7": 0}),
+    ("unit4", "reference"): scores("unit4"),
+    ("unit4", "stubs"): nothing("unit4"),
+}
+# checks where the notebook's score was wrong and the clean re-check's replaced it
+OVERRIDDEN = {
+    ("unit2", "tampered"): {"ex2_2_layer_norm_function"},
+    ("unit3", "patcher"): {"ex3_4_group_norm_forward", "ex3_5_instance_norm_forward",
+                           "ex3_6_rms_norm_forward", "ex3_7_rms_norm_backward"},
 }
 
 
-def reference_file(name, replace=None):
-    text = (SOLUTIONS / "normlib" / name).read_text()
-    if replace:
-        old, new = replace
-        assert old in text, f"the reference {name} changed: update this test's mutation"
-        text = text.replace(old, new)
-    return text
-
-
-def submit(root, student, files=(), tamper=False):
-    """A submission: the released edition with some normlib files replaced."""
-    folder = root / "submitted" / student / ASSIGNMENT
-    shutil.copytree(root / "release" / ASSIGNMENT, folder)
-    for name, text in files:
-        (folder / "normlib" / name).write_text(text)
-    if tamper:  # make the stats check pass whatever the kernel does
-        path = next(folder.glob("01_*.ipynb"))
-        notebook = json.loads(path.read_text())
-        for cell in notebook["cells"]:
-            if cell["metadata"].get("nbgrader", {}).get("grade_id") == TAMPERED_ID:
-                cell["source"] = "# Exercise 1.1: layer_norm_stats (3 points)\npass\n"
-            if cell["metadata"].get("nbgrader", {}).get("grade_id") == SKIP_TAGGED_ID:
-                cell["metadata"]["tags"] = [SKIP_TAG]  # asks the grader to skip a check
-        path.write_text(json.dumps(notebook))
-        path = next(folder.glob("02_*.ipynb"))  # a cell that disarms the checks
-        notebook = json.loads(path.read_text())
-        notebook["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
-                                     "execution_count": None, "source": PATCH})
-        path.write_text(json.dumps(notebook))
+def test_expectations_cover_every_case():
+    assert set(EXPECTED) == {(a, s) for a, cases in CASES.items() for s in cases}
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = build_course(tmp_path_factory.mktemp("course"))
-    nbgrader(root, "generate_assignment", ASSIGNMENT)
-    reference = {Path(f).name: reference_file(Path(f).name) for f in student_files()}
-    submit(root, "reference", reference.items())
-    submit(root, "stubs")
-    wrong = reference_file("layer_norm.py", (BACKWARD, BACKWARD.replace("g_mean - ", "")))
-    submit(root, "wrong_backward", {**reference, "layer_norm.py": wrong}.items())
-    eps_outside = reference_file("layer_norm.py", (RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(var) + eps)")))
-    submit(root, "tampered", {**reference, "layer_norm.py": eps_outside}.items(), tamper=True)
-    result = nbgrader(root, "autograde", ASSIGNMENT, "--create", check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    nbgrader(root, "export")
-    return root
+    tmp = tmp_path_factory.mktemp("pipeline")
+    root = build_course(tmp / "course", layout="unit")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        release(root)
+        for assignment, cases in CASES.items():
+            archive = root / "downloaded" / assignment / "archive"
+            archive.mkdir(parents=True)
+            for i, student in enumerate(cases):
+                folder = tmp / "staging" / assignment / student
+                write_submission(root, assignment, student, folder)
+                # as an LMS names a download; half of the zips have an enclosing folder
+                zip_folder(folder, archive / f"{student}_{4000 + i}_{assignment}.zip",
+                           enclosing=assignment if i % 2 else None)
+        collect(root)
+        failed = autograde(root, jobs=2, timeout=TIMEOUT)
+        feedback(root)
+        export(root, root / "grades.csv")
+    assert failed == 0, out.getvalue()
+    return root, out.getvalue()
 
 
-def test_the_course_has_the_layer_norm_checks():
-    assert {k: POINTS[k] for k in ("ex1_1_layer_norm_stats", "ex1_2_layer_norm_forward",
-                                   "ex2_1_layer_norm_backward", "ex2_2_layer_norm_function")} \
-        == {"ex1_1_layer_norm_stats": 3, "ex1_2_layer_norm_forward": 3,
-            "ex2_1_layer_norm_backward": 4, "ex2_2_layer_norm_function": 4}
-
-
-def test_every_check_cell_scores_as_expected(graded):
-    with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
-        for student, expected in EXPECTED.items():
+def test_every_check_scores_as_expected(graded):
+    root, _ = graded
+    with Gradebook(gradebook_url(root)) as gb:
+        for (assignment, student), expected in EXPECTED.items():
             for grade_id, points in expected.items():
-                grade = gb.find_grade(grade_id, CHECKS[grade_id][0], ASSIGNMENT, student)
-                assert grade.max_score == POINTS[grade_id]
-                assert grade.score == points, f"{student} {grade_id}: {grade.score} != {points}"
+                grade = gb.find_grade(grade_id, NOTEBOOK[grade_id], assignment, student)
+                assert grade.max_score == POINTS[assignment][grade_id]
+                assert grade.score == points, f"{assignment} {student} {grade_id}: " \
+                    f"{grade.score} != {points}"
 
 
-def test_grades_csv_has_the_totals(graded):
-    rows = {r["student_id"]: r for r in csv.DictReader((graded / "grades.csv").open())}
-    assert set(rows) == set(EXPECTED)
-    for student, expected in EXPECTED.items():
-        assert float(rows[student]["max_score"]) == sum(POINTS.values())
-        assert float(rows[student]["raw_score"]) == sum(expected.values())
+def test_the_clean_recheck_overrides_exactly_the_patched_checks(graded):
+    root, log = graded
+    with Gradebook(gradebook_url(root)) as gb:
+        for (assignment, student), expected in EXPECTED.items():
+            overridden = {g for g in expected if gb.find_grade(
+                g, NOTEBOOK[g], assignment, student).manual_score is not None}
+            assert overridden == OVERRIDDEN.get((assignment, student), set()), student
+        # what the notebook gave the patched check
+        assert gb.find_grade("ex2_2_layer_norm_function", NOTEBOOK["ex2_2_layer_norm_function"],
+                             "unit2", "tampered").auto_score == 4
+    assert "ex2_2_layer_norm_function: 4.0 in the notebook, 0 in a clean process" in log
+    assert "the submission changed numpy.testing.assert_allclose" in log
 
 
-def check_cell(path, grade_id):
-    cells = json.loads(path.read_text())["cells"]
-    return next("".join(c["source"]) for c in cells
-                if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):
+    root, _ = graded
+    rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(
+        (root / "grades.csv").open())}
+    students = {s for _, s in EXPECTED}
+    assert set(rows) == {(a, s) for a in UNITS for s in students}
+    for (assignment, student), row in rows.items():
+        expected = EXPECTED.get((assignment, student))
+        assert float(row["max_score"]) == sum(POINTS[assignment].values())
+        if expected is None:  # this student submitted no work for the assignment
+            assert row["submitted"] == "no" and float(row["score"]) == 0
+            continue
+        assert row["submitted"] == "yes"
+        assert float(row["score"]) == sum(expected.values())
+        for other, points in POINTS.items():  # per-check points; blank for other units'
+            for g in points:
+                want = expected[g] if other == assignment else None
+                assert (float(row[g]) if row[g] else None) == want, (student, g)
+        assert set(row["overridden"].split()) == OVERRIDDEN.get((assignment, student), set())
 
 
-def test_tampered_check_cell_is_restored(graded):
-    """The edited cell ran as the course wrote it, hidden tests included."""
-    path = next((graded / "autograded" / "tampered" / ASSIGNMENT).glob("01_*.ipynb"))
-    restored = check_cell(path, TAMPERED_ID)
-    assert restored == check_cell(next(SOLUTIONS.glob("01_*.ipynb")), TAMPERED_ID)
-    assert "check_stats(x, (3, 4))" in restored and "### BEGIN HIDDEN TESTS" in restored
+def cell(path, grade_id):
+    cells = json.loads(Path(path).read_text())["cells"]
+    return next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def autograded(root, assignment, student):
+    return next((root / "autograded" / student / assignment).glob("[0-9]*.ipynb"))
+
+
+def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
+    root, _ = graded
+    source = next(SOLUTIONS.glob("01_*.ipynb"))
+    for student in ("tampered", "deleted"):
+        restored = "".join(cell(autograded(root, "unit1", student), "ex1_1_layer_norm_stats")
+                           ["source"])
+        assert restored.endswith("".join(cell(source, "ex1_1_layer_norm_stats")["source"]))
+        assert "### BEGIN HIDDEN TESTS" in restored
+
+
+ERRORS = {  # (assignment, student, check) -> what the autograded notebook and feedback say
+    ("unit1", "loop", "ex1_2_layer_norm_forward"): f"CellTimeoutError: the cell ran over the "
+                                                   f"{TIMEOUT} s limit",
+    ("unit1", "memory", "ex1_2_layer_norm_forward"): "MemoryError: Unable to allocate",
+    ("unit1", "exits", "ex1_2_layer_norm_forward"): "SystemExit",
+    ("unit1", "osexit", "ex1_2_layer_norm_forward"): "DeadKernelError: the kernel died",
+    ("unit2", "killed", "ex2_2_layer_norm_function"): "DeadKernelError: the kernel died",
+    ("unit3", "broken", "ex3_5_instance_norm_forward"): "SyntaxError: invalid syntax "
+                                                        "(instance_norm.py",
+    ("unit2", "missing", "ex2_2_layer_norm_function"): "ModuleNotFoundError: No module named "
+                                                       "'normlib.nn'",
+    ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError: cannot import name "
+                                                      "'layer_norm_forward'",
+}
+
+
+def feedback_text(root, assignment, student):
+    page = next((root / "feedback" / student / assignment).glob("[0-9]*.html"))
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # what a reader sees
+
+
+def test_each_hardening_case_says_what_happened_in_its_cell_and_feedback(graded):
+    root, _ = graded
+    for (assignment, student, grade_id), message in ERRORS.items():
+        errors = [f"{o['ename']}: {o['evalue']}" for o in
+                  cell(autograded(root, assignment, student), grade_id)["outputs"]
+                  if o["output_type"] == "error"]
+        assert any(e.startswith(message) for e in errors), (student, errors)
+        assert message in feedback_text(root, assignment, student), student
+
+
+def test_the_intruder_reached_nothing(graded):
+    """Its module tried to set every grade to 100 in the gradebook, write beside the
+    course and exec the reference layer_norm from source/: the scores above show the
+    gradebook and its own grades untouched; no file appeared outside its folder."""
+    root, _ = graded
+    assert not list(root.parent.rglob("owned.txt"))
+    notebook = autograded(root, "unit1", "intruder")
+    assert "NotImplementedError" in json.dumps(cell(notebook, "ex1_1_layer_norm_stats"))
 
 
 def test_release_has_no_solution_and_student_files_are_graded(graded):
-    release = graded / "release" / ASSIGNMENT
-    for path in release.rglob("*"):
+    root, _ = graded
+    for path in (root / "release").rglob("*"):
         if path.is_file():
             assert "BEGIN SOLUTION" not in path.read_text(errors="ignore"), path
             assert "BEGIN HIDDEN TESTS" not in path.read_text(errors="ignore"), path
     # what autograde ran is the student's file, not the course's reference
-    graded_file = graded / "autograded" / "stubs" / ASSIGNMENT / "normlib" / "layer_norm.py"
+    graded_file = root / "autograded" / "stubs" / "unit1" / "normlib" / "layer_norm.py"
     assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
 
 
 def test_experiments_are_skipped_at_grading_and_checks_never(graded):
     """Cells tagged skip-at-grading (Unit 4's training runs) were not run at autograde;
-    the check cells were, including the one the tampered submission tagged
-    (test_every_check_cell_scores_as_expected: it still scores 0 there)."""
+    the check cells were, including the one the tampered submission tagged (it scores 0)."""
+    root, _ = graded
     source = next(SOLUTIONS.glob("04_*.ipynb"))
     tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
               if SKIP_TAG in c["metadata"].get("tags", [])]
     assert tagged, "the warm-up experiment of Unit 4 is tagged skip-at-grading"
-    path = next((graded / "autograded" / "reference" / ASSIGNMENT).glob("04_*.ipynb"))
-    cells = json.loads(path.read_text())["cells"]
+    cells = json.loads(autograded(root, "unit4", "reference").read_text())["cells"]
     for i in tagged:
         assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
     checks = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
     assert checks and all(c["outputs"] for c in checks)
-
-
-def test_clean_process_flags_the_patched_checks_and_only_them(graded):
-    """tools.recheck re-runs every check on the submission's normlib in a fresh process:
-    the tampered submission's patched 2.2 (4 points in the notebook) is 0 there; the
-    reference agrees everywhere."""
-    assert disagreements(graded, "tampered") == [("ex2_2_layer_norm_function", 4, 0)]
-    assert disagreements(graded, "reference") == []
+    assert cell(autograded(root, "unit1", "tampered"), "ex1_2_layer_norm_forward")["outputs"]
 
 
 def hidden_only_lines(grade_id):
     """The lines of a check's hidden-test block that appear nowhere else in the cell."""
-    source = check_cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)
-    visible, hidden = source.split("### BEGIN HIDDEN TESTS")[0], source.split(
-        "### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    source = "".join(cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)["source"])
+    visible, rest = source.split("### BEGIN HIDDEN TESTS")
+    hidden = rest.split("### END HIDDEN TESTS")[0]
     seen = {line.strip() for line in visible.splitlines()}
     return {line.strip() for line in hidden.splitlines() if line.strip()} - seen
 
 
 def test_feedback_says_what_failed_without_the_hidden_tests(graded):
-    result = nbgrader(graded, "generate_feedback", ASSIGNMENT, "--student", "wrong_backward",
-                      check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    page = next((graded / "feedback" / "wrong_backward" / ASSIGNMENT).glob("02_*.html"))
-    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # what a reader sees
+    root, _ = graded
+    text = feedback_text(root, "unit2", "wrong-backward")
     assert "check_backward(x, (4,), weight, bias)" in text  # the visible checks are shown
     assert "dx for x (2, 4) float32" in text and "Not equal to tolerance" in text  # and why
     assert "lines of hidden tests, not shown" in text
     hidden = hidden_only_lines("ex2_1_layer_norm_backward")
     assert len(hidden) > 10
     assert not [line for line in hidden if line in text]
+
+
+def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(tmp_path):
+    root = build_course(tmp_path, layout="course")
+    plan = load_course(root)
+    assert plan["layout"] == "course"
+    assert list(plan["assignments"]) == ["normalization"]
+    course = plan["assignments"]["normalization"]
+    assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
+    assert course["student_files"] == [
+        "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
+        "normlib/layer_norm.py", "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py",
+        "normlib/transformer.py"]
+    assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
+        [f"{n}.ipynb" for n in course["notebooks"]]
+    config = (root / "nbgrader_config.py").read_text()
+    assert f"'normalization': {course['student_files']!r}" in config
+
+
+def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
+    plan = load_course(build_course(tmp_path, layout="unit"))["assignments"]
+    assert {a: info["student_files"] for a, info in plan.items()} == {
+        "unit1": ["normlib/layer_norm.py"],
+        "unit2": ["normlib/layer_norm.py", "normlib/nn.py"],
+        "unit3": ["normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
+                  "normlib/norm.py", "normlib/rms_norm.py"],
+        "unit4": ["normlib/transformer.py"],
+    }

@@ -1,23 +1,34 @@
-"""Build an nbgrader course directory from solutions/ (`make course`).
+"""The nbgrader course built from solutions/: its assignments and the files they grade.
 
-    <root>/nbgrader_config.py       loads the repository's nbgrader_config.py
-    <root>/source/<assignment>/     the solution notebooks and the reference normlib/
+    <root>/nbgrader_config.py        written here: the repository's settings + this course's
+    <root>/nbgrader_config_local.py  yours (an exchange, a PostgreSQL db_url): never overwritten
+    <root>/course.json               the layout: each assignment's notebooks and student files
+    <root>/source/<assignment>/      solution notebooks + the whole reference normlib/
 
-The whole course is one assignment for now: every unit's notebooks share normlib/.
-Run nbgrader from <root> (its working directory is the course root).
+Two layouts (the instructor's choice, `--layout`):
+- "unit": one assignment per unit, unit1 ... unitN, each with its unit's notebook;
+- "course": the whole course as one assignment, `normalization`.
+Every assignment carries the whole normlib/ (its modules import each other), but grades
+only the student's files holding *its* exercises (nbgrader's exclude_overwriting); every
+other normlib file is replaced by the course's copy at autograde, so a mistake in Unit 1
+costs no points in Unit 3 and tampering with testing.py gains nothing.
 """
 
-import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from tools.strip import strip_solutions
+
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
-ASSIGNMENT = "normalization"
+COURSE = "normalization"  # the single assignment of the "course" layout
+LAYOUTS = ("unit", "course")
+_STUB = re.compile(r'NotImplementedError\("Exercise (\d+)\.\d+')
 
 
 def solution_notebooks():
@@ -25,11 +36,19 @@ def solution_notebooks():
     return sorted(SOLUTIONS.glob("[0-9]*.ipynb"))
 
 
-def graded_cells(notebook_dir=SOLUTIONS):
+def unit(notebook):
+    """The unit number of a notebook (path or stem): 3 for 03_normalization_family."""
+    return int(Path(notebook).stem.split("_")[0])
+
+
+def graded_cells(notebook_dir=SOLUTIONS, notebooks=None):
     """(notebook, grade_id, points, source) of every graded (check) cell of the numbered
-    notebooks in notebook_dir, in unit order; notebook is the file's stem."""
+    notebooks in notebook_dir (only those whose stem is in notebooks, if given), in unit
+    order; notebook is the file's stem."""
     found = []
     for path in sorted(Path(notebook_dir).glob("[0-9]*.ipynb")):
+        if notebooks is not None and path.stem not in notebooks:
+            continue
         for cell in json.loads(path.read_text())["cells"]:
             meta = cell["metadata"].get("nbgrader", {})
             if meta.get("grade"):
@@ -43,49 +62,89 @@ def package_files():
     return sorted(p.relative_to(SOLUTIONS) for p in (SOLUTIONS / "normlib").rglob("*.py"))
 
 
-def student_files():
-    """The normlib files holding exercises: the student's own, collected and graded
-    (nbgrader's exclude_overwriting); the others are replaced by the course's copy."""
-    return [str(p) for p in package_files() if "### BEGIN SOLUTION" in (SOLUTIONS / p).read_text()]
-
-
-def build_course(root, assignment=ASSIGNMENT):
-    """Create (or refresh) the nbgrader course at root with the source assignment."""
-    root = Path(root).resolve()
-    source = root / "source" / assignment
-    if source.exists():
-        shutil.rmtree(source)
-    source.mkdir(parents=True)
-    for path in solution_notebooks():
-        shutil.copy2(path, source / path.name)
+def student_files(units=None):
+    """The normlib files holding exercises (of these units, default all), as strings: the
+    student's own, collected and graded; the others are replaced by the course's copy.
+    A file's exercises are read from its stubs ("Exercise 2.1: implement ...")."""
+    files, units = [], None if units is None else set(units)
     for rel in package_files():
-        (source / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(SOLUTIONS / rel, source / rel)
+        found = {int(u) for u in _STUB.findall(strip_solutions((SOLUTIONS / rel).read_text()))}
+        if found and (units is None or found & units):
+            files.append(str(rel))
+    return files
+
+
+def assignments(layout):
+    """{assignment: [notebook stems]} of a layout."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    stems = [path.stem for path in solution_notebooks()]
+    if layout == "course":
+        return {COURSE: stems}
+    return {f"unit{unit(stem)}": [stem] for stem in stems}
+
+
+def gradebook_url(root):
+    """The gradebook of the course at root: SQLite, waiting up to 60 s for a lock (the
+    parallel autograde writes from several processes). For PostgreSQL, set
+    c.CourseDirectory.db_url in nbgrader_config_local.py and NBGRADER_DB_URL for the tools."""
+    return os.environ.get("NBGRADER_DB_URL") or \
+        f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
+
+
+def build_course(root, layout="unit"):
+    """Create (or refresh) the nbgrader course at root: source/, course.json, the config."""
+    root = Path(root).resolve()
+    plan = {}
+    for name, stems in assignments(layout).items():
+        source = root / "source" / name
+        if source.exists():
+            shutil.rmtree(source)
+        source.mkdir(parents=True)
+        for stem in stems:
+            shutil.copy2(SOLUTIONS / f"{stem}.ipynb", source)
+        for rel in package_files():
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(SOLUTIONS / rel, source / rel)
+        plan[name] = {"notebooks": stems, "student_files": student_files(map(unit, stems))}
+    (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
+                                                 indent=1) + "\n")
+    exclude = {name: a["student_files"] for name, a in plan.items()}
     (root / "nbgrader_config.py").write_text(
-        "# Written by `make course`: the course's settings are the repository's.\n"
+        f"# Written by tools.course (layout {layout!r}); rebuilding rewrites it. Your own\n"
+        "# settings go in nbgrader_config_local.py, loaded last.\n"
         f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+        f"c.CourseDirectory.db_url = {gradebook_url(root)!r}\n"
+        "# grade the student's files holding each assignment's exercises, not the reference\n"
+        f"c.Autograde.exclude_overwriting = {exclude!r}\n"
+        "# what a student's code may not read or write at grading (tools/sandbox.py)\n"
+        f"c.GradingExecute.protected = {[str(root), str(SOLUTIONS)]!r}\n"
+        "load_subconfig('nbgrader_config_local.py')\n"
     )
     return root
 
 
-def nbgrader(root, *args, check=True):
-    """Run an nbgrader command in the course at root with this Python's nbgrader."""
+def load_course(root):
+    """The course.json that build_course wrote: {"layout", "assignments": {name: {...}}}."""
+    path = Path(root) / "course.json"
+    if not path.is_file():
+        sys.exit(f"{root} is not a course built by tools.course (no course.json): build it first")
+    return json.loads(path.read_text())
+
+
+def threads(n):
+    """Environment variables limiting NumPy's and torch's threads to n per process: with
+    several processes grading at once, more threads than cores slow every one of them."""
+    return {name: str(n) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                      "OPENBLAS_NUM_THREADS")}
+
+
+def nbgrader(root, *args, check=True, env=None):
+    """Run an nbgrader command in the course at root with this Python's nbgrader (and
+    these extra environment variables)."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
     # nbgrader runs the `alembic` command from PATH: put this environment's bin/ first,
     # so that an unactivated virtual environment works.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = {**os.environ, "PATH": path}
+    env = {**os.environ, "PATH": path, **(env or {})}
     return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", nargs="?", default=str(REPO / "build" / "course"))
-    args = parser.parse_args()
-    root = build_course(args.root)
-    print(f"nbgrader course at {root}: source/{ASSIGNMENT}/ from solutions/")
-    print(f"next: cd {root} && nbgrader generate_assignment {ASSIGNMENT}")
-
-
-if __name__ == "__main__":
-    main()

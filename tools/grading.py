@@ -1,16 +1,78 @@
 """nbgrader preprocessors of the course (registered in nbgrader_config.py).
 
+GradingExecute: nbgrader's Execute, hardened for a class. Each kernel starts inside
+tools/sandbox.py (memory limit, no reads of the course or writes outside the submission's
+folder, no processes). A cell that runs over the time limit, kills its kernel (sys.exit is
+an ordinary error, os._exit or a crash is not) or runs out of memory gets an error output
+saying so, and the kernel is restarted for the next cell: that check scores 0 and the rest
+of the notebook is still graded (every check cell imports what it uses). nbgrader alone
+would interrupt and hope, and on a dead kernel drop the student's whole submission.
+
 SkipAtGrading: at autograde, cells tagged `skip-at-grading` (the long experiments, such
 as Unit 4's training runs) are replaced by a comment instead of being run: the graded
 cells import what they use and never depend on them, and running them for every
 submission would cost the class minutes. Cells with nbgrader grade or solution metadata
 are always run, whatever their tags (a student could tag a check cell to skip it).
+
+HideHiddenTests: feedback without the hidden tests' code (see its docstring).
 """
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from pathlib import Path
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbformat import NotebookNode
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Bool, Integer, List, Unicode
 
 TAG = "skip-at-grading"
 SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
+SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
+_EXEC_LINES = "--IPKernelApp.exec_lines="
+
+
+class GradingExecute(Execute):
+    timeout = Integer(30, help="Seconds a cell may run before it is stopped and scored "
+                      "as an error (the checks take a second or two)").tag(config=True)
+    interrupt_on_timeout = Bool(False)  # we restart instead: an interrupt can be caught
+    protected = List(Unicode(), help="Folders the student's code may not read (outside "
+                     "its own folder): the course directory, solutions/").tag(config=True)
+    memory_mb = Integer(4096, help="Address space of each grading kernel, MiB").tag(config=True)
+    sandbox = Bool(True, help="Start each kernel in tools/sandbox.py").tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        if self.sandbox:
+            workdir = resources["metadata"]["path"]
+            line = (f"__import__('runpy').run_path({str(SANDBOX)!r})['install']"
+                    f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb})")
+            others = [a for a in self.extra_arguments if not a.startswith(_EXEC_LINES)]
+            self.extra_arguments = [*others, _EXEC_LINES + line]
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except (CellTimeoutError, DeadKernelError) as error:
+            reason = (f"the cell ran over the {self.timeout} s limit" if
+                      isinstance(error, CellTimeoutError) else
+                      "the kernel died while running this cell (os._exit, a crash, a kill)")
+            self._error(cell, type(error).__name__, f"{reason}; restarted for the next cells")
+            self._restart()
+            return cell, self.resources
+        errors = [o.ename for o in cell.get("outputs", []) if o.output_type == "error"]
+        if "MemoryError" in errors:
+            self._restart()  # free whatever the failed cell still holds
+        return cell, resources
+
+    @staticmethod
+    def _error(cell, ename, evalue):
+        cell.outputs.append(NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                                         traceback=[f"{ename}: {evalue}"]))
+
+    def _restart(self):
+        self.kc.stop_channels()
+        run_sync(self.km.restart_kernel)(now=True)
+        self.start_new_kernel_client()
 
 
 class SkipAtGrading(NbGraderPreprocessor):  # (nbconvert's base class is disabled by default)

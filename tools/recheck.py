@@ -1,108 +1,146 @@
-"""Re-grade submissions in a clean process, and report where nbgrader's score disagrees.
+"""Re-grade a submission in a clean process; where nbgrader's score disagrees, the clean
+score counts (written to the gradebook as the cell's manual score).
 
 nbgrader runs a student's notebook top to bottom, so a student's cell that runs before a
 check can patch what the check calls (normlib.testing.assert_close, numpy, torch) and
-earn points for wrong code. This re-runs every check cell of the course (hidden tests
-included, as solutions/ has them) on the student's normlib exercise files alone, in a
-fresh Python process per submission that runs no cell of the student's notebooks, and
-lists every check whose clean result and gradebook score disagree. The clean score counts.
+earn points for wrong code. Here every check cell of the assignment (hidden tests
+included, as solutions/ has them) runs on the submission's normlib exercise files beside
+the course's copies of the other normlib files, in a fresh Python process that runs no
+cell of the student's notebooks, inside tools/sandbox.py. Module-level code of the
+exercise files still runs (as at autograde): a check after which a public attribute of
+numpy, torch or normlib.testing is no longer what it was fails, naming it.
 
-    python -m tools.recheck COURSE_ROOT [STUDENT ...]     after `nbgrader autograde`
-
-What the clean process protects: it imports the student's exercise files (so their
-module-level code runs, as at autograde) beside the course's own copies of every other
-normlib file, and nothing else of the submission. It does not sandbox that code.
+A check that runs over the time limit, or kills the process, fails; the process is
+started again for the checks after it (as tools.grading.GradingExecute restarts the
+kernel), so the rest of the submission is still graded.
 """
 
-import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from tools.check import run
-from tools.course import ASSIGNMENT, REPO, graded_cells, student_files
+from tools.course import REPO, SOLUTIONS, gradebook_url, graded_cells, load_course
 
-CELL_TIMEOUT = 30  # seconds per check cell, as nbgrader_config.py gives nbgrader's cells
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the check ran over {CELL_TIMEOUT} s")
+TIMEOUT = 30  # seconds per check, as nbgrader_config.py gives each cell at autograde
+STARTUP = 60  # seconds more for the first check of a process (imports numpy, torch)
+WATCHED = ("numpy", "numpy.linalg", "numpy.testing", "torch", "torch.nn.functional",
+           "torch.autograd", "torch.testing", "normlib.testing")
 
 
-def run_all():
-    """In the clean process: run every check, {grade_id: True if it passed}."""
-    signal.signal(signal.SIGALRM, _timeout)
-    passed = {}
-    for _, grade_id, _, source in graded_cells():
-        signal.alarm(CELL_TIMEOUT)
-        try:
-            passed[grade_id] = run(source, f"<{grade_id}>")[0] == "pass"
-        finally:
-            signal.alarm(0)
-    return passed
+def _fingerprint():
+    """{name: id} of the public attributes of the modules the checks rely on, and of the
+    methods of torch.Tensor (a Python class a patch could reach)."""
+    import importlib
+
+    import torch
+
+    found = {}
+    for name in WATCHED:
+        module = importlib.import_module(name)
+        found.update({f"{name}.{k}": id(v) for k, v in vars(module).items()
+                      if not k.startswith("_")})
+    found.update({f"torch.Tensor.{k}": id(v) for k, v in vars(torch.Tensor).items()})
+    return found
 
 
-def clean_results(root, student):
-    """{grade_id: passed} for one submission of the course at root, from a fresh process
-    whose normlib is the course's with the student's exercise files in place."""
-    submission = Path(root) / "submitted" / student / ASSIGNMENT
-    grade_ids = [grade_id for _, grade_id, _, _ in graded_cells()]
+def child(checks_file, results_file, memory_mb):
+    """In the clean process (cwd: a folder holding normlib/): run the checks listed in
+    checks_file, appending {"grade_id", "passed", "detail"} lines to results_file."""
+    from tools import sandbox
+    from tools.check import run
+
+    checks = json.loads(Path(checks_file).read_text())
+    before = _fingerprint()  # imports the course's normlib.testing, not student code
+    sandbox.install(os.getcwd(), checks["protected"], memory_mb)
+    with open(results_file, "a") as out:
+        for grade_id, source in checks["cells"]:
+            try:
+                status, detail = run(source, f"<{grade_id}>")
+            except BaseException as error:  # sys.exit(), KeyboardInterrupt: not Exceptions
+                status, detail = "FAIL", f"{type(error).__name__}: {error}"
+            after = _fingerprint()  # (new names appear as numpy imports submodules lazily)
+            changed = sorted(k for k, v in before.items() if after.get(k) != v)
+            if changed:
+                status, detail = "FAIL", f"the submission changed {', '.join(changed[:5])}"
+            out.write(json.dumps({"grade_id": grade_id, "passed": status == "pass",
+                                  "detail": detail}) + "\n")
+            out.flush()
+
+
+def _run_until_stuck(folder, cells, protected, timeout, memory_mb, env):
+    """Run cells in one clean process; return its results, up to where it stopped."""
+    checks, results = Path(folder) / "checks.json", Path(folder) / "results.jsonl"
+    checks.write_text(json.dumps({"cells": cells, "protected": protected}))
+    results.write_text("")
+    code = "import sys, tools.recheck as r; r.child(*sys.argv[1:3], int(sys.argv[3]))"
+    # cwd first on sys.path: `import normlib` is this folder's; the repository's `tools` after
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(checks), str(results), str(memory_mb)], cwd=folder,
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done, deadline = [], time.monotonic() + timeout + STARTUP
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        lines = results.read_text().splitlines()
+        if len(lines) > len(done):
+            done = [json.loads(line) for line in lines]
+            deadline = time.monotonic() + timeout
+    process.kill()
+    process.wait()
+    return [json.loads(line) for line in results.read_text().splitlines()]
+
+
+def clean_results(root, assignment, student, timeout=TIMEOUT, memory_mb=4096, env=None):
+    """{grade_id: (passed, detail)} of one submission, from clean processes (with these
+    extra environment variables)."""
+    root = Path(root)
+    info = load_course(root)["assignments"][assignment]
+    cells = [(grade_id, source) for _, grade_id, _, source in
+             graded_cells(notebooks=info["notebooks"])]
+    submission = root / "submitted" / student / assignment
+    found = {}
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copytree(Path(root) / "source" / ASSIGNMENT / "normlib", Path(tmp) / "normlib")
-        for rel in student_files():
-            if (submission / rel).is_file():  # a missing file: the reference's stays out
+        shutil.copytree(root / "source" / assignment / "normlib", Path(tmp) / "normlib")
+        for rel in info["student_files"]:
+            if (submission / rel).is_file():
                 shutil.copy2(submission / rel, Path(tmp) / rel)
-            else:
-                (Path(tmp) / rel).write_text("raise ImportError('not submitted')\n")
-        # cwd first on sys.path: `import normlib` is this folder's; the repository (for
-        # `tools`) comes after it
-        code = "import json, tools.recheck as r; print(json.dumps(r.run_all()))"
-        try:
-            result = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True,
-                                    text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
-                                    timeout=CELL_TIMEOUT * (len(grade_ids) + 1))
-        except subprocess.TimeoutExpired:  # stuck where no alarm reaches (C code)
-            return dict.fromkeys(grade_ids, False)
-    if result.returncode != 0:  # the process died (sys.exit, os._exit, a crash): no points
-        return dict.fromkeys(grade_ids, False)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+            else:  # a missing file: its checks fail, as at autograde
+                (Path(tmp) / rel).unlink()
+        protected = [str(root.resolve()), str(SOLUTIONS)]
+        while len(found) < len(cells):
+            todo = cells[len(found):]
+            for result in _run_until_stuck(tmp, todo, protected, timeout, memory_mb, env or {}):
+                found[result["grade_id"]] = (result["passed"], result["detail"])
+            if len(found) < len(cells):  # the next check hung or killed the process
+                stuck = cells[len(found)][0]
+                found[stuck] = (False, f"ran over {timeout} s or ended the process")
+    return found
 
 
-def disagreements(root, student):
-    """(grade_id, notebook score, clean score) of every check where the two differ."""
+def recheck(root, assignment, student, timeout=TIMEOUT, env=None):
+    """Compare the gradebook with the clean results of one submission; where the notebook's
+    (auto) score differs, set the clean score as the cell's manual score. Returns
+    (grade_id, notebook score, clean score, detail) of each disagreement, and of each
+    manual score differing from the clean one (set in formgrader, or by tampering)."""
     from nbgrader.api import Gradebook
 
-    passed = clean_results(root, student)
+    info = load_course(root)["assignments"][assignment]
+    clean = clean_results(root, assignment, student, timeout, env=env)
     rows = []
-    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gb:
-        for notebook, grade_id, points, _ in graded_cells():
-            score = gb.find_grade(grade_id, notebook, ASSIGNMENT, student).score
-            clean = points if passed[grade_id] else 0
-            if score != clean:
-                rows.append((grade_id, score, clean))
+    with Gradebook(gradebook_url(root)) as gb:
+        for notebook, grade_id, points, _ in graded_cells(notebooks=info["notebooks"]):
+            grade = gb.find_grade(grade_id, notebook, assignment, student)
+            passed, detail = clean[grade_id]
+            score = points if passed else 0
+            if grade.auto_score != score:
+                rows.append((grade_id, grade.auto_score, score, detail))
+                grade.manual_score = score
+            elif grade.manual_score is not None and grade.manual_score != score:
+                rows.append((grade_id, grade.manual_score, score, "a manual score was set"))
+        gb.db.commit()
     return rows
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", help="the nbgrader course folder (autograde has run)")
-    parser.add_argument("students", nargs="*", help="default: every submitted student")
-    args = parser.parse_args(argv)
-    students = args.students or sorted(p.name for p in (Path(args.root) / "submitted").iterdir())
-    flagged = 0
-    for student in students:
-        for grade_id, score, clean in disagreements(args.root, student):
-            flagged += 1
-            print(f"{student}: {grade_id} scored {score} in the notebook, {clean} clean")
-    print(f"{len(students)} submissions re-checked, {flagged} disagreements (the clean score "
-          "counts)")
-    return 1 if flagged else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.course import ASSIGNMENT, REPO, SOLUTIONS, build_course, nbgrader
+from tools.course import COURSE, REPO, SOLUTIONS, build_course, nbgrader
 from tools.strip import BEGIN, END, MARKERS
 
 EDITION = ("notebooks", "normlib")  # the folders of the student edition
@@ -29,9 +29,9 @@ IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
 def generate(out):
     """Write the student edition's folders under out (replacing them)."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = build_course(tmp)
-        result = nbgrader(root, "generate_assignment", ASSIGNMENT, "--force", check=False)
-        release = root / "release" / ASSIGNMENT
+        root = build_course(tmp, layout="course")
+        result = nbgrader(root, "generate_assignment", COURSE, "--force", check=False)
+        release = root / "release" / COURSE
         if result.returncode != 0 or not release.is_dir():
             sys.exit(f"nbgrader generate_assignment failed:\n{result.stdout}{result.stderr}")
         for folder in EDITION:
@@ -43,10 +43,10 @@ def generate(out):
             shutil.copy2(notebook, Path(out) / "notebooks" / notebook.name)
 
 
-def _files(top):
+def _files(top, folders=EDITION):
     return {
         p.relative_to(top)
-        for folder in EDITION
+        for folder in folders
         for p in (Path(top) / folder).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts
     }
@@ -90,10 +90,11 @@ def secret_lines():
     return inside - outside
 
 
-def leaks(top):
-    """Solution or hidden-test markers, secret lines, or stored outputs in the edition."""
+def leaks(top, folders=EDITION):
+    """Solution or hidden-test markers, secret lines, or stored outputs in the edition
+    (in these folders of top; (".",) for all of it, as in an nbgrader release)."""
     secret, problems = secret_lines(), []
-    for rel in sorted(_files(top)):
+    for rel in sorted(_files(top, folders)):
         path = Path(top) / rel
         for text in _sources(path):
             for line in text.splitlines():

@@ -1,0 +1,263 @@
+"""The instructor's commands, one per step, from the repository to grades and feedback
+(the Makefile's course, release, collect, autograde, feedback and grades targets).
+
+    python -m tools.instructor build     ROOT [--layout unit|course]
+    python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange]
+    python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange]
+    python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--jobs N] [--timeout S] [--force]
+    python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]
+    python -m tools.instructor export    ROOT [--out FILE]
+    python -m tools.instructor bench     [--students N] [--jobs N]
+
+No ASSIGNMENT means every assignment of the course. nbgrader does the work; this adds
+the course's checks around it (the release scanned for solutions, each submission graded
+in its own process and re-checked in a clean one, per-exercise points in the CSV).
+"""
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tools.course import (
+    LAYOUTS,
+    build_course,
+    gradebook_url,
+    graded_cells,
+    load_course,
+    nbgrader,
+    threads,
+)
+from tools.recheck import TIMEOUT, recheck
+from tools.student import leaks
+
+JOBS = os.cpu_count() or 1
+
+
+def _assignments(root, names):
+    known = list(load_course(root)["assignments"])
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        sys.exit(f"no assignment {', '.join(unknown)} in {root} (it has {', '.join(known)})")
+    return names or known
+
+
+def _run(root, *args):
+    """An nbgrader command that must succeed: its log on failure, and exit."""
+    result = nbgrader(root, *args, check=False)
+    if result.returncode != 0:
+        sys.exit(f"nbgrader {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result
+
+
+def _each(step, names, jobs=JOBS):
+    """step(name) for every assignment, `jobs` at a time (nbgrader processes; SQLite waits
+    for its lock), in order of the names for what they print."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for message in list(pool.map(step, names)):
+            print(message)
+
+
+def release(root, names=(), exchange=False):
+    """Generate each assignment's release (release/<assignment>/, what students get), fail
+    if any file there holds a solution, hidden test or stored output, and with exchange
+    copy it to the nbgrader exchange (c.Exchange.root in nbgrader_config_local.py)."""
+    def step(name):
+        _run(root, "generate_assignment", name, "--force")
+        problems = leaks(Path(root) / "release" / name, folders=(".",))
+        if problems:
+            sys.exit(f"release/{name} leaks the solutions:\n" + "\n".join(problems))
+        if exchange:
+            _run(root, "release_assignment", name, "--force")
+        return f"released {name}: release/{name}/" + (" and the exchange" if exchange else "")
+    _each(step, _assignments(root, names))
+
+
+def collect(root, names=(), exchange=False):
+    """Submissions into submitted/<student>/<assignment>/: from the LMS zips in
+    downloaded/<assignment>/archive/ (see nbgrader_config.py for the naming), or from
+    the nbgrader exchange."""
+    def step(name):
+        if exchange:
+            _run(root, "collect", name, "--update")
+        elif (Path(root) / "downloaded" / name / "archive").is_dir():
+            _run(root, "zip_collect", name, "--force")
+        else:
+            return f"{name}: nothing to collect (no downloaded/{name}/archive/)"
+        students = sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}"))
+        return f"collected {name}: {len(students)} submissions ({', '.join(students)})"
+    _each(step, _assignments(root, names))
+
+
+def submissions(root, names=()):
+    """{assignment: [student, ...]} of every collected submission."""
+    return {name: sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}")
+                         if p.is_dir()) for name in _assignments(root, names)}
+
+
+def shards(todo, jobs):
+    """(assignment, students) units of work: each assignment's submissions split in up to
+    `jobs` shards, each graded by one nbgrader process (whose start, about 3 s, is then
+    paid once per shard rather than once per submission)."""
+    units = []
+    for assignment, students in todo.items():
+        n = max(1, min(jobs, len(students)))
+        units += [(assignment, students[i::n]) for i in range(n) if students[i::n]]
+    return units
+
+
+def grade_shard(root, assignment, students, everyone, timeout=TIMEOUT, force=False, env=None):
+    """Autograde some submissions of an assignment in one nbgrader process (excluding
+    everyone else), then re-check each in a clean process. Returns {student: None if
+    nbgrader could not grade it, else its disagreements}; nbgrader's log is in logs/."""
+    others = sorted(set(everyone) - set(students))
+    args = ["autograde", assignment, f"--GradingExecute.timeout={timeout}",
+            *(["--CourseDirectory.student_id_exclude=" + ",".join(others)] if others else []),
+            *(["--force"] if force else [])]
+    result = nbgrader(root, *args, check=False, env=env)
+    log = Path(root) / "logs" / f"autograde-{assignment}-{students[0]}.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_text(result.stdout + result.stderr)
+    return {s: recheck(root, assignment, s, timeout, env)
+            if (Path(root) / "autograded" / s / assignment).is_dir() else None
+            for s in students}
+
+
+def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
+    """Grade every submission, `jobs` processes at a time; returns how many failed."""
+    from nbgrader.api import Gradebook
+
+    todo = submissions(root, names)
+    with Gradebook(gradebook_url(root)) as gb:  # once, so that no two processes race
+        for student in sorted({s for students in todo.values() for s in students}):
+            gb.update_or_create_student(student)
+    env = threads(max(1, JOBS // jobs))
+    failed = 0
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [(a, pool.submit(grade_shard, root, a, s, todo[a], timeout, force, env))
+                   for a, s in shards(todo, jobs)]
+        for assignment, future in futures:
+            for student, rows in future.result().items():
+                failed += rows is None
+                status = "graded" if rows is not None else \
+                    f"FAILED (nbgrader could not grade it: see logs/autograde-{assignment}-*)"
+                print(f"{assignment} {student}: {status}")
+                for grade_id, score, clean, detail in rows or []:
+                    print(f"    {grade_id}: {score} in the notebook, {clean} in a clean "
+                          f"process (the clean score counts): {detail}")
+    total = sum(map(len, todo.values()))
+    print(f"{total - failed} of {total} submissions graded with {jobs} jobs")
+    return failed
+
+
+def feedback(root, names=(), exchange=False):
+    """feedback/<student>/<assignment>/*.html for every graded submission (without the
+    hidden tests' code: tools/grading.HideHiddenTests); with exchange, released to it."""
+    def step(name):
+        _run(root, "generate_feedback", name, "--force")
+        if exchange:
+            _run(root, "release_feedback", name)
+        return f"feedback for {name}: feedback/*/{name}/"
+    _each(step, _assignments(root, names))
+
+
+def export(root, out):
+    """One row per student and assignment: the total, each check's points (blank where
+    the check is not part of the assignment), and the checks whose score is the clean
+    re-check's or a manual one."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    plan = load_course(root)["assignments"]
+    checks = {name: graded_cells(notebooks=info["notebooks"]) for name, info in plan.items()}
+    columns = [grade_id for cells in checks.values() for _, grade_id, _, _ in cells]
+    with Gradebook(gradebook_url(root)) as gb, open(out, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["assignment", "student_id", "submitted", "score", "max_score",
+                         *columns, "overridden"])
+        for name, cells in checks.items():
+            for student in sorted(s.id for s in gb.students):
+                points, overridden = {}, []
+                for notebook, grade_id, _, _ in cells:
+                    try:
+                        grade = gb.find_grade(grade_id, notebook, name, student)
+                    except MissingEntry:  # not submitted
+                        break
+                    points[grade_id] = grade.score
+                    if grade.manual_score is not None:
+                        overridden.append(grade_id)
+                writer.writerow([name, student, "yes" if points else "no",
+                                 sum(points.values()), sum(p for _, _, p, _ in cells),
+                                 *(points.get(c, "") for c in columns), " ".join(overridden)])
+    print(f"grades: {out}")
+
+
+def bench(students=20, jobs=JOBS, timeout=10):
+    """Grade a synthetic class of unit 1 twice, serially and with `jobs` processes, and
+    print submissions per minute."""
+    from tools.synthetic import make_class
+
+    rates = {}
+    for n in (1, jobs):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = build_course(tmp, layout="unit")
+            release(root, ["unit1"])
+            make_class(root, "unit1", students)
+            start = time.monotonic()
+            failed = autograde(root, ["unit1"], jobs=n, timeout=timeout)
+            seconds = time.monotonic() - start
+            rates[n] = students * 60 / seconds
+            print(f"BENCH {students} submissions, {n} job(s): {seconds:.0f} s, "
+                  f"{rates[n]:.1f} submissions/min ({failed} failed)\n")
+    print(f"{os.cpu_count()} cores: {rates[1]:.1f} submissions/min serial, "
+          f"{rates[jobs]:.1f} with {jobs} jobs ({rates[jobs] / rates[1]:.2f}x)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    steps = parser.add_subparsers(dest="step", required=True)
+    for step in ("build", "release", "collect", "autograde", "feedback", "export"):
+        sub = steps.add_parser(step)
+        sub.add_argument("root", help="the course folder, e.g. build/course")
+        if step == "build":
+            sub.add_argument("--layout", choices=LAYOUTS, default="unit")
+        elif step == "export":
+            sub.add_argument("--out", help="default: ROOT/grades.csv")
+        else:
+            sub.add_argument("assignments", nargs="*", help="default: all")
+        if step in ("release", "collect", "feedback"):
+            sub.add_argument("--exchange", action="store_true", help="use the nbgrader exchange")
+        if step == "autograde":
+            sub.add_argument("--jobs", type=int, default=JOBS, help=f"default {JOBS} (cores)")
+            sub.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per cell")
+            sub.add_argument("--force", action="store_true", help="re-grade graded ones")
+    sub = steps.add_parser("bench")
+    sub.add_argument("--students", type=int, default=20)
+    sub.add_argument("--jobs", type=int, default=JOBS)
+    args = parser.parse_args(argv)
+
+    if args.step == "bench":
+        return bench(args.students, args.jobs)
+    root = Path(args.root).resolve()
+    if args.step == "build":
+        build_course(root, args.layout)
+        names = ", ".join(load_course(root)["assignments"])
+        print(f"course at {root} ({args.layout} layout): {names}")
+    elif args.step == "release":
+        release(root, args.assignments, args.exchange)
+    elif args.step == "collect":
+        collect(root, args.assignments, args.exchange)
+    elif args.step == "autograde":
+        return 1 if autograde(root, args.assignments, args.jobs, args.timeout, args.force) else 0
+    elif args.step == "feedback":
+        feedback(root, args.assignments, args.exchange)
+    elif args.step == "export":
+        export(root, args.out or root / "grades.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""What a submission's code may do while it is graded.
+
+`install` runs first in every grading kernel (tools.grading.GradingExecute starts each
+kernel with it) and in the clean re-check process (tools.recheck), before any student
+code. It sets:
+
+- resource limits: memory (address space, --memory-mb, default 4096 MiB per kernel: an
+  allocation past it raises MemoryError), size of any file written (64 MiB), no core
+  dumps;
+- imports of normlib from the submission's folder only (not from an installed copy);
+- a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
+  - reading anything under a protected folder (the course directory, solutions/) other
+    than the submission's own folder: other students' work, the reference normlib, the
+    gradebook with its hidden tests;
+  - writing, creating, deleting or renaming outside the submission's folder and the
+    temporary directory;
+  - starting a process (subprocess, os.system, exec, fork), signalling another process,
+    opening an SQLite database (the gradebook).
+
+What it does not protect: code that leaves Python (ctypes, a compiled extension, a
+native library) is not seen by audit hooks, and a process running as root can raise its
+own limits. For a class you do not trust, run the grading as an unprivileged user in a
+container or VM as well; tools.recheck's clean-process scores and the gradebook check
+then still catch a grade that was changed.
+"""
+
+import os
+import resource
+import sys
+import tempfile
+
+MiB = 1 << 20
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_PATH_EVENTS = {  # audit events whose arguments name paths the call changes
+    "os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.chmod": 1, "os.chown": 1,
+    "os.truncate": 1, "os.utime": 1, "os.rename": 2, "os.link": 2, "os.symlink": 2,
+    "shutil.rmtree": 1, "shutil.move": 2, "shutil.copyfile": 2,
+}
+_PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                   "os.fork", "os.forkpty", "pty.spawn", "os.killpg", "sqlite3.connect"}
+
+
+def _real(path):
+    if isinstance(path, bytes):
+        path = path.decode(errors="replace")
+    return os.path.realpath(os.fspath(path))
+
+
+def _under(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def install(workdir, protected=(), memory_mb=4096, file_mb=64):
+    """Limit this process (and what it starts) to grading one submission in workdir."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    workdir = _real(workdir)
+    protected = [_real(p) for p in protected]
+    writable = [workdir, _real(tempfile.gettempdir()), "/dev"]
+    me = os.getpid()
+
+    def refuse(what):
+        raise PermissionError(f"refused at grading: {what} (see tools/sandbox.py)")
+
+    def check_read(path):
+        if any(_under(path, p) for p in protected) and not _under(path, workdir):
+            refuse(f"reading {path}")
+
+    def check_write(path):
+        if not any(_under(path, w) for w in writable):
+            refuse(f"writing {path} (outside the submission's folder)")
+
+    def hook(event, args):
+        if event == "open":
+            path, mode, flags = args
+            if path is None or isinstance(path, int):  # an open file descriptor
+                return
+            path = _real(path)
+            check_read(path)
+            if (isinstance(flags, int) and flags & _WRITE_FLAGS) or \
+                    (isinstance(mode, str) and any(c in mode for c in "wax+")):
+                check_write(path)
+        elif event in _PATH_EVENTS:
+            for path in args[: _PATH_EVENTS[event]]:
+                if path is not None and not isinstance(path, int):
+                    check_write(_real(path))
+        elif event in ("os.listdir", "os.scandir", "glob.glob") and args and args[0]:
+            if not isinstance(args[0], int):
+                check_read(_real(args[0]))
+        elif event == "os.kill" and args[0] != me:
+            refuse(f"signalling process {args[0]}")
+        elif event in _PROCESS_EVENTS and not (event == "sqlite3.connect"
+                                               and args and args[0] == ":memory:"):
+            refuse(f"{event}")
+
+    sys.addaudithook(hook)
+    # normlib is the submission's folder only: a module it lacks must not be found in an
+    # editable install of the course (pip install -e), which would stand in for it
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, "__module__", "").startswith("__editable__")]
