@@ -4,16 +4,26 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 EX ?=
 COURSE_DIR ?= build/course
+# Instructors: LAYOUT=unit (one assignment per unit) or course (one for the whole course);
+# A="unit1 unit2" for some assignments only (default all); JOBS grading processes (default
+# one per core); ARGS more flags, e.g. ARGS=--exchange or ARGS="--timeout 60 --force".
+LAYOUT ?= unit
+A ?=
+JOBS ?=
+ARGS ?=
+INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
-.PHONY: lab check test student course recheck outputs clean
+.PHONY: lab check test student outputs clean \
+	course release collect autograde feedback grades grading-bench formgrader
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
+# (--no-compile: Python compiles what it imports, on first use; 25 s less to install.)
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
 	touch $@
 
 # JupyterLab on the course, with nbgrader's instructor panels (formgrader,
@@ -45,14 +55,40 @@ student: $(INSTALLED)
 outputs: $(INSTALLED)
 	cd solutions && ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace [0-9]*.ipynb
 
-# Instructors: an nbgrader course directory built from solutions/ (COURSE_DIR=...).
+# Instructors, one command per step (README, "For instructors"; tools/instructor.py):
+# the nbgrader course in COURSE_DIR, built from solutions/ ...
 course: $(INSTALLED)
-	$(PY) -m tools.course $(COURSE_DIR)
+	$(INSTRUCTOR) build $(COURSE_DIR) --layout $(LAYOUT)
 
-# Instructors, after autograde: re-run every check of each submission in a clean process
-# and list where the notebook's score disagrees (a patched check; the clean score counts).
-recheck: $(INSTALLED)
-	$(PY) -m tools.recheck $(COURSE_DIR)
+# ... release/<assignment>/ for the students (scanned for solutions), ...
+release: $(INSTALLED)
+	$(INSTRUCTOR) release $(COURSE_DIR) $(A) $(ARGS)
+
+# ... submissions from the LMS zips in downloaded/<assignment>/archive/ (or the exchange),
+collect: $(INSTALLED)
+	$(INSTRUCTOR) collect $(COURSE_DIR) $(A) $(ARGS)
+
+# ... graded in parallel, each re-checked in a clean process, ...
+autograde: $(INSTALLED)
+	$(INSTRUCTOR) autograde $(COURSE_DIR) $(A) $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+
+# ... feedback/<student>/<assignment>/*.html, ...
+feedback: $(INSTALLED)
+	$(INSTRUCTOR) feedback $(COURSE_DIR) $(A) $(ARGS)
+
+# ... and COURSE_DIR/grades.csv, with each check's points.
+grades: $(INSTALLED)
+	$(INSTRUCTOR) export $(COURSE_DIR) $(ARGS)
+
+# JupyterLab in the built course, with nbgrader's formgrader (its gradebook needs the
+# environment's `alembic` on PATH).
+formgrader: $(INSTALLED)
+	cd $(COURSE_DIR) && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# Submissions per minute, serial and parallel, on a synthetic class of 20 (a few minutes).
+grading-bench: $(INSTALLED)
+	$(INSTRUCTOR) bench $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

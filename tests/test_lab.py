@@ -1,6 +1,9 @@
 """`make lab` starts JupyterLab on the course: it answers on its port, serves the
-notebooks, and has nbgrader's instructor panels switched off."""
+notebooks, and has nbgrader's instructor panels switched off; the instructor's JupyterLab
+in a built course has them."""
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -11,6 +14,7 @@ import urllib.error
 import urllib.request
 
 from tests.conftest import REPO
+from tools.course import build_course
 
 TOKEN = "course-test"
 
@@ -30,24 +34,32 @@ def get(port, path):
         return e.code, ""
 
 
-def test_make_lab_serves_the_course():
-    port = free_port()
-    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
-    lab = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"], cwd=REPO,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+@contextlib.contextmanager
+def serving(command, cwd, port):
+    """Run a Jupyter server command until it answers on port; stop it afterwards."""
+    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
         while True:
             try:
-                status, _ = get(port, "/api/status")
-                if status == 200:
+                if get(port, "/api/status")[0] == 200:
                     break
             except OSError:
                 pass
-            assert lab.poll() is None, "make lab exited"
+            assert server.poll() is None, f"{command[0]} exited"
             assert time.monotonic() < deadline, "JupyterLab did not answer in 90 s"
             time.sleep(0.5)
+        yield
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_make_lab_serves_the_course():
+    port = free_port()
+    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
+    with serving(["make", "--no-print-directory", "lab", f"LAB_ARGS={args}"], REPO, port):
         status, body = get(port, "/api/contents/notebooks")
         assert status == 200 and "01_layernorm_forward.ipynb" in body
         status, page = get(port, "/lab")
@@ -56,6 +68,17 @@ def test_make_lab_serves_the_course():
         assert '"@jupyter/nbgrader:formgrader"' in disabled
         assert '"@jupyter/nbgrader:create-assignment"' in disabled
         assert get(port, "/formgrader")[0] == 404  # the server extension is off
-    finally:
-        os.killpg(lab.pid, signal.SIGTERM)
-        lab.wait(timeout=30)
+
+
+def test_the_formgrader_serves_a_built_course(tmp_path):
+    """`make formgrader`: JupyterLab in a course built by `make course`, with the
+    formgrader, which lists the course's assignments."""
+    root = build_course(tmp_path / "course")
+    port = free_port()
+    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN}"
+    with serving(["make", "--no-print-directory", "formgrader", f"COURSE_DIR={root}",
+                  f"LAB_ARGS={args}"], REPO, port):
+        assert get(port, "/formgrader")[0] == 200
+        status, body = get(port, "/formgrader/api/assignments")
+        assert status == 200
+        assert sorted(a["name"] for a in json.loads(body)) == ["unit1", "unit2", "unit3", "unit4"]

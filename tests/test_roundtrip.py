@@ -25,6 +25,7 @@ from tools.course import SOLUTIONS, build_course, gradebook_url, graded_cells, l
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
+from tools.student import secret_lines
 from tools.synthetic import CASES, write_submission, zip_folder
 
 TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
@@ -260,6 +261,17 @@ def test_feedback_says_what_failed_without_the_hidden_tests(graded):
     hidden = hidden_only_lines("ex2_1_layer_norm_backward")
     assert len(hidden) > 10
     assert not [line for line in hidden if line in text]
+
+
+def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
+    root, _ = graded
+    secret = secret_lines()
+    pages = sorted((root / "feedback").rglob("*.html"))
+    assert len(pages) == len(EXPECTED)
+    for page in pages:
+        lines = {line.strip() for line in feedback_text(
+            root, page.parent.name, page.parent.parent.name).splitlines()}
+        assert not lines & secret, page
 
 
 def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(tmp_path):

@@ -89,7 +89,8 @@ def collect(root, names=(), exchange=False):
         else:
             return f"{name}: nothing to collect (no downloaded/{name}/archive/)"
         students = sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}"))
-        return f"collected {name}: {len(students)} submissions ({', '.join(students)})"
+        plural = "" if len(students) == 1 else "s"
+        return f"collected {name}: {len(students)} submission{plural} ({', '.join(students)})"
     _each(step, _assignments(root, names))
 
 
@@ -196,8 +197,10 @@ def export(root, out):
 
 
 def bench(students=20, jobs=JOBS, timeout=10):
-    """Grade a synthetic class of unit 1 twice, serially and with `jobs` processes, and
-    print submissions per minute."""
+    """Grade a synthetic class of unit 1 (tools/synthetic.py's cases in turn) twice, with
+    one job and with `jobs`, each in a fresh course, and print submissions per minute.
+    The time limit per cell is 10 s here (30 s in a real run): the infinite loops wait
+    it out."""
     from tools.synthetic import make_class
 
     rates = {}
