@@ -144,8 +144,12 @@ def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
         for assignment, future in futures:
             for student, rows in future.result().items():
                 failed += rows is None
-                status = "graded" if rows is not None else \
-                    f"FAILED (nbgrader could not grade it: see logs/autograde-{assignment}-*)"
+                if rows is None:
+                    status = f"FAILED (nbgrader could not grade it: logs/autograde-{assignment}-*)"
+                else:
+                    with Gradebook(gradebook_url(root)) as gb:
+                        s = gb.find_submission(assignment, student)
+                        status = f"{s.score:g} / {s.max_score:g}"
                 print(f"{assignment} {student}: {status}")
                 for grade_id, score, clean, detail in rows or []:
                     print(f"    {grade_id}: {score} in the notebook, {clean} in a clean "
