@@ -20,10 +20,9 @@ LAB_ARGS ?=
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
-# (--no-compile: Python compiles what it imports, on first use; 25 s less to install.)
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $@
 
 # JupyterLab on the course, with nbgrader's instructor panels (formgrader,
