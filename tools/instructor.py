@@ -62,19 +62,26 @@ def _each(step, names, jobs=JOBS):
             print(message)
 
 
+def _pattern(root, names):
+    """What nbgrader is told to work on: "*" (one process for every assignment) when the
+    names are all the course's, else None (one process per assignment)."""
+    return "*" if set(names) == set(load_course(root)["assignments"]) else None
+
+
 def release(root, names=(), exchange=False):
     """Generate each assignment's release (release/<assignment>/, what students get), fail
     if any file there holds a solution, hidden test or stored output, and with exchange
     copy it to the nbgrader exchange (c.Exchange.root in nbgrader_config_local.py)."""
-    def step(name):
-        _run(root, "generate_assignment", name, "--force")
+    names = _assignments(root, names)
+    for pattern in [_pattern(root, names)] if _pattern(root, names) else names:
+        _run(root, "generate_assignment", pattern, "--force")
+    for name in names:
         problems = leaks(Path(root) / "release" / name, folders=(".",))
         if problems:
             sys.exit(f"release/{name} leaks the solutions:\n" + "\n".join(problems))
         if exchange:
             _run(root, "release_assignment", name, "--force")
-        return f"released {name}: release/{name}/" + (" and the exchange" if exchange else "")
-    _each(step, _assignments(root, names))
+        print(f"released {name}: release/{name}/" + (" and the exchange" if exchange else ""))
 
 
 def collect(root, names=(), exchange=False):
@@ -101,35 +108,47 @@ def submissions(root, names=()):
 
 
 def shards(todo, jobs):
-    """(assignment, students) units of work: each assignment's submissions split in up to
-    `jobs` shards, each graded by one nbgrader process (whose start, about 3 s, is then
-    paid once per shard rather than once per submission)."""
-    units = []
-    for assignment, students in todo.items():
-        n = max(1, min(jobs, len(students)))
-        units += [(assignment, students[i::n]) for i in range(n) if students[i::n]]
-    return units
+    """The students in up to `jobs` groups with about as many submissions each: each group
+    is graded by one nbgrader process (whose start, about 3 s, is then paid once per group
+    rather than once per submission)."""
+    count = {}
+    for students in todo.values():
+        for student in students:
+            count[student] = count.get(student, 0) + 1
+    groups = [[] for _ in range(max(1, min(jobs, len(count))))]
+    for student in sorted(count, key=lambda s: (-count[s], s)):
+        min(groups, key=lambda g: sum(count[s] for s in g)).append(student)
+    return [sorted(g) for g in groups if g]
 
 
-def grade_shard(root, assignment, students, everyone, timeout=TIMEOUT, force=False, env=None):
-    """Autograde some submissions of an assignment in one nbgrader process (excluding
-    everyone else), then re-check each in a clean process. Returns {student: None if
+def grade_shard(root, todo, students, timeout=TIMEOUT, force=False, env=None):
+    """Autograde these students' submissions of the assignments in todo ({assignment:
+    [student]}) in one nbgrader process per assignment, or one in all (excluding everyone
+    else), then re-check each in a clean process. Returns {(assignment, student): None if
     nbgrader could not grade it, else its disagreements}; nbgrader's log is in logs/."""
-    others = sorted(set(everyone) - set(students))
-    args = ["autograde", assignment, f"--GradingExecute.timeout={timeout}",
-            *(["--CourseDirectory.student_id_exclude=" + ",".join(others)] if others else []),
-            *(["--force"] if force else [])]
-    result = nbgrader(root, *args, check=False, env=env)
-    log = Path(root) / "logs" / f"autograde-{assignment}-{students[0]}.log"
-    log.parent.mkdir(exist_ok=True)
-    log.write_text(result.stdout + result.stderr)
-    return {s: recheck(root, assignment, s, timeout, env)
-            if (Path(root) / "autograded" / s / assignment).is_dir() else None
-            for s in students}
+    everyone = {s for group in todo.values() for s in group}
+    others = sorted(everyone - set(students))
+    pattern = _pattern(root, list(todo))
+    log = []
+    for assignment in [pattern] if pattern else list(todo):
+        args = ["autograde", assignment, f"--GradingExecute.timeout={timeout}",
+                *(["--CourseDirectory.student_id_exclude=" + ",".join(others)] if others else []),
+                *(["--force"] if force else [])]
+        result = nbgrader(root, *args, check=False, env=env)
+        log.append(result.stdout + result.stderr)
+    path = Path(root) / "logs" / f"autograde-{students[0]}.log"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("".join(log))
+    return {(a, s): recheck(root, a, s, timeout, env)
+            if (Path(root) / "autograded" / s / a).is_dir() else None
+            for a, group in todo.items() for s in group if s in students}
 
 
 def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
     """Grade every submission, `jobs` processes at a time; returns how many failed."""
+    # matplotlib's font cache, built here if missing: a sandboxed kernel may read it but
+    # not write it, so every kernel would build it again
+    import matplotlib.font_manager  # noqa: F401
     from nbgrader.api import Gradebook
 
     todo = submissions(root, names)
@@ -139,13 +158,13 @@ def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
     env = threads(max(1, JOBS // jobs))
     failed = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [(a, pool.submit(grade_shard, root, a, s, todo[a], timeout, force, env))
-                   for a, s in shards(todo, jobs)]
-        for assignment, future in futures:
-            for student, rows in future.result().items():
+        futures = [pool.submit(grade_shard, root, todo, group, timeout, force, env)
+                   for group in shards(todo, jobs)]
+        for future in futures:
+            for (assignment, student), rows in future.result().items():
                 failed += rows is None
                 if rows is None:
-                    status = f"FAILED (nbgrader could not grade it: logs/autograde-{assignment}-*)"
+                    status = "FAILED (nbgrader could not grade it: see logs/autograde-*.log)"
                 else:
                     with Gradebook(gradebook_url(root)) as gb:
                         s = gb.find_submission(assignment, student)
@@ -162,12 +181,13 @@ def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
 def feedback(root, names=(), exchange=False):
     """feedback/<student>/<assignment>/*.html for every graded submission (without the
     hidden tests' code: tools/grading.HideHiddenTests); with exchange, released to it."""
-    def step(name):
-        _run(root, "generate_feedback", name, "--force")
+    names = _assignments(root, names)
+    for pattern in [_pattern(root, names)] if _pattern(root, names) else names:
+        _run(root, "generate_feedback", pattern, "--force")
+    for name in names:
         if exchange:
             _run(root, "release_feedback", name)
-        return f"feedback for {name}: feedback/*/{name}/"
-    _each(step, _assignments(root, names))
+        print(f"feedback for {name}: feedback/*/{name}/")
 
 
 def export(root, out):

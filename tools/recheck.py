@@ -15,19 +15,23 @@ started again for the checks after it (as tools.grading.GradingExecute restarts 
 kernel), so the rest of the submission is still graded.
 """
 
+import contextlib
+import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from tools.course import REPO, SOLUTIONS, gradebook_url, graded_cells, load_course
 
 TIMEOUT = 30  # seconds per check, as nbgrader_config.py gives each cell at autograde
-STARTUP = 60  # seconds more for the first check of a process (imports numpy, torch)
+STARTUP = 60  # seconds more for the first check of a process (imports normlib)
 WATCHED = ("numpy", "numpy.linalg", "numpy.testing", "torch", "torch.nn.functional",
            "torch.autograd", "torch.testing", "normlib.testing")
 
@@ -49,8 +53,9 @@ def _fingerprint():
 
 
 def child(checks_file, results_file, memory_mb):
-    """In the clean process (cwd: a folder holding normlib/): run the checks listed in
-    checks_file, appending {"grade_id", "passed", "detail"} lines to results_file."""
+    """In the clean process (cwd: a folder holding normlib/, forked by Zygote): run the
+    checks listed in checks_file, appending {"grade_id", "passed", "detail"} lines to
+    results_file."""
     from tools import sandbox
     from tools.check import run
 
@@ -72,26 +77,81 @@ def child(checks_file, results_file, memory_mb):
             out.flush()
 
 
+class Zygote:
+    """A process that imports numpy and torch once, then forks one clean child per run
+    (a fresh `python` per run would import them again: about 1.5 s of CPU each). Each
+    child starts in the run's folder, with no output, and reports through its files."""
+
+    _started = {}  # one per environment, for the life of this process
+    _lock = threading.Lock()
+
+    def __init__(self, env):
+        code = "import tools.recheck as r; r.Zygote.serve()"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    @classmethod
+    def get(cls, env):
+        with cls._lock:
+            key = tuple(sorted(env.items()))
+            if key not in cls._started or cls._started[key].process.poll() is not None:
+                cls._started[key] = cls(env)
+            return cls._started[key]
+
+    def fork(self, *args):
+        """A child running child(*args) in args[0]'s folder: its pid."""
+        with self._lock:
+            self.process.stdin.write(json.dumps([str(a) for a in args]) + "\n")
+            self.process.stdin.flush()
+            return int(self.process.stdout.readline())
+
+    @staticmethod
+    def serve():
+        """In the zygote: fork a child per request line, answer its pid."""
+        import numpy  # noqa: F401 (imported once, for every child)
+        import torch  # noqa: F401
+
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the system
+        for line in sys.stdin:
+            checks, results, memory_mb = json.loads(line)
+            pid = os.fork()
+            if pid == 0:  # the child: silent, in the run's folder (first on sys.path)
+                try:
+                    devnull = os.open(os.devnull, os.O_RDWR)
+                    for fd in (0, 1, 2):
+                        os.dup2(devnull, fd)
+                    os.chdir(Path(checks).parent)
+                    importlib.invalidate_caches()
+                    child(checks, results, int(memory_mb))
+                finally:
+                    os._exit(0)
+            print(pid, flush=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _run_until_stuck(folder, cells, protected, timeout, memory_mb, env):
     """Run cells in one clean process; return its results, up to where it stopped."""
     checks, results = Path(folder) / "checks.json", Path(folder) / "results.jsonl"
     checks.write_text(json.dumps({"cells": cells, "protected": protected}))
     results.write_text("")
-    code = "import sys, tools.recheck as r; r.child(*sys.argv[1:3], int(sys.argv[3]))"
-    # cwd first on sys.path: `import normlib` is this folder's; the repository's `tools` after
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, str(checks), str(results), str(memory_mb)], cwd=folder,
-        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = Zygote.get(env).fork(checks, results, memory_mb)
     done, deadline = [], time.monotonic() + timeout + STARTUP
-    while process.poll() is None and time.monotonic() < deadline:
+    while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
         lines = results.read_text().splitlines()
         if len(lines) > len(done):
             done = [json.loads(line) for line in lines]
             deadline = time.monotonic() + timeout
-    process.kill()
-    process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
     return [json.loads(line) for line in results.read_text().splitlines()]
 
 

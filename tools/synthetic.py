@@ -78,7 +78,8 @@ EPS_OUTSIDE = replaced(LN, RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(va
 BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 WRONG_BACKWARD = replaced(LN, BACKWARD, BACKWARD.replace("g_mean - ", ""))
 PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
-LOOP = "while True:  # deaf to interrupts\n    try:\n        pass\n    except BaseException:\n" \
+# an infinite loop deaf to interrupts (asleep, so that waiting it out costs no CPU)
+LOOP = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n" \
     "        pass"
 MEMORY = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.zeros(10**8))"
 # Module-level code of a stub layer_norm.py that tries everything tools/sandbox.py
