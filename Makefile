@@ -20,9 +20,14 @@ LAB_ARGS ?=
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
+# Then byte-compile them on every core (pip compiles on one): grading kernels may not write
+# __pycache__ into the environment, so it must be compiled. Like pip, this passes over the
+# few files that are not Python 3.11 (torch's py312 tests), hence the `|| true`.
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+		> /dev/null || true
 	touch $@
 
 # JupyterLab on the course, with nbgrader's instructor panels (formgrader,
@@ -38,8 +43,9 @@ check: $(INSTALLED)
 	$(PY) -m tools.check $(EX)
 
 # The whole course check (CI runs this on a fresh clone). Two pytest workers: the
-# nbgrader round trip (about 2 minutes) runs beside everything else; --dist loadfile keeps
-# each notebook, and each module-scoped fixture, on one worker.
+# grading round trip (about 2 minutes) is collected first (tests/conftest.py) so that it
+# starts at once, and everything else runs beside it; --dist loadfile keeps each notebook, and each
+# module-scoped fixture, on one worker.
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(PY) -m tools.student --check

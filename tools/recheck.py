@@ -5,10 +5,10 @@ nbgrader runs a student's notebook top to bottom, so a student's cell that runs 
 check can patch what the check calls (normlib.testing.assert_close, numpy, torch) and
 earn points for wrong code. Here every check cell of the assignment (hidden tests
 included, as solutions/ has them) runs on the submission's normlib exercise files beside
-the course's copies of the other normlib files, in a fresh Python process that runs no
-cell of the student's notebooks, inside tools/sandbox.py. Module-level code of the
-exercise files still runs (as at autograde): a check after which a public attribute of
-numpy, torch or normlib.testing is no longer what it was fails, naming it.
+the course's copies of the other normlib files, in a fresh process that runs no cell
+of the student's notebooks (forked from a Zygote), inside tools/sandbox.py. Module-level
+code of the exercise files still runs (as at autograde): a check after which a public
+attribute of numpy, torch or normlib.testing is no longer what it was fails, naming it.
 
 A check that runs over the time limit, or kills the process, fails; the process is
 started again for the checks after it (as tools.grading.GradingExecute restarts the
