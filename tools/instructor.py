@@ -62,10 +62,10 @@ def _each(step, names, jobs=JOBS):
             print(message)
 
 
-def _pattern(root, names):
-    """What nbgrader is told to work on: "*" (one process for every assignment) when the
-    names are all the course's, else None (one process per assignment)."""
-    return "*" if set(names) == set(load_course(root)["assignments"]) else None
+def _targets(root, names):
+    """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
+    process for all of them) when they are all the course's, else one per assignment."""
+    return ["*"] if set(names) == set(load_course(root)["assignments"]) else list(names)
 
 
 def release(root, names=(), exchange=False):
@@ -73,8 +73,8 @@ def release(root, names=(), exchange=False):
     if any file there holds a solution, hidden test or stored output, and with exchange
     copy it to the nbgrader exchange (c.Exchange.root in nbgrader_config_local.py)."""
     names = _assignments(root, names)
-    for pattern in [_pattern(root, names)] if _pattern(root, names) else names:
-        _run(root, "generate_assignment", pattern, "--force")
+    for target in _targets(root, names):
+        _run(root, "generate_assignment", target, "--force")
     for name in names:
         problems = leaks(Path(root) / "release" / name, folders=(".",))
         if problems:
@@ -95,7 +95,7 @@ def collect(root, names=(), exchange=False):
             _run(root, "zip_collect", name, "--force")
         else:
             return f"{name}: nothing to collect (no downloaded/{name}/archive/)"
-        students = sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}"))
+        students = submissions(root, [name])[name]
         plural = "" if len(students) == 1 else "s"
         return f"collected {name}: {len(students)} submission{plural} ({', '.join(students)})"
     _each(step, _assignments(root, names))
@@ -128,10 +128,9 @@ def grade_shard(root, todo, students, timeout=TIMEOUT, force=False, env=None):
     nbgrader could not grade it, else its disagreements}; nbgrader's log is in logs/."""
     everyone = {s for group in todo.values() for s in group}
     others = sorted(everyone - set(students))
-    pattern = _pattern(root, list(todo))
     log = []
-    for assignment in [pattern] if pattern else list(todo):
-        args = ["autograde", assignment, f"--GradingExecute.timeout={timeout}",
+    for target in _targets(root, todo):
+        args = ["autograde", target, f"--GradingExecute.timeout={timeout}",
                 *(["--CourseDirectory.student_id_exclude=" + ",".join(others)] if others else []),
                 *(["--force"] if force else [])]
         result = nbgrader(root, *args, check=False, env=env)
@@ -182,8 +181,8 @@ def feedback(root, names=(), exchange=False):
     """feedback/<student>/<assignment>/*.html for every graded submission (without the
     hidden tests' code: tools/grading.HideHiddenTests); with exchange, released to it."""
     names = _assignments(root, names)
-    for pattern in [_pattern(root, names)] if _pattern(root, names) else names:
-        _run(root, "generate_feedback", pattern, "--force")
+    for target in _targets(root, names):
+        _run(root, "generate_feedback", target, "--force")
     for name in names:
         if exchange:
             _run(root, "release_feedback", name)

@@ -186,19 +186,26 @@ def zip_folder(folder, path, enclosing=None):
                 z.write(file, str(Path(enclosing, rel) if enclosing else rel))
 
 
-def make_class(root, assignment, n, staging=None):
-    """n submissions of the assignment's cases, in turn, as an LMS download in
-    downloaded/<assignment>/archive/ (student ids: case name + number), collected."""
-    from tools.instructor import collect
-
+def zip_class(root, assignment, students, staging):
+    """The submissions {student: case} of an assignment, written under staging/ and
+    zipped as an LMS download: one zip per student in downloaded/<assignment>/archive/,
+    named as an LMS names them, every other one with an enclosing folder."""
     archive = Path(root) / "downloaded" / assignment / "archive"
     archive.mkdir(parents=True, exist_ok=True)
-    staging = Path(staging or Path(root) / "staging")
-    cases = list(CASES[assignment])
-    for i in range(n):
-        case = cases[i % len(cases)]
-        student = f"{case.replace('-', '')}{i:02d}"
-        write_submission(root, assignment, case, staging / student)
-        zip_folder(staging / student, archive / f"{student}_{1000 + i}_{assignment}.zip",
+    for i, (student, case) in enumerate(students.items()):
+        folder = Path(staging) / assignment / student
+        write_submission(root, assignment, case, folder)
+        zip_folder(folder, archive / f"{student}_{1000 + i}_{assignment}.zip",
                    enclosing=assignment if i % 2 else None)
+
+
+def make_class(root, assignment, n):
+    """n submissions of the assignment's cases, in turn (student ids: case name + number),
+    zipped as an LMS download and collected."""
+    from tools.instructor import collect
+
+    cases = list(CASES[assignment])
+    students = {f"{cases[i % len(cases)].replace('-', '')}{i:02d}": cases[i % len(cases)]
+                for i in range(n)}
+    zip_class(root, assignment, students, Path(root) / "staging")
     collect(root, [assignment])
