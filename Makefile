@@ -15,7 +15,7 @@ INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
-.PHONY: lab check test student outputs clean \
+.PHONY: lab check bench test student outputs clean \
 	course release collect autograde feedback grades grading-bench formgrader
 
 # Create the virtual environment if missing and install the pinned packages and
@@ -41,6 +41,13 @@ lab: $(INSTALLED)
 # Which exercises pass: your normlib/ against each exercise's visible checks (EX=1.1 for one).
 check: $(INSTALLED)
 	$(PY) -m tools.check $(EX)
+
+# Your LayerNorm kernels (naive 1.2/2.1, fast 5.5/5.6) timed against torch, about 20 s.
+# REFERENCE=1 times the reference's (solutions/normlib: the README's figures);
+# BENCH_ARGS="--sizes 1024 --rounds 5" for less.
+BENCH_ARGS ?=
+bench: $(INSTALLED)
+	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normlib.benchmark $(BENCH_ARGS)
 
 # The whole course check (CI runs this on a fresh clone). Two pytest workers: the
 # grading round trip (about 2 minutes) is collected first (tests/conftest.py) so that it

@@ -17,16 +17,18 @@ from tests.conftest import REPO
 from tests.variants import (
     right,
     right_family,
+    right_numerics,
     right_transformer,
     wrong,
     wrong_family,
+    wrong_numerics,
     wrong_transformer,
 )
 from tools.check import exercises
 
 CELLS = {number: source for number, _, source in exercises(REPO / "solutions")}
-RIGHT = {**right.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT}
-WRONG = {**wrong.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG}
+RIGHT = {**right.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT, **right_numerics.RIGHT}
+WRONG = {**wrong.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG, **wrong_numerics.WRONG}
 TARGETS = {  # what each exercise implements
     "1.1": ("normlib.layer_norm", "layer_norm_stats"),
     "1.2": ("normlib.layer_norm", "layer_norm_forward"),
@@ -42,7 +44,19 @@ TARGETS = {  # what each exercise implements
     "4.1": ("normlib.transformer", "add_norm"),
     "4.2": ("normlib.transformer", "TransformerEncoderLayer"),
     "4.3": ("normlib.transformer", "TransformerEncoder"),
+    "5.1": ("normlib.variance", "welford"),
+    "5.2": ("normlib.variance", "welford_merge"),
+    "5.3": ("normlib.mixed_precision", "layer_norm_mixed"),
+    "5.4": ("normlib.mixed_precision", "rms_norm_mixed"),
+    "5.5": ("normlib.layer_norm_fast", "layer_norm_forward_fast"),
+    "5.6": ("normlib.layer_norm_fast", "layer_norm_backward_fast"),
 }
+# (correct, wrong) tolerance factors: correct variants pass at a tenth of the checks'
+# tolerances, mistakes fail at ten times them. 16 bits cannot give that margin: the best
+# possible result is already half a unit in the last place from the exact one, and the checks
+# allow 2; so correct variants pass at 1 unit and mistakes fail at 4 (most fail at any
+# tolerance: an overflow to inf, a wrong dtype, the wrong eps).
+SCALES = {"5.3": (0.5, 2.0), "5.4": (0.5, 2.0)}
 
 
 def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
@@ -70,14 +84,15 @@ def test_every_exercise_has_a_check_with_hidden_tests():
 
 @pytest.mark.parametrize("number", sorted(TARGETS))
 def test_reference_passes(monkeypatch, number):
-    run_check(monkeypatch, number, tolerance_scale=0.1)
+    run_check(monkeypatch, number, tolerance_scale=SCALES.get(number, (0.1, 10.0))[0])
 
 
 @pytest.mark.parametrize(
     "number,name", [(n, name) for n in sorted(RIGHT) for name in RIGHT[n]]
 )
 def test_correct_variant_passes(monkeypatch, number, name):
-    run_check(monkeypatch, number, RIGHT[number][name], tolerance_scale=0.1)
+    run_check(monkeypatch, number, RIGHT[number][name],
+              tolerance_scale=SCALES.get(number, (0.1, 10.0))[0])
 
 
 @pytest.mark.parametrize(
@@ -85,7 +100,8 @@ def test_correct_variant_passes(monkeypatch, number, name):
 )
 def test_mistake_is_caught(monkeypatch, number, name):
     with pytest.raises(Exception) as caught:
-        run_check(monkeypatch, number, WRONG[number][name], tolerance_scale=10.0)
+        run_check(monkeypatch, number, WRONG[number][name],
+                  tolerance_scale=SCALES.get(number, (0.1, 10.0))[1])
     # a failure of the check itself, not of the variant's own code
     assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))
 
@@ -107,6 +123,13 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "4.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
         "4.2": ["norm over the wrong axis"],
         "4.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
+        "5.1": ["one-pass shortcut"],
+        "5.2": ["unweighted mean", "missing between-group term", "n squared in the denominator",
+                "one-pass merge through sums of squares"],
+        "5.3": ["computed in the 16-bit dtype", "no cast back"],
+        "5.4": ["computed in the 16-bit dtype", "no cast back"],
+        "5.5": ["the naive kernel"],
+        "5.6": ["the naive kernel"],
     }
     for number, names in named.items():
         assert set(names) <= set(WRONG[number])

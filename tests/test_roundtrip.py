@@ -73,6 +73,9 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit3", "patcher"): scores("unit3", **{"3_4": 0, "3_5": 0, "3_6": 0, "3_7": 0}),
     ("unit4", "reference"): scores("unit4"),
     ("unit4", "stubs"): nothing("unit4"),
+    ("unit5", "reference"): scores("unit5"),
+    # a one-pass welford, and the naive kernels under the fast names (3x the memory)
+    ("unit5", "shortcuts"): scores("unit5", **{"5_1": 0, "5_5": 0, "5_6": 0}),
 }
 # checks where the notebook's score was wrong and the clean re-check's replaced it
 OVERRIDDEN = {
@@ -276,8 +279,9 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
     assert course["student_files"] == [
         "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
-        "normlib/layer_norm.py", "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py",
-        "normlib/transformer.py"]
+        "normlib/layer_norm.py", "normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
+        "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py", "normlib/transformer.py",
+        "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
         [f"{n}.ipynb" for n in course["notebooks"]]
     config = (root / "nbgrader_config.py").read_text()
@@ -292,4 +296,6 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit3": ["normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
                   "normlib/norm.py", "normlib/rms_norm.py"],
         "unit4": ["normlib/transformer.py"],
+        "unit5": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
+                  "normlib/variance.py"],
     }

@@ -61,7 +61,7 @@ def main(argv=None):
         counts[status] += 1
         needs = re.match(r"Exercise (\d+\.\d+)", detail) if status == "todo" else None
         note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != number else ""
-        print(f"Exercise {number}  {name:<22} {labels[status]}{note}")
+        print(f"Exercise {number}  {name:<24} {labels[status]}{note}")
         if status == "FAIL":
             print(f"      {detail}")
     print(

@@ -77,6 +77,13 @@ RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
 EPS_OUTSIDE = replaced(LN, RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(var) + eps)"))
 BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
 WRONG_BACKWARD = replaced(LN, BACKWARD, BACKWARD.replace("g_mean - ", ""))
+VAR, FAST = "normlib/variance.py", "normlib/layer_norm_fast.py"
+ONE_PASS = "n = x.shape[-1]\nmean = x.mean(axis=-1)\n" \
+    "return n, mean, (x * x).sum(axis=-1) - n * mean * mean"
+NAIVE_FORWARD = "from normlib.layer_norm import layer_norm_forward\n" \
+    "return layer_norm_forward(x, normalized_shape, weight, bias, eps)"
+NAIVE_BACKWARD = "from normlib.layer_norm import layer_norm_backward\n" \
+    "return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)"
 PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
 # an infinite loop deaf to interrupts (asleep, so that waiting it out costs no CPU)
 LOOP = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n" \
@@ -166,6 +173,15 @@ CASES = {
     "unit4": {
         "reference": with_files(**reference_files("transformer")),
         "stubs": with_files(),
+    },
+    "unit5": {
+        "reference": with_files(**reference_files("variance", "mixed_precision",
+                                                  "layer_norm_fast")),
+        # right values, wrong means: the one-pass variance, and the naive kernels renamed
+        "shortcuts": with_files(**reference_files("mixed_precision"), variance=injected(
+            reference(VAR), "welford", ONE_PASS), layer_norm_fast=injected(injected(
+                reference(FAST), "layer_norm_forward_fast", NAIVE_FORWARD),
+                "layer_norm_backward_fast", NAIVE_BACKWARD)),
     },
 }
 

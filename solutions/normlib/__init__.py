@@ -7,17 +7,22 @@
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
 - ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
 - ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 4.1-4.3)
+- ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 5.1, 5.2)
+- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm (Exercises 5.3, 5.4)
+- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 5.5, 5.6)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.2)
 - ``normlib.gradcheck``      a central-difference gradient checker for NumPy functions
 - ``normlib.testing``        what the exercise checks compare against
+- ``normlib.benchmark``      `make bench`: the LayerNorm kernels timed against torch
 """
 
 import importlib
 
-__all__ = ["batch_norm", "functional", "gradcheck", "group_norm", "instance_norm",
-           "layer_norm", "nn", "norm", "rms_norm", "testing", "transformer"]
+__all__ = ["batch_norm", "benchmark", "functional", "gradcheck", "group_norm", "instance_norm",
+           "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm", "rms_norm",
+           "testing", "transformer", "variance"]
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ autograder uses the course's own copy of this file, not the student's).
 """
 
 import contextlib
+import tracemalloc
 
 import numpy as np
 import torch
@@ -158,3 +159,55 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, scale=1.0):
         if actual is None:
             raise AssertionError(f"{name} is None {case}: is every parameter used?")
         torch_tensor_close(actual, expected, f"{name} {case}", scale_atol=True, **tol)
+
+
+def peak_memory(fn, *args):
+    """Call fn(*args); return (its result, the peak of the memory it allocated meanwhile,
+    in bytes, the result included). NumPy reports every array it allocates to Python's
+    tracemalloc, so this counts arrays exactly, whatever the machine: a kernel's
+    temporaries are a property of its code, not of a timing."""
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = fn(*args)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    return result, peak
+
+
+def exact_welford_state(x):
+    """(N, mean, m2) of x's last axis as normlib.variance.welford returns them, computed in
+    float64 by two passes and rounded to x's dtype: mean and m2 (*B,)."""
+    x64 = x.astype(np.float64)  # (*B, N)
+    mean = x64.mean(axis=-1)  # (*B,)
+    m2 = ((x64 - mean[..., None]) ** 2).sum(axis=-1)  # (*B,)
+    return x.shape[-1], mean.astype(x.dtype), m2.astype(x.dtype)
+
+
+def randn_tensor(dtype, *shape, scale=1.0, offset=0.0, seed=0):
+    """offset + scale * a standard normal sample (drawn in float64), rounded to dtype."""
+    gen = torch.Generator().manual_seed(seed)
+    return (offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+
+def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, **kwargs):
+    """norm(x, normalized_shape, *params, **kwargs) is a tensor of x's shape and dtype within
+    `ulps` units in the last place of x's dtype (torch.finfo(dtype).eps, relative to
+    max(1, |y|)) of exact(...) on the same numbers in float64. Rounding the exact result
+    to 16 bits once errs by half a unit: 2 accepts every correct implementation."""
+    expected = exact(x.double(), normalized_shape,
+                     *(None if p is None else p.double() for p in params), **kwargs)
+    y = norm(x, normalized_shape, *params, **kwargs)
+    case = f"for x {tuple(x.shape)} {x.dtype}, normalized_shape={normalized_shape} {kwargs}"
+    if not isinstance(y, torch.Tensor):
+        raise AssertionError(f"{case}: expected a torch.Tensor, got {type(y).__name__}")
+    if y.shape != x.shape or y.dtype != x.dtype:
+        raise AssertionError(f"{case}: expected {tuple(x.shape)} {x.dtype}, got "
+                             f"{tuple(y.shape)} {y.dtype}")
+    tol = ulps * torch.finfo(x.dtype).eps
+    assert_close(y.double().numpy(), expected.numpy(), f"y {case}", rtol=tol, atol=tol)

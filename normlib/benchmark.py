@@ -1,0 +1,207 @@
+"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.1) and fast (5.5,
+5.6) NumPy kernels against torch.nn.functional.layer_norm, in one run (not an exercise).
+
+    make bench                          your normlib/, the table below
+    python -m normlib.benchmark --sizes 1024 --rounds 5
+
+or, from a notebook, `from normlib.benchmark import run, table; print(table(*run()))`.
+
+What it measures, for 4096 rows of H values (float32), H in SIZES:
+- the median time of a forward, and of a forward plus backward (upstream gradient given),
+  over interleaved rounds: each round times every kernel once, in turn, so that a
+  machine busy for a moment slows all of them alike;
+- the ratio of each median to torch's, measured in the same run;
+- the memory traffic of the minimum-traffic model (forward: read x, write y = 2|x|;
+  backward: read x and dy, write dx = 3|x|; weight, bias and the statistics are small),
+  divided by the median: the bandwidth the kernel would have reached had it moved only
+  those bytes, and its fraction of the machine's memory-copy bandwidth, measured in the
+  same run (a copy reads and writes each byte once: no LayerNorm can run faster).
+
+Times vary from run to run and machine to machine; ratios measured in one run much less.
+Never assert a time in a test.
+"""
+
+import argparse
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from normlib import layer_norm, layer_norm_fast
+
+ROWS = 4096
+SIZES = (256, 1024, 4096)
+KERNELS = ("naive", "fast", "torch")
+PASSES = ("forward", "forward+backward")
+TRAFFIC = {"forward": 2, "forward+backward": 5}  # multiples of |x| in bytes
+
+
+def copy_bandwidth(nbytes=64 * 2**20, rounds=5):
+    """The memory-copy bandwidth in GB/s (bytes read + bytes written, per second) of a
+    copy between two arrays of nbytes, far larger than the caches: NumPy's np.copyto
+    (one thread) and torch's copy_ (torch's threads). Returns {"numpy": .., "torch": ..}."""
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    src_t, dst_t = torch.from_numpy(src), torch.from_numpy(dst)
+    times = interleaved({"numpy": lambda: np.copyto(dst, src),
+                         "torch": lambda: dst_t.copy_(src_t)}, rounds)
+    return {name: 2 * nbytes / t / 1e9 for name, t in times.items()}
+
+
+def interleaved(fns, rounds, min_time=0.01):
+    """The median seconds per call of each fn (name -> function of no argument), timed in
+    `rounds` rounds; each round calls every fn in turn, enough times to last min_time."""
+    calls = {}
+    for name, fn in fns.items():  # warm up, and find how many calls last min_time
+        fn()
+        start = time.perf_counter()
+        fn()
+        calls[name] = max(1, math.ceil(min_time / max(time.perf_counter() - start, 1e-9)))
+    samples = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate the order
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                fns[name]()
+            samples[name].append((time.perf_counter() - start) / calls[name])
+    return {name: float(np.median(s)) for name, s in samples.items()}
+
+
+def kernels(x, weight, bias, grad_output):
+    """(kernel, pass) -> a function of no argument running it on these arrays; a kernel
+    whose exercise raises NotImplementedError is left out."""
+    h = x.shape[-1]
+    xt, wt, bt = (torch.from_numpy(a) for a in (x, weight, bias))
+    dyt = torch.from_numpy(grad_output)
+    xg = xt.clone().requires_grad_()
+
+    def torch_forward_backward():
+        F.layer_norm(xg, (h,), wt, bt).backward(dyt)
+        xg.grad = None
+
+    def numpy_forward_backward(forward, backward):
+        y, mean, rstd = forward(x, (h,), weight, bias)
+        return backward(grad_output, x, (h,), mean, rstd, weight, bias)
+
+    numpy = {"naive": (layer_norm.layer_norm_forward, layer_norm.layer_norm_backward),
+             "fast": (layer_norm_fast.layer_norm_forward_fast,
+                      layer_norm_fast.layer_norm_backward_fast)}
+    fns = {("torch", "forward"): lambda: F.layer_norm(xt, (h,), wt, bt),
+           ("torch", "forward+backward"): torch_forward_backward}
+    for name, (forward, backward) in numpy.items():
+        for pass_, fn in [("forward", lambda f=forward: f(x, (h,), weight, bias)),
+                          ("forward+backward",
+                           lambda f=forward, b=backward: numpy_forward_backward(f, b))]:
+            try:
+                fn()
+            except NotImplementedError:
+                continue
+            fns[name, pass_] = fn
+    return fns
+
+
+def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
+    """Time every kernel for (rows, H) inputs, H in sizes. Returns (results, bandwidth):
+    results a list of dicts (H, kernel, pass, seconds, ratio, gbps, bandwidth fraction);
+    bandwidth as copy_bandwidth returns it, measured first."""
+    bandwidth = copy_bandwidth()
+    best = max(bandwidth.values())
+    results = []
+    for h in sizes:
+        rng = np.random.default_rng(seed)
+        x, dy = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))  # (R, H)
+        weight, bias = (rng.standard_normal(h).astype(dtype) for _ in range(2))  # (H,)
+        times = interleaved(kernels(x, weight, bias, dy), rounds)
+        for (kernel, pass_), seconds in sorted(times.items(), key=lambda kv: (
+                PASSES.index(kv[0][1]), KERNELS.index(kv[0][0]))):
+            gbps = TRAFFIC[pass_] * x.nbytes / seconds / 1e9
+            results.append({"H": h, "kernel": kernel, "pass": pass_, "seconds": seconds,
+                            "ratio": seconds / times["torch", pass_], "gbps": gbps,
+                            "fraction": gbps / best})
+    return results, bandwidth
+
+
+def environment(dtype=np.float32, rows=ROWS):
+    """One line on what was measured: rows, dtype, threads."""
+    return (f"{rows} rows, {np.dtype(dtype).name}; torch {torch.__version__} on "
+            f"{torch.get_num_threads()} threads; NumPy {np.__version__}, whose elementwise "
+            "operations run on 1 thread")
+
+
+def table(results, bandwidth):
+    """The results of run() as a text table."""
+    lines = [f"memory copy: NumPy {bandwidth['numpy']:.1f} GB/s (1 thread), torch "
+             f"{bandwidth['torch']:.1f} GB/s; 'of copy' is against the faster",
+             f"{'H':>5}  {'pass':<17}{'kernel':<7}{'median ms':>10}{'x torch':>9}"
+             f"{'GB/s':>7}{'of copy':>9}"]
+    for r in results:
+        lines.append(f"{r['H']:>5}  {r['pass']:<17}{r['kernel']:<7}{r['seconds'] * 1e3:>10.3f}"
+                     f"{r['ratio']:>9.2f}{r['gbps']:>7.1f}{r['fraction']:>9.0%}")
+    return "\n".join(lines)
+
+
+def _layer_norm_ops(x, weight, bias, eps: float = 1e-5):
+    """LayerNorm over the last dim in plain torch operations, for torch.compile to fuse."""
+    mean = x.mean(dim=-1, keepdim=True)  # (R, 1)
+    xc = x - mean  # (R, H)
+    rstd = torch.rsqrt((xc * xc).mean(dim=-1, keepdim=True) + eps)  # (R, 1)
+    return xc * rstd * weight + bias  # (R, H)
+
+
+def fused_table(device="cuda", sizes=SIZES, rows=ROWS, dtype=torch.float32, compile=True):
+    """A fused LayerNorm forward (torch.compile of _layer_norm_ops: on a CUDA device,
+    inductor generates one Triton kernel) against F.layer_norm on `device`, in GB/s of
+    the 2|x| model and as a fraction of the device's copy bandwidth, timed with
+    torch.utils.benchmark.Timer (which synchronizes CUDA). compile=False times the
+    unfused operations instead (for a test on a CPU). Returns the table as text."""
+    from torch.utils.benchmark import Timer
+
+    fused = torch.compile(_layer_norm_ops, dynamic=False) if compile else _layer_norm_ops
+    name = "compiled" if compile else "eager ops"
+
+    def median(fn, *args):
+        timer = Timer("fn(*args)", globals={"fn": fn, "args": args})
+        return timer.blocked_autorange(min_run_time=0.2).median
+
+    src = torch.ones(2**28 // 4 if device != "cpu" else 2**24 // 4, device=device)
+    copy_gbps = 2 * src.nbytes / median(torch.Tensor.copy_, torch.empty_like(src), src) / 1e9
+    lines = [f"{torch.device(device)}: copy {copy_gbps:.0f} GB/s; {rows} rows, "
+             f"{str(dtype).removeprefix('torch.')}",
+             f"{'H':>5}  {'kernel':<12}{'median us':>10}{'GB/s':>8}{'of copy':>9}"]
+    gen = torch.Generator(device=device).manual_seed(0)
+    for h in sizes:
+        x = torch.randn(rows, h, device=device, dtype=dtype, generator=gen)  # (R, H)
+        w, b = (torch.randn(h, device=device, dtype=dtype, generator=gen) for _ in range(2))
+        expected = F.layer_norm(x, (h,), w, b)
+        torch.testing.assert_close(fused(x, w, b), expected)  # the same result, first
+        for kernel, fn, args in [(name, fused, (x, w, b)),
+                                 ("F.layer_norm", F.layer_norm, (x, (h,), w, b))]:
+            seconds = median(fn, *args)
+            gbps = 2 * x.nbytes / seconds / 1e9
+            lines.append(f"{h:>5}  {kernel:<12}{seconds * 1e6:>10.1f}{gbps:>8.0f}"
+                         f"{gbps / copy_gbps:>9.0%}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, metavar="H")
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    print(environment(rows=args.rows))
+    results, bandwidth = run(args.sizes, args.rows, args.rounds)
+    print(table(results, bandwidth))
+    missing = {(k, p) for k in KERNELS for p in PASSES} - {(r["kernel"], r["pass"])
+                                                           for r in results}
+    for kernel, pass_ in sorted(missing):
+        print(f"not timed: the {kernel} {pass_} (its exercise raises NotImplementedError)")
+    if torch.cuda.is_available():
+        print(fused_table())
+
+
+if __name__ == "__main__":
+    main()

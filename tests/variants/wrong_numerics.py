@@ -1,0 +1,219 @@
+"""Realistic wrong implementations of Unit 5's exercises: every one must fail its graded
+check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name."""
+
+import math
+
+import numpy as np
+import torch
+
+from normlib.layer_norm import layer_norm_backward, layer_norm_forward
+from normlib.layer_norm_fast import (
+    layer_norm_backward_fast,
+    layer_norm_forward_fast,
+    rows_per_block,
+)
+from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
+
+# Exercise 5.1: welford ----------------------------------------------------------------------
+
+
+def welford_one_pass(x):
+    """The shortcut: m2 = sum(x^2) - n mean^2."""
+    n = x.shape[-1]
+    mean = x.mean(axis=-1)
+    return n, mean, (x * x).sum(axis=-1) - n * mean * mean
+
+
+def welford_old_mean_twice(x):
+    """m2 += delta * delta: the second factor should use the updated mean."""
+    mean, m2 = np.zeros(x.shape[:-1], x.dtype), np.zeros(x.shape[:-1], x.dtype)
+    for k in range(x.shape[-1]):
+        delta = x[..., k] - mean
+        mean += delta / (k + 1)
+        m2 += delta * delta
+    return x.shape[-1], mean, m2
+
+
+def welford_float64_state(x):
+    """Accumulators made with np.zeros' default dtype: a float64 state for float32 x."""
+    mean, m2 = np.zeros(x.shape[:-1]), np.zeros(x.shape[:-1])
+    for k in range(x.shape[-1]):
+        delta = x[..., k] - mean
+        mean += delta / (k + 1)
+        m2 += delta * (x[..., k] - mean)
+    return x.shape[-1], mean, m2
+
+
+def welford_variance_for_m2(x):
+    """Returns m2 / count (the variance) where the state holds m2."""
+    n = x.shape[-1]
+    return n, x.mean(axis=-1), x.var(axis=-1)
+
+
+# Exercise 5.2: welford_merge ----------------------------------------------------------------
+
+
+def merge_unweighted_mean(a, b):
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    return n, (ma + mb) / 2, m2a + m2b + (mb - ma) ** 2 * (na * nb / n)
+
+
+def merge_without_between_term(a, b):
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    return n, ma + (mb - ma) * (nb / n), m2a + m2b
+
+
+def merge_n_squared(a, b):
+    """delta^2 n_a n_b / n^2: the between-group *variance*, not its sum of squares."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    return n, ma + (mb - ma) * (nb / n), m2a + m2b + (mb - ma) ** 2 * (na * nb / n**2)
+
+
+def merge_through_sums_of_squares(a, b):
+    """The one-pass shortcut: sum x^2 = m2 + n mean^2 for each part, added, and back."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    mean = (ma * na + mb * nb) / n
+    squares = (m2a + na * ma * ma) + (m2b + nb * mb * mb)
+    return n, mean, squares - n * mean * mean
+
+
+# Exercises 5.3 and 5.4: 16-bit norms ----------------------------------------------------------
+
+
+def layer_norm_in_dtype(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Every operation in the 16-bit dtype."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+    y = (x - mean) * torch.rsqrt(var + eps)
+    y = y if weight is None else y * weight
+    return y if bias is None else y + bias
+
+
+def layer_norm_no_cast_back(x, *args, **kwargs):
+    return layer_norm_mixed(x, *args, **kwargs).float() if x.dtype != torch.float32 else x
+
+
+def layer_norm_mean_in_dtype(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The mean taken in the 16-bit dtype (rounded to it), the rest in float32."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    mean = x.mean(dim=dims, keepdim=True).float()
+    xc = x.float() - mean
+    y = xc * torch.rsqrt((xc * xc).mean(dim=dims, keepdim=True) + eps)
+    y = y if weight is None else y * weight.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype)
+
+
+def rms_norm_in_dtype(x, normalized_shape, weight=None, eps=None):
+    eps = torch.finfo(torch.float32).eps if eps is None else eps
+    dims = tuple(range(-len(normalized_shape), 0))
+    y = x * torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+def rms_norm_eps_of_input_dtype(x, normalized_shape, weight=None, eps=None):
+    """eps=None as the documentation reads: finfo(x.dtype).eps, 9.8e-4 for float16."""
+    return rms_norm_mixed(x, normalized_shape, weight,
+                          torch.finfo(x.dtype).eps if eps is None else eps)
+
+
+def rms_norm_no_cast_back(x, normalized_shape, weight=None, eps=None):
+    return rms_norm_mixed(x.float(), normalized_shape,
+                          None if weight is None else weight.float(), eps)
+
+
+# Exercises 5.5 and 5.6: fast LayerNorm ------------------------------------------------------
+
+
+def forward_naive_renamed(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The naive kernel under the fast one's name: right values, three times the memory."""
+    return layer_norm_forward(x, normalized_shape, weight, bias, eps)
+
+
+def forward_centres_x_in_place(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Saves memory by writing x - mean into x itself."""
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    np.subtract(x, mean, out=x)
+    rstd = 1 / np.sqrt((x**2).mean(axis=axes, keepdims=True) + eps)
+    y = x * rstd
+    if weight is not None:
+        y *= weight
+    if bias is not None:
+        y += bias
+    return y, mean, rstd
+
+
+def forward_drops_partial_block(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The loop stops before a last block shorter than the others."""
+    h = math.prod(normalized_shape)
+    x2 = x.reshape(-1, h)
+    y, mean, rstd = layer_norm_forward_fast(x, normalized_shape, weight, bias, eps)
+    step = rows_per_block(h, x.itemsize)
+    kept = len(x2) // step * step
+    y.reshape(-1, h)[kept:] = 0
+    return y, mean, rstd
+
+
+def forward_flat_statistics(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """mean and rstd returned as (R,) rows, not (*B, 1, .., 1)."""
+    y, mean, rstd = layer_norm_forward_fast(x, normalized_shape, weight, bias, eps)
+    return y, mean.reshape(-1), rstd.reshape(-1)
+
+
+def backward_naive_renamed(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
+    return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)
+
+
+def backward_last_block_sums(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                             bias=None):
+    """dweight and dbias assigned per block instead of accumulated: only the last counts."""
+    h = math.prod(normalized_shape)
+    dx, _, _ = layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight,
+                                        bias)
+    step = rows_per_block(h, x.itemsize)
+    last = (len(x.reshape(-1, h)) - 1) // step * step
+    part = [a.reshape(-1, h)[last:] for a in (grad_output, x)]
+    _, dw, db = layer_norm_backward_fast(part[0], part[1], normalized_shape,
+                                         mean.reshape(-1, 1)[last:], rstd.reshape(-1, 1)[last:],
+                                         weight, bias)
+    return dx, dw, db
+
+
+def backward_missing_mean_term(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                               bias=None):
+    """dx = rstd (g - x_hat mean(g x_hat)): the mean(g) term forgotten, in blocks."""
+    h = math.prod(normalized_shape)
+    dx, dw, db = layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight,
+                                          bias)
+    g = grad_output.reshape(-1, h) if weight is None else grad_output.reshape(-1, h) * weight.reshape(h)
+    dx.reshape(-1, h)[...] += rstd.reshape(-1, 1) * g.mean(axis=1, keepdims=True)
+    return dx, dw, db
+
+
+WRONG = {
+    "5.1": {"one-pass shortcut": welford_one_pass, "old mean twice": welford_old_mean_twice,
+            "float64 state for float32 x": welford_float64_state,
+            "variance returned as m2": welford_variance_for_m2},
+    "5.2": {"unweighted mean": merge_unweighted_mean,
+            "missing between-group term": merge_without_between_term,
+            "n squared in the denominator": merge_n_squared,
+            "one-pass merge through sums of squares": merge_through_sums_of_squares},
+    "5.3": {"computed in the 16-bit dtype": layer_norm_in_dtype,
+            "no cast back": layer_norm_no_cast_back,
+            "mean in the 16-bit dtype": layer_norm_mean_in_dtype},
+    "5.4": {"computed in the 16-bit dtype": rms_norm_in_dtype,
+            "eps of the input's dtype": rms_norm_eps_of_input_dtype,
+            "no cast back": rms_norm_no_cast_back},
+    "5.5": {"the naive kernel": forward_naive_renamed,
+            "centres x in place": forward_centres_x_in_place,
+            "drops the partial last block": forward_drops_partial_block,
+            "statistics without their singleton dims": forward_flat_statistics},
+    "5.6": {"the naive kernel": backward_naive_renamed,
+            "dweight and dbias of the last block only": backward_last_block_sums,
+            "missing mean term": backward_missing_mean_term},
+}
