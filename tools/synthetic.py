@@ -29,10 +29,11 @@ def replaced(rel, old, new):
 
 def injected(text, function, code):
     """text with code run first in the function (or method) named `function`: inserted
-    after its `def` line, at the body's indentation."""
+    after its signature (which may span lines), at the body's indentation."""
     lines = text.splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"def {function}("))
-    indent = " " * (len(lines[at]) - len(lines[at].lstrip()) + 4)
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"def {function}("))
+    indent = " " * (len(lines[start]) - len(lines[start].lstrip()) + 4)
+    at = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(":"))  # signature
     body = "".join(indent + line + "\n" for line in code.splitlines())
     return "".join(lines[: at + 1]) + body + "".join(lines[at + 1:])
 
@@ -80,8 +81,6 @@ WRONG_BACKWARD = replaced(LN, BACKWARD, BACKWARD.replace("g_mean - ", ""))
 VAR, FAST = "normlib/variance.py", "normlib/layer_norm_fast.py"
 ONE_PASS = "n = x.shape[-1]\nmean = x.mean(axis=-1)\n" \
     "return n, mean, (x * x).sum(axis=-1) - n * mean * mean"
-NAIVE_FORWARD = "from normlib.layer_norm import layer_norm_forward\n" \
-    "return layer_norm_forward(x, normalized_shape, weight, bias, eps)"
 NAIVE_BACKWARD = "from normlib.layer_norm import layer_norm_backward\n" \
     "return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)"
 PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
@@ -174,14 +173,10 @@ CASES = {
         "reference": with_files(**reference_files("transformer")),
         "stubs": with_files(),
     },
-    "unit5": {
-        "reference": with_files(**reference_files("variance", "mixed_precision",
-                                                  "layer_norm_fast")),
-        # right values, wrong means: the one-pass variance, and the naive kernels renamed
-        "shortcuts": with_files(**reference_files("mixed_precision"), variance=injected(
-            reference(VAR), "welford", ONE_PASS), layer_norm_fast=injected(injected(
-                reference(FAST), "layer_norm_forward_fast", NAIVE_FORWARD),
-                "layer_norm_backward_fast", NAIVE_BACKWARD)),
+    "unit5": {  # one submission (grading time): half right, half shortcuts with right values
+        "mixed": with_files(**reference_files("mixed_precision"), variance=injected(
+            reference(VAR), "welford", ONE_PASS), layer_norm_fast=injected(
+                reference(FAST), "layer_norm_backward_fast", NAIVE_BACKWARD)),
     },
 }
 
