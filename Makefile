@@ -50,14 +50,15 @@ bench: $(INSTALLED)
 	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normlib.benchmark $(BENCH_ARGS)
 
 # The whole course check (CI runs this on a fresh clone). Two pytest workers: the
-# grading round trip (about 2 minutes) is collected first (tests/conftest.py) so that it
-# starts at once, and everything else runs beside it; --dist loadfile keeps each notebook, and each
-# module-scoped fixture, on one worker.
+# grading round trip (about 2 minutes) is collected first (tests/conftest.py) and
+# --no-loadscope-reorder keeps that order (xdist otherwise starts the files with the most
+# tests first), so that it starts at once and everything else runs beside it; --dist
+# loadfile keeps each notebook, and each module-scoped fixture, on one worker.
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(PY) -m tools.student --check
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --durations=5
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
 
 # Authors: regenerate the student edition (notebooks/, normlib/) from solutions/.
 student: $(INSTALLED)
