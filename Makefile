@@ -56,7 +56,6 @@ bench: $(INSTALLED)
 # loadfile keeps each notebook, and each module-scoped fixture, on one worker.
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
-	$(PY) -m tools.student --check
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.conftest import REPO
-from tools.student import differences, leaks, secret_lines
+from tools.student import differences, generate, leaks, secret_lines
 
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)"  # a line of the reference solution
 
@@ -18,6 +18,14 @@ def edition(tmp_path):
         shutil.copytree(REPO / folder, tmp_path / folder,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     return tmp_path
+
+
+def test_the_committed_edition_is_what_solutions_generate(tmp_path):
+    """`make test`'s check of the edition (`python -m tools.student --check` prints the same):
+    regenerated from solutions/, it equals the committed one, and neither leaks. (A test,
+    not a step before pytest, so that it runs beside the grading round trip.)"""
+    generate(tmp_path)
+    assert differences(tmp_path, REPO) + leaks(tmp_path) + leaks(REPO) == []
 
 
 def test_the_committed_edition_is_clean(edition):
