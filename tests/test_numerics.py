@@ -173,9 +173,11 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (h, p, k) for h in ("16", "32") for p in ("forward", "forward+backward")
         for k in ("naive", "fast", "torch")]
-    for r in rows:  # median ms, ratio to torch (torch's own is 1.00), GB/s, fraction of copy
-        assert float(r[3]) > 0 and float(r[5]) >= 0 and r[6].endswith("%")
+    for r in rows:  # median ms, ratio to torch (torch's own is 1.00), MB, GB/s, of copy
+        assert float(r[3]) > 0 and float(r[6]) >= 0 and r[7].endswith("%")
         assert (r[4] == "1.00") == (r[2] == "torch")
+        h, passes = int(r[0]), 2 if r[1] == "forward" else 5  # |x| = 8 rows * h * 4 bytes
+        assert float(r[5]) == round(passes * 8 * h * 4 / 1e6, 1)
     assert "not timed" not in out
 
 
