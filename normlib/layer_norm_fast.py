@@ -3,9 +3,10 @@ normlib.layer_norm's forward and backward, with far less memory traffic.
 
 Why the naive kernels are slow. Every NumPy expression such as `(x - mean) * rstd`
 reads its operands from memory and writes a new full-size array: the naive forward
-makes about 15 passes over arrays the size of x and allocates three of them at once,
-while the least any LayerNorm can do is read x once and write y once. At 4096 rows of
-1024 float32 values (16 MB, far more than the caches), each pass goes to main memory.
+makes about 15 passes over arrays the size of x and needs twice x's memory at its peak
+(one full-size temporary besides y; the backward four times x's), while the least any
+LayerNorm can do is read x once and write y once. At 4096 rows of 1024 float32 values
+(16 MB, far more than the caches), each pass goes to main memory.
 
 The three fixes, all here:
 - write into the output in place (np.subtract(x, mean, out=y); y *= rstd), so that no

@@ -1,8 +1,8 @@
 """LayerNorm and RMSNorm for 16-bit tensors (Exercises 5.3 and 5.4): torch tensors in
 float16 or bfloat16 in, the same dtype out, the arithmetic in float32.
 
-In float16 (largest value 65504) the square of any |x| > 256 overflows to inf, and so
-does the sum of 4096 values of 20; in bfloat16 (8 bits of mantissa) a sum of many terms
+In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so
+does the sum of 4096 values of 20; in bfloat16 (7 stored bits of mantissa) a sum of many terms
 loses most of its digits. The standard fix, what torch's own kernels and every
 mixed-precision training recipe do: upcast the input to float32, compute the statistics
 and the normalization (and the affine transform) there, and round to the 16-bit dtype
