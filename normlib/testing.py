@@ -196,10 +196,11 @@ def randn_tensor(dtype, *shape, scale=1.0, offset=0.0, seed=0):
 
 
 def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, **kwargs):
-    """norm(x, normalized_shape, *params, **kwargs) is a tensor of x's shape and dtype within
-    `ulps` units in the last place of x's dtype (torch.finfo(dtype).eps, relative to
-    max(1, |y|)) of exact(...) on the same numbers in float64. Rounding the exact result
-    to 16 bits once errs by half a unit: 2 accepts every correct implementation."""
+    """norm(x, normalized_shape, *params, **kwargs) is a tensor of x's shape and dtype, and
+    close to exact(...) on the same numbers in float64: rtol = atol = ulps * eps, eps =
+    torch.finfo(x.dtype).eps, so an error up to ulps * eps * (1 + |y|). Rounding the exact
+    result to 16 bits once errs by at most eps * |y| / 2: 2 accepts every correct
+    implementation."""
     expected = exact(x.double(), normalized_shape,
                      *(None if p is None else p.double() for p in params), **kwargs)
     y = norm(x, normalized_shape, *params, **kwargs)
