@@ -59,6 +59,11 @@ TARGETS = {  # what each exercise implements
 SCALES = {"5.3": (0.5, 2.0), "5.4": (0.5, 2.0)}
 
 
+def scales(number):
+    """(correct, wrong) tolerance factors of exercise `number`'s check."""
+    return SCALES.get(number, (0.1, 10.0))
+
+
 def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
     """Run exercise `number`'s graded cell, hidden tests included."""
     if implementation is not None:
@@ -84,7 +89,7 @@ def test_every_exercise_has_a_check_with_hidden_tests():
 
 @pytest.mark.parametrize("number", sorted(TARGETS))
 def test_reference_passes(monkeypatch, number):
-    run_check(monkeypatch, number, tolerance_scale=SCALES.get(number, (0.1, 10.0))[0])
+    run_check(monkeypatch, number, tolerance_scale=scales(number)[0])
 
 
 @pytest.mark.parametrize(
@@ -92,7 +97,7 @@ def test_reference_passes(monkeypatch, number):
 )
 def test_correct_variant_passes(monkeypatch, number, name):
     run_check(monkeypatch, number, RIGHT[number][name],
-              tolerance_scale=SCALES.get(number, (0.1, 10.0))[0])
+              tolerance_scale=scales(number)[0])
 
 
 @pytest.mark.parametrize(
@@ -101,7 +106,7 @@ def test_correct_variant_passes(monkeypatch, number, name):
 def test_mistake_is_caught(monkeypatch, number, name):
     with pytest.raises(Exception) as caught:
         run_check(monkeypatch, number, WRONG[number][name],
-                  tolerance_scale=SCALES.get(number, (0.1, 10.0))[1])
+                  tolerance_scale=scales(number)[1])
     # a failure of the check itself, not of the variant's own code
     assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))
 

@@ -11,7 +11,13 @@ import normlib.layer_norm_fast as fast
 from normlib import benchmark
 from normlib.layer_norm import layer_norm_backward, layer_norm_forward
 from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
-from normlib.testing import assert_close, exact_welford_state, guard_inputs, peak_memory
+from normlib.testing import (
+    assert_close,
+    exact_welford_state,
+    guard_inputs,
+    peak_memory,
+    randn_tensor,
+)
 from normlib.variance import var_one_pass, var_two_pass, var_welford, welford, welford_merge
 
 # Welford -------------------------------------------------------------------------------------
@@ -65,11 +71,6 @@ def test_welford_keeps_float32():
 DTYPES16 = [torch.float16, torch.bfloat16]
 
 
-def sample(dtype, *shape, scale=1.0, offset=0.0, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return (offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype)
-
-
 def ulps(y, exact):
     """max |y - exact| / max(1, |exact|), in units of eps of y's dtype."""
     return ((y.double() - exact).abs() / exact.abs().clamp_min(1)).max().item() \
@@ -80,8 +81,8 @@ def ulps(y, exact):
 @pytest.mark.parametrize("scale,offset,h", [(1, 0, 64), (300, 0, 256), (3, 20, 4096),
                                             (1, 100, 512)])
 def test_mixed_layer_norm_is_float64_rounded_once(dtype, scale, offset, h):
-    x = sample(dtype, 4, h, scale=scale, offset=offset)
-    w, b = sample(dtype, h, seed=1), sample(dtype, h, seed=2)
+    x = randn_tensor(dtype, 4, h, scale=scale, offset=offset)
+    w, b = randn_tensor(dtype, h, seed=1), randn_tensor(dtype, h, seed=2)
     exact = F.layer_norm(x.double(), (h,), w.double(), b.double())
     y = layer_norm_mixed(x, (h,), w, b)
     assert y.dtype == dtype and y.shape == x.shape and bool(y.isfinite().all())
@@ -95,7 +96,7 @@ def test_mixed_layer_norm_is_float64_rounded_once(dtype, scale, offset, h):
 @pytest.mark.parametrize("dtype", DTYPES16)
 def test_mixed_rms_norm_matches_float64_and_torch(dtype):
     for scale, h in [(1, 64), (300, 256), (1e-2, 64)]:
-        x, w = sample(dtype, 4, h, scale=scale), sample(dtype, h, seed=1)
+        x, w = randn_tensor(dtype, 4, h, scale=scale), randn_tensor(dtype, h, seed=1)
         exact = F.rms_norm(x.double(), (h,), w.double(), eps=torch.finfo(torch.float32).eps)
         y = rms_norm_mixed(x, (h,), w)
         assert y.dtype == dtype and bool(y.isfinite().all())
@@ -105,7 +106,7 @@ def test_mixed_rms_norm_matches_float64_and_torch(dtype):
 
 
 def test_computing_in_float16_overflows_where_mixed_does_not():
-    x = sample(torch.float16, 2, 256, scale=300)
+    x = randn_tensor(torch.float16, 2, 256, scale=300)
     assert bool((x * x).isinf().any())  # the overflow the unit is about
     assert bool(layer_norm_mixed(x, (256,)).isfinite().all())
     assert bool(rms_norm_mixed(x, (256,)).isfinite().all())

@@ -109,6 +109,14 @@ def leaks(top, folders=EDITION):
     return problems
 
 
+def problems():
+    """What `--check` reports: every difference between a fresh generation and the
+    committed edition, and every leak in either (an empty list when all is well)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(tmp)
+        return differences(tmp, REPO) + leaks(tmp) + leaks(REPO)
+
+
 def has_student_work():
     """True if git shows uncommitted changes in the student edition (someone's work)."""
     status = subprocess.run(
@@ -123,13 +131,11 @@ def main(argv=None):
     parser.add_argument("--force", action="store_true", help="overwrite uncommitted changes")
     args = parser.parse_args(argv)
     if args.check:
-        with tempfile.TemporaryDirectory() as tmp:
-            generate(tmp)
-            problems = differences(tmp, REPO) + leaks(tmp) + leaks(REPO)
-        for problem in problems:
+        found = problems()
+        for problem in found:
             print(problem)
-        print("student edition: " + ("FAILED" if problems else "in sync with solutions/, no leaks"))
-        return 1 if problems else 0
+        print("student edition: " + ("FAILED" if found else "in sync with solutions/, no leaks"))
+        return 1 if found else 0
     if has_student_work() and not args.force:
         print("notebooks/ or normlib/ has uncommitted changes (your exercises?); "
               "commit them or pass --force to overwrite them")

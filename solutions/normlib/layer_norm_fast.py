@@ -94,6 +94,7 @@ def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weigh
     dweight = None if weight is None else np.zeros(h, x.dtype)  # (H,), summed over blocks
     dbias = None if bias is None else np.zeros(h, x.dtype)  # (H,)
     ones = np.full(h, 1.0 / h, x.dtype)  # (H,): g @ ones is the mean of each row of g
+    w = None if weight is None else weight.reshape(h)  # (H,)
     step = rows_per_block(h, x.itemsize)
     scratch = np.empty((min(step, x2.shape[0]), h), x.dtype)  # (step, H): x_hat's block
     for i in range(0, x2.shape[0], step):
@@ -107,10 +108,10 @@ def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weigh
         if dweight is not None:
             np.multiply(dyb, x_hat, out=dxb)  # (r, H) dx's block as scratch
             dweight += dxb.sum(axis=0)  # (H,)
-        if weight is None:
+        if w is None:
             np.copyto(dxb, dyb)  # (r, H) g = dL/dx_hat
         else:
-            np.multiply(dyb, weight.reshape(h), out=dxb)  # (r, H) g
+            np.multiply(dyb, w, out=dxb)  # (r, H) g
         g_mean = dxb @ ones  # (r,)
         gx_mean = np.vecdot(dxb, x_hat) / h  # (r,)
         x_hat *= gx_mean[:, None]  # (r, H) x_hat * mean(g * x_hat)
