@@ -30,10 +30,12 @@ c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".py"]
 # A check cell the student deleted is put back (and run), never simply scored 0.
 c.OverwriteCells.add_missing_cells = True
 
-# Each cell has 30 s (the checks take a second or two): past it, or if the kernel dies or
-# runs out of memory, that cell is an error, the kernel restarts and grading goes on. Each
-# kernel starts in tools/sandbox.py. Both are tools/grading.GradingExecute.
-c.GradingExecute.timeout = 30
+# Each cell has a time limit: past it, or if the kernel dies or runs out of memory, that
+# cell is an error, the kernel restarts and grading goes on. Each kernel starts in
+# tools/sandbox.py. Both are tools/grading.GradingExecute, whose settings are the grading
+# limits (timeout, startup_timeout, memory_mb, file_mb, protected; their defaults are in
+# tools/grading.py). Set yours in the course's nbgrader_config_local.py, e.g.
+# c.GradingExecute.memory_mb = 8192: the clean re-check (tools/recheck.py) reads the same.
 c.Autograde.autograde_preprocessors = [
     GradingExecute if p.__name__ == "Execute" else p
     for p in Autograde.class_traits()["autograde_preprocessors"].default()

@@ -12,7 +12,7 @@ PROBE = textwrap.dedent("""
     import json, os, sqlite3, subprocess, sys, tempfile
     sys.path.append(sys.argv[1])
     from tools import sandbox
-    sandbox.install(os.getcwd(), [sys.argv[2]], memory_mb=1024)
+    sandbox.install(os.getcwd(), [sys.argv[2]], memory_mb=1024, file_mb=64)
 
     def attempt(action):
         try:

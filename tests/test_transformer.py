@@ -33,10 +33,9 @@ SHAPES = [  # (N, S, E, H, F): batch, sequence, d_model, nhead, dim_feedforward
 
 
 def assert_tensor_close(actual, expected, name, scale=1.0):
-    """torch_tensor_close with the course's tolerances times scale, atol relative to the
-    size of the result (see normlib.testing.assert_same_computation)."""
+    """torch_tensor_close with the course's tolerances times scale."""
     tol = {k: v * scale for k, v in TOLERANCES[expected.detach().numpy().dtype].items()}
-    torch_tensor_close(actual, expected, name, scale_atol=True, **tol)
+    torch_tensor_close(actual, expected, name, **tol)
 
 
 def torch_layer(e, h, f, dtype, norm_first, activation="relu", norm="layer", seed=0, **kw):

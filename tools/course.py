@@ -1,7 +1,8 @@
 """The nbgrader course built from solutions/: its assignments and the files they grade.
 
     <root>/nbgrader_config.py        written here: the repository's settings + this course's
-    <root>/nbgrader_config_local.py  yours (an exchange, a PostgreSQL db_url): never overwritten
+    <root>/nbgrader_config_local.py  yours (grading limits, an exchange, a PostgreSQL
+                                     db_url): never overwritten
     <root>/course.json               the layout: each assignment's notebooks and student files
     <root>/source/<assignment>/      solution notebooks + the whole reference normlib/
 
@@ -49,7 +50,7 @@ def graded_cells(notebook_dir=SOLUTIONS, notebooks=None):
     for path in sorted(Path(notebook_dir).glob("[0-9]*.ipynb")):
         if notebooks is not None and path.stem not in notebooks:
             continue
-        for cell in json.loads(path.read_text())["cells"]:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             meta = cell["metadata"].get("nbgrader", {})
             if meta.get("grade"):
                 found.append((path.stem, meta["grade_id"], meta["points"],
@@ -92,6 +93,32 @@ def gradebook_url(root):
         f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
 
 
+def grading_limits(root, **overrides):
+    """{name: value} of the grading limits (tools.grading.LIMITS: timeout, startup_timeout,
+    memory_mb, file_mb, protected) of the course at root, for both runs of a submission
+    (nbgrader's notebook run and tools.recheck's clean re-check): GradingExecute's
+    settings as nbgrader gets them from the course's nbgrader_config.py (the repository's
+    settings, then this course's, then nbgrader_config_local.py), each override that is
+    not None (the command line's --timeout) on top."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from tools.grading import LIMITS, GradingExecute
+
+    unknown = set(overrides) - set(LIMITS)
+    if unknown:
+        raise ValueError(f"not grading limits: {', '.join(sorted(unknown))}")
+    path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
+    finally:
+        sys.path[:] = path
+    for name, value in overrides.items():
+        if value is not None:
+            config.GradingExecute[name] = value
+    execute = GradingExecute(config=config)
+    return {name: getattr(execute, name) for name in LIMITS}
+
+
 def build_course(root, layout="unit"):
     """Create (or refresh) the nbgrader course at root: source/, course.json, the config."""
     root = Path(root).resolve()
@@ -117,7 +144,8 @@ def build_course(root, layout="unit"):
         f"c.CourseDirectory.db_url = {gradebook_url(root)!r}\n"
         "# grade the student's files holding each assignment's exercises, not the reference\n"
         f"c.Autograde.exclude_overwriting = {exclude!r}\n"
-        "# what a student's code may not read or write at grading (tools/sandbox.py)\n"
+        "# what a student's code may not read or write at grading (tools/sandbox.py), in\n"
+        "# the notebook run and the clean re-check (tools.course.grading_limits)\n"
         f"c.GradingExecute.protected = {[str(root), str(SOLUTIONS)]!r}\n"
         "load_subconfig('nbgrader_config_local.py')\n"
     )

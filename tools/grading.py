@@ -7,6 +7,8 @@ an ordinary error, os._exit or a crash is not) or runs out of memory gets an err
 saying so, and the kernel is restarted for the next cell: that check scores 0 and the rest
 of the notebook is still graded (every check cell imports what it uses). nbgrader alone
 would interrupt and hope, and on a dead kernel drop the student's whole submission.
+Its settings are the course's grading limits (see LIMITS): the clean re-check
+(tools/recheck.py) reads the same ones, through tools.course.grading_limits.
 
 SkipAtGrading: at autograde, cells tagged `skip-at-grading` (the long experiments, such
 as Unit 4's training runs) are replaced by a comment instead of being run: the graded
@@ -29,22 +31,34 @@ TAG = "skip-at-grading"
 SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
 SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
 _EXEC_LINES = "--IPKernelApp.exec_lines="
+# The grading limits: GradingExecute's settings that both runs of a submission use (the
+# notebook run here, the clean re-check in tools/recheck.py). Their defaults are defined
+# below, once; an instructor sets them in the course's nbgrader_config_local.py
+# (c.GradingExecute.memory_mb = 8192), and tools.course.grading_limits reads them.
+LIMITS = ("timeout", "startup_timeout", "memory_mb", "file_mb", "protected")
 
 
 class GradingExecute(Execute):
-    timeout = Integer(30, help="Seconds a cell may run before it is stopped and scored "
-                      "as an error (the checks take a second or two)").tag(config=True)
+    timeout = Integer(30, help="Seconds a cell (a check, in the clean re-check) may run "
+                      "before it is stopped and scored as an error (the checks take a "
+                      "second or two)").tag(config=True)
+    # startup_timeout (nbclient's, 60 s): for a kernel to start; the clean re-check gives
+    # a process's first check that much more than `timeout` (it imports normlib)
     interrupt_on_timeout = Bool(False)  # we restart instead: an interrupt can be caught
     protected = List(Unicode(), help="Folders the student's code may not read (outside "
-                     "its own folder): the course directory, solutions/").tag(config=True)
-    memory_mb = Integer(4096, help="Address space of each grading kernel, MiB").tag(config=True)
+                     "its own folder): the course directory, solutions/ (the course's "
+                     "nbgrader_config.py sets them)").tag(config=True)
+    memory_mb = Integer(4096, help="Address space of each grading process (a kernel, a "
+                        "clean re-check), MiB").tag(config=True)
+    file_mb = Integer(64, help="Largest file a grading process may write, MiB").tag(config=True)
     sandbox = Bool(True, help="Start each kernel in tools/sandbox.py").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         if self.sandbox:
             workdir = resources["metadata"]["path"]
             line = (f"__import__('runpy').run_path({str(SANDBOX)!r})['install']"
-                    f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb})")
+                    f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb}, "
+                    f"{self.file_mb})")
             others = [a for a in self.extra_arguments if not a.startswith(_EXEC_LINES)]
             self.extra_arguments = [*others, _EXEC_LINES + line]
         return super().preprocess(nb, resources, km)

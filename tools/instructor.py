@@ -12,6 +12,8 @@
 No ASSIGNMENT means every assignment of the course. nbgrader does the work; this adds
 the course's checks around it (the release scanned for solutions, each submission graded
 in its own process and re-checked in a clean one, per-exercise points in the CSV).
+Grading limits (c.GradingExecute.timeout, memory_mb, ... in ROOT/nbgrader_config_local.py,
+--timeout over it) hold in the notebook run and the clean re-check alike.
 """
 
 import argparse
@@ -28,11 +30,12 @@ from tools.course import (
     build_course,
     gradebook_url,
     graded_cells,
+    grading_limits,
     load_course,
     nbgrader,
     threads,
 )
-from tools.recheck import TIMEOUT, recheck
+from tools.recheck import recheck
 from tools.student import leaks
 
 JOBS = os.cpu_count() or 1
@@ -121,16 +124,21 @@ def shards(todo, jobs):
     return [sorted(g) for g in groups if g]
 
 
-def grade_shard(root, todo, students, timeout=TIMEOUT, force=False, env=None):
+def grade_shard(root, todo, students, limits, force=False, env=None):
     """Autograde these students' submissions of the assignments in todo ({assignment:
     [student]}) in one nbgrader process per assignment, or one in all (excluding everyone
-    else), then re-check each in a clean process. Returns {(assignment, student): None if
-    nbgrader could not grade it, else its disagreements}; nbgrader's log is in logs/."""
+    else), then re-check each in a clean process, both under these grading limits (from
+    tools.course.grading_limits). Returns {(assignment, student): None if nbgrader could
+    not grade it, else its disagreements}; nbgrader's log is in logs/."""
     everyone = {s for group in todo.values() for s in group}
     others = sorted(everyone - set(students))
+    # the limits as read (the course's config, the command line's --timeout), given to
+    # nbgrader too, so that both runs have the same (protected: from the same config)
+    given = [f"--GradingExecute.{name}={value}" for name, value in limits.items()
+             if name != "protected"]
     log = []
     for target in _targets(root, todo):
-        args = ["autograde", target, f"--GradingExecute.timeout={timeout}",
+        args = ["autograde", target, *given,
                 *(["--CourseDirectory.student_id_exclude=" + ",".join(others)] if others else []),
                 *(["--force"] if force else [])]
         result = nbgrader(root, *args, check=False, env=env)
@@ -138,26 +146,30 @@ def grade_shard(root, todo, students, timeout=TIMEOUT, force=False, env=None):
     path = Path(root) / "logs" / f"autograde-{students[0]}.log"
     path.parent.mkdir(exist_ok=True)
     path.write_text("".join(log))
-    return {(a, s): recheck(root, a, s, timeout, env)
+    return {(a, s): recheck(root, a, s, limits, env)
             if (Path(root) / "autograded" / s / a).is_dir() else None
             for a, group in todo.items() for s in group if s in students}
 
 
-def autograde(root, names=(), jobs=JOBS, timeout=TIMEOUT, force=False):
-    """Grade every submission, `jobs` processes at a time; returns how many failed."""
+def autograde(root, names=(), jobs=JOBS, timeout=None, force=False):
+    """Grade every submission, `jobs` processes at a time, under the course's grading
+    limits (with this timeout per cell, if given); returns how many failed."""
     # matplotlib's font cache, built here if missing: a sandboxed kernel may read it but
     # not write it, so every kernel would build it again
     import matplotlib.font_manager  # noqa: F401
     from nbgrader.api import Gradebook
 
     todo = submissions(root, names)
+    limits = grading_limits(root, timeout=timeout)
+    print(f"limits: {limits['timeout']} s per cell, {limits['memory_mb']} MiB per process, "
+          f"files up to {limits['file_mb']} MiB (nbgrader and the clean re-check)")
     with Gradebook(gradebook_url(root)) as gb:  # once, so that no two processes race
         for student in sorted({s for students in todo.values() for s in students}):
             gb.update_or_create_student(student)
     env = threads(max(1, JOBS // jobs))
     failed = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_shard, root, todo, group, timeout, force, env)
+        futures = [pool.submit(grade_shard, root, todo, group, limits, force, env)
                    for group in shards(todo, jobs)]
         for future in futures:
             for (assignment, student), rows in future.result().items():
@@ -258,7 +270,9 @@ def main(argv=None):
             sub.add_argument("--exchange", action="store_true", help="use the nbgrader exchange")
         if step == "autograde":
             sub.add_argument("--jobs", type=int, default=JOBS, help=f"default {JOBS} (cores)")
-            sub.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per cell")
+            sub.add_argument("--timeout", type=int, help="seconds per cell, in the notebook "
+                             "and the clean re-check (default: the course's "
+                             "c.GradingExecute.timeout)")
             sub.add_argument("--force", action="store_true", help="re-grade graded ones")
     sub = steps.add_parser("bench")
     sub.add_argument("--students", type=int, default=20)

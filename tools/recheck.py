@@ -12,7 +12,9 @@ attribute of numpy, torch or normlib.testing is no longer what it was fails, nam
 
 A check that runs over the time limit, or kills the process, fails; the process is
 started again for the checks after it (as tools.grading.GradingExecute restarts the
-kernel), so the rest of the submission is still graded.
+kernel), so the rest of the submission is still graded. The limits (time per check,
+memory, file size, protected folders) are the notebook run's: GradingExecute's settings
+in the course's nbgrader config (tools.course.grading_limits).
 """
 
 import contextlib
@@ -28,10 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from tools.course import REPO, SOLUTIONS, gradebook_url, graded_cells, load_course
+from tools.course import REPO, gradebook_url, graded_cells, grading_limits, load_course
 
-TIMEOUT = 30  # seconds per check, as nbgrader_config.py gives each cell at autograde
-STARTUP = 60  # seconds more for the first check of a process (imports normlib)
 WATCHED = ("numpy", "numpy.linalg", "numpy.testing", "torch", "torch.nn.functional",
            "torch.autograd", "torch.testing", "normlib.testing")
 
@@ -52,16 +52,17 @@ def _fingerprint():
     return found
 
 
-def child(checks_file, results_file, memory_mb):
+def child(checks_file, results_file):
     """In the clean process (cwd: a folder holding normlib/, forked by Zygote): run the
-    checks listed in checks_file, appending {"grade_id", "passed", "detail"} lines to
-    results_file."""
+    checks listed in checks_file in the sandbox, under the grading limits it gives,
+    appending {"grade_id", "passed", "detail"} lines to results_file."""
     from tools import sandbox
     from tools.check import run
 
     checks = json.loads(Path(checks_file).read_text())
     before = _fingerprint()  # imports the course's normlib.testing, not student code
-    sandbox.install(os.getcwd(), checks["protected"], memory_mb)
+    limits = checks["limits"]
+    sandbox.install(os.getcwd(), limits["protected"], limits["memory_mb"], limits["file_mb"])
     with open(results_file, "a") as out:
         for grade_id, source in checks["cells"]:
             try:
@@ -114,7 +115,7 @@ class Zygote:
 
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the system
         for line in sys.stdin:
-            checks, results, memory_mb = json.loads(line)
+            checks, results = json.loads(line)
             pid = os.fork()
             if pid == 0:  # the child: silent, in the run's folder (first on sys.path)
                 try:
@@ -123,7 +124,7 @@ class Zygote:
                         os.dup2(devnull, fd)
                     os.chdir(Path(checks).parent)
                     importlib.invalidate_caches()
-                    child(checks, results, int(memory_mb))
+                    child(checks, results)
                 finally:
                     os._exit(0)
             print(pid, flush=True)
@@ -137,13 +138,14 @@ def _alive(pid):
     return True
 
 
-def _run_until_stuck(folder, cells, protected, timeout, memory_mb, env):
+def _run_until_stuck(folder, cells, limits, env):
     """Run cells in one clean process; return its results, up to where it stopped."""
     checks, results = Path(folder) / "checks.json", Path(folder) / "results.jsonl"
-    checks.write_text(json.dumps({"cells": cells, "protected": protected}))
+    checks.write_text(json.dumps({"cells": cells, "limits": limits}))
     results.write_text("")
-    pid = Zygote.get(env).fork(checks, results, memory_mb)
-    done, deadline = [], time.monotonic() + timeout + STARTUP
+    pid = Zygote.get(env).fork(checks, results)
+    timeout = limits["timeout"]
+    done, deadline = [], time.monotonic() + timeout + limits["startup_timeout"]
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
         lines = results.read_text().splitlines()
@@ -155,10 +157,12 @@ def _run_until_stuck(folder, cells, protected, timeout, memory_mb, env):
     return [json.loads(line) for line in results.read_text().splitlines()]
 
 
-def clean_results(root, assignment, student, timeout=TIMEOUT, memory_mb=4096, env=None):
+def clean_results(root, assignment, student, limits=None, env=None):
     """{grade_id: (passed, detail)} of one submission, from clean processes (with these
-    extra environment variables)."""
+    extra environment variables) under the course's grading limits (or these, from
+    tools.course.grading_limits)."""
     root = Path(root)
+    limits = limits or grading_limits(root)
     info = load_course(root)["assignments"][assignment]
     cells = [(grade_id, source) for _, grade_id, _, source in
              graded_cells(notebooks=info["notebooks"])]
@@ -171,26 +175,26 @@ def clean_results(root, assignment, student, timeout=TIMEOUT, memory_mb=4096, en
                 shutil.copy2(submission / rel, Path(tmp) / rel)
             else:  # a missing file: its checks fail, as at autograde
                 (Path(tmp) / rel).unlink()
-        protected = [str(root.resolve()), str(SOLUTIONS)]
         while len(found) < len(cells):
             todo = cells[len(found):]
-            for result in _run_until_stuck(tmp, todo, protected, timeout, memory_mb, env or {}):
+            for result in _run_until_stuck(tmp, todo, limits, env or {}):
                 found[result["grade_id"]] = (result["passed"], result["detail"])
             if len(found) < len(cells):  # the next check hung or killed the process
                 stuck = cells[len(found)][0]
-                found[stuck] = (False, f"ran over {timeout} s or ended the process")
+                found[stuck] = (False, f"ran over {limits['timeout']} s or ended the process")
     return found
 
 
-def recheck(root, assignment, student, timeout=TIMEOUT, env=None):
-    """Compare the gradebook with the clean results of one submission; where the notebook's
+def recheck(root, assignment, student, limits=None, env=None):
+    """Compare the gradebook with the clean results of one submission (under the course's
+    grading limits, or these: tools.course.grading_limits); where the notebook's
     (auto) score differs, set the clean score as the cell's manual score. Returns
     (grade_id, notebook score, clean score, detail) of each disagreement, and of each
     manual score differing from the clean one (set in formgrader, or by tampering)."""
     from nbgrader.api import Gradebook
 
     info = load_course(root)["assignments"][assignment]
-    clean = clean_results(root, assignment, student, timeout, env=env)
+    clean = clean_results(root, assignment, student, limits, env)
     rows = []
     with Gradebook(gradebook_url(root)) as gb:
         for notebook, grade_id, points, _ in graded_cells(notebooks=info["notebooks"]):

@@ -4,9 +4,10 @@
 kernel with it) and in the clean re-check process (tools.recheck), before any student
 code. It sets:
 
-- resource limits: memory (address space, --memory-mb, default 4096 MiB per kernel: an
-  allocation past it raises MemoryError), size of any file written (64 MiB), no core
-  dumps;
+- resource limits: memory (address space: an allocation past it raises MemoryError),
+  size of any file written, no core dumps. These limits and the protected folders are
+  the course's grading limits (tools.grading.GradingExecute's memory_mb, file_mb and
+  protected, as the course's nbgrader config sets them), the same in both runs;
 - imports of normlib from the submission's folder only (not from an installed copy);
 - a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
   - reading anything under a protected folder (the course directory, solutions/) other
@@ -50,8 +51,9 @@ def _under(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def install(workdir, protected=(), memory_mb=4096, file_mb=64):
-    """Limit this process (and what it starts) to grading one submission in workdir."""
+def install(workdir, protected, memory_mb, file_mb):
+    """Limit this process (and what it starts) to grading one submission in workdir:
+    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -1,6 +1,7 @@
 """torch.nn.functional's normalization functions in NumPy: same signatures, same
 defaults, same results; NumPy arrays in, a NumPy array of the input's dtype out.
-Running statistics, where given, are updated in place, as torch does."""
+Running statistics, where given, are updated in place, as torch does. An empty input
+never reaches a kernel: empty_forward gives torch's result (see _validation)."""
 
 from ._validation import (
     check_batch_norm_args,
@@ -8,6 +9,8 @@ from ._validation import (
     check_instance_norm_args,
     check_layer_norm_args,
     check_rms_norm_args,
+    empty_forward,
+    forget_running_stats,
 )
 from .batch_norm import batch_norm_forward
 from .group_norm import group_norm_forward
@@ -28,6 +31,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         (*B, *S) array, the input's dtype.
     """
     normalized_shape = check_layer_norm_args(input, normalized_shape, weight, bias)
+    if input.size == 0:
+        return empty_forward(input)[0]
     return layer_norm_forward(input, normalized_shape, weight, bias, eps)[0]
 
 
@@ -35,15 +40,20 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Like torch.nn.functional.rms_norm: input (*B, *S), weight S or None; eps=None
     means the machine epsilon of the input's dtype."""
     normalized_shape = check_rms_norm_args(input, normalized_shape, weight)
+    if input.size == 0:
+        return empty_forward(input)[0]
     return rms_norm_forward(input, normalized_shape, weight, eps)[0]
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
-    """Like torch.nn.functional.batch_norm: input (N, C, *); running_mean, running_var,
-    weight, bias (C,) or None. training=True normalizes with the batch statistics and
-    updates the running ones in place; training=False uses the running statistics."""
+    """Like torch.nn.functional.batch_norm: input (N, C, *) or an empty (0,);
+    running_mean, running_var, weight, bias (C,) or None. training=True normalizes with
+    the batch statistics and updates the running ones in place (not on an empty input);
+    training=False uses the running statistics."""
     check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
+    if input.size == 0:
+        return empty_forward(input)[0]
     return batch_norm_forward(input, running_mean, running_var, weight, bias, training,
                               momentum, eps)[0]
 
@@ -54,6 +64,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     each sample and channel (use_input_stats=True, updating the running ones in place if
     given) or the running statistics."""
     check_instance_norm_args(input, running_mean, running_var, weight, bias, use_input_stats)
+    if input.size == 0:
+        forget_running_stats(input, running_mean, running_var, use_input_stats)
+        return empty_forward(input)[0]
     return instance_norm_forward(input, running_mean, running_var, weight, bias,
                                  use_input_stats, momentum, eps)[0]
 
@@ -62,4 +75,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Like torch.nn.functional.group_norm: input (N, C, *), C divisible by num_groups;
     weight, bias (C,) or None."""
     check_group_norm_args(input, num_groups, weight, bias)
+    if input.size == 0:
+        return empty_forward(input)[0]
     return group_norm_forward(input, num_groups, weight, bias, eps)[0]

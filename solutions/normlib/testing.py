@@ -1,34 +1,118 @@
-"""What the exercise checks compare against: torch's results as NumPy arrays, and one
-assert_close with the course's tolerances (not an exercise; at grading time the
-autograder uses the course's own copy of this file, not the student's).
+"""What the exercise checks compare against: exact results (torch in float64, rounded to the
+input's dtype) as NumPy arrays, and one assert_close with tolerances derived from one error
+model (not an exercise; at grading time the autograder uses the course's own copy of this
+file, not the student's).
+
+The error model. A correct kernel differs from the exact result by rounding alone. Every
+floating-point operation rounds its result by at most u, the unit roundoff of the dtype it
+computes in (float32: u = 2**-24 ~ 6e-8). A result built by `depth` chained stages (one
+normalization, one linear layer, one step back through a graph), each of a few elementwise
+operations and a reduction of up to `length` terms, errs by about
+
+    bound = u * depth * (ROUNDINGS + LAMBDA * sqrt(length)) * cond    (units: the result's size)
+
+- ROUNDINGS = 8: the elementwise operations of one stage (subtract the mean, square, add
+  eps, sqrt, divide, scale, shift, and rounding the result to the output dtype).
+- LAMBDA * sqrt(length): however a sum of n terms is ordered (a loop, NumPy's pairwise sum,
+  torch's vectorized Welford, float64 accumulation), its rounding errors add like random
+  steps, so they stay below lambda sqrt(n) u relative to the sum of |terms| for a small
+  constant lambda, not n u (Higham and Mary, "A New Approach to Probabilistic Rounding
+  Error Analysis", SIAM J. Sci. Comput. 41(5), 2019). A plain loop reaches 1.25 sqrt(n) u
+  in notebook 05's measurement; LAMBDA = 4.
+- cond: how much the inputs amplify one rounding. For a normalization it is the largest
+  mean(|x|) * rstd over the groups (norm_tolerance computes it): a mean near an offset of
+  1e3 carries rounding errors of u * 1e3, which x - mean divides by the spread. A sum of
+  squared deviations (the variance, Welford's m2) is spared that: the mean's rounding
+  cancels from it to first order, so cond multiplies only ROUNDINGS, not the sum's term.
+
+A check's tolerance is MARGIN = 10 times its bound: rtol = atol, atol in units of the
+result's largest magnitude (assert_close: a small entry computed from larger terms carries
+their rounding). tests/test_graders.py proves both sides on
+every machine configuration `make test` runs it in (torch's generic and AVX2 kernels,
+NumPy without its SIMD dispatch, 1 and 2 threads): correct implementations pass at a tenth
+of each tolerance (within the bound itself), every mistake fails at ten times it.
+
+float64 results are checked with the same model and u = sqrt(u32 * u64) ~ 2.6e-12, the
+geometric middle of float32's and float64's unit roundoffs: 10**4 above the rounding of any
+float64 computation, 10**4 below that of a kernel that computes a float64 input in float32
+(the mistake a float64 check is there to catch).
 """
 
 import contextlib
+import copy
+import math
 import tracemalloc
 
 import numpy as np
 import torch
 
-# (rtol, atol) by dtype, for results of order 1 (normalized values, gradients under
-# unit-scale upstream gradients); a case with a larger scale passes its own.
-# float32: sums over up to a few hundred elements in any order (NumPy's pairwise sum,
-#   torch's Welford, float64 accumulation, a plain loop), 1/np.sqrt or rsqrt, differ
-#   from torch by at most ~1e-6 relative; 1e-5 leaves a 10x margin. A sequential float32
-#   sum over 4096 elements errs by ~3e-6, so the checks' long-row cases pass 1e-4.
-#   Every mistake the checks look for is off by more than 1e-3 on some case.
-#   tests/test_graders.py shows both: correct variants pass at a tenth of these
-#   tolerances, each mistake fails at ten times them.
-# float64: correct implementations agree to ~1e-13; 1e-9 also rejects a float64 input
-#   computed in float32 (errors ~1e-7).
-TOLERANCES = {
-    np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-5},
-    np.dtype(np.float64): {"rtol": 1e-9, "atol": 1e-9},
+ROUNDINGS = 8  # elementwise roundings of one stage
+LAMBDA = 4  # a sum of n terms errs by up to LAMBDA * sqrt(n) roundings
+MARGIN = 10  # a tolerance is MARGIN times the error bound
+UNIT_ROUNDOFF = {  # u of the dtype a result is computed in (see the error model above)
+    np.dtype(np.float32): 2.0**-24,
+    np.dtype(np.float64): 2.0**-38.5,  # sqrt(2**-24 * 2**-53)
 }
+
+
+def _numpy_dtype(dtype):
+    """NumPy's dtype for a NumPy or torch dtype."""
+    if isinstance(dtype, torch.dtype):
+        dtype = torch.empty((), dtype=dtype).numpy().dtype
+    return np.dtype(dtype)
+
+
+def tolerance(dtype, length=1, depth=1, cond=1.0):
+    """{"rtol", "atol"} for a result of `dtype` computed by `depth` chained stages with
+    reductions of up to `length` terms, inputs amplifying rounding by `cond`: MARGIN times
+    the error model's bound (module docstring)."""
+    u = UNIT_ROUNDOFF[_numpy_dtype(dtype)]
+    bound = u * depth * (ROUNDINGS + LAMBDA * math.sqrt(length)) * max(1.0, cond)
+    return {"rtol": MARGIN * bound, "atol": MARGIN * bound}
+
+
+# The default of assert_close: one stage, reductions of up to 16 terms, cond 1
+# (float32: 1.4e-5; float64: 6.2e-10).
+TOLERANCES = {dtype: tolerance(dtype, length=16) for dtype in UNIT_ROUNDOFF}
+
+
+def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
+    """tolerance() for normalizing x (NumPy or torch) over `axes`, or for a result `depth`
+    stages after it: length = the number of values in a group, cond = the largest
+    mean(|x|) * rstd of a group, computed in float64 (eps=None: the dtype's eps). length:
+    the longest reduction, if another one than the groups' is longer. spread: for a sum
+    of squared deviations (m2, the variance), from which the mean's rounding, the
+    reduction's, cancels to first order (the deviations sum to 0): cond amplifies only
+    the elementwise roundings, u * depth * (ROUNDINGS * cond + LAMBDA * sqrt(length))."""
+    x = x.detach().numpy() if isinstance(x, torch.Tensor) else x
+    axes = tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
+    eps = np.finfo(x.dtype).eps if eps is None else eps
+    x64 = x.astype(np.float64)  # (*x.shape)
+    rstd = 1 / np.sqrt(x64.var(axis=axes) + eps)  # (groups)
+    cond = float(np.max(np.abs(x64).mean(axis=axes) * rstd, initial=1.0))
+    length = max(length or 1, math.prod(x.shape[a] for a in axes))
+    if spread:  # ROUNDINGS * cond + LAMBDA * sqrt(length), as a factor of the usual sum
+        reduction = LAMBDA * math.sqrt(length)
+        cond = (ROUNDINGS * cond + reduction) / (ROUNDINGS + reduction)
+    return tolerance(x.dtype, length, depth, cond)
+
+
+def encoder_tolerance(x, num_layers, dim_feedforward, eps=1e-5):
+    """tolerance() for num_layers transformer encoder layers on x (N, S, E), output and
+    gradients: 9 stages a layer (2 norms; the attention's input projection, scores, softmax,
+    weighted sum and output projection; 2 linear layers), forward and backward; reductions
+    up to the longest of E, dim_feedforward and N * S (a weight gradient sums over every
+    position); cond from normalizing x over E."""
+    n, s, e = x.shape
+    return norm_tolerance(x, (-1,), eps, depth=2 * 9 * num_layers,
+                          length=max(e, dim_feedforward, n * s))
 
 
 def assert_close(actual, expected, name, rtol=None, atol=None):
     """Assert that actual is a NumPy array of exactly expected's shape and dtype, and
-    equal to it within the tolerances of that dtype (or the rtol/atol given)."""
+    equal to it within rtol and atol (default: TOLERANCES of that dtype), atol in units of
+    expected's largest magnitude (at least 1): an entry near 0 computed from larger terms,
+    a difference or a sum of many, carries their rounding."""
     if not isinstance(actual, np.ndarray):
         raise AssertionError(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:
@@ -37,47 +121,59 @@ def assert_close(actual, expected, name, rtol=None, atol=None):
         raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
     tol = dict(TOLERANCES[expected.dtype])
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
+    tol["atol"] *= max(1.0, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
     np.testing.assert_allclose(actual, expected, err_msg=name, **tol)
 
 
-def _tensor(a, requires_grad=False):
-    return None if a is None else torch.tensor(a, requires_grad=requires_grad)
+def _exact(a, requires_grad=False):
+    """a (NumPy) as a float64 tensor: the exact computation's input (None stays None)."""
+    if a is None:
+        return None
+    return torch.tensor(a, dtype=torch.float64, requires_grad=requires_grad)
+
+
+def _rounded(t, dtype):
+    """A float64 tensor's values as a NumPy array of dtype (None stays None)."""
+    return None if t is None else t.detach().numpy().astype(dtype)
 
 
 def torch_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """torch's LayerNorm forward as NumPy arrays: y (*B, *S) and the saved mean and
-    rstd (*B, 1, .., 1), from torch.native_layer_norm."""
+    """torch's LayerNorm forward, computed exactly (float64) and rounded to x's dtype: y
+    (*B, *S) and the saved mean and rstd (*B, 1, .., 1), from torch.native_layer_norm."""
     y, mean, rstd = torch.native_layer_norm(
-        _tensor(x), list(normalized_shape), _tensor(weight), _tensor(bias), eps
+        _exact(x), list(normalized_shape), _exact(weight), _exact(bias), eps
     )
-    return y.numpy(), mean.numpy(), rstd.numpy()
+    return tuple(_rounded(t, x.dtype) for t in (y, mean, rstd))
 
 
 def torch_layer_norm_backward(grad_output, x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """torch autograd's dx (*B, *S), dweight (*S) and dbias (*S) of LayerNorm, as NumPy
-    arrays (None for an absent weight or bias)."""
-    xt, wt, bt = _tensor(x, True), _tensor(weight, True), _tensor(bias, True)
+    """torch autograd's dx (*B, *S), dweight (*S) and dbias (*S) of LayerNorm, computed
+    exactly (float64) and rounded to x's dtype (None for an absent weight or bias)."""
+    xt, wt, bt = _exact(x, True), _exact(weight, True), _exact(bias, True)
     y = torch.nn.functional.layer_norm(xt, list(normalized_shape), wt, bt, eps)
-    y.backward(torch.from_numpy(grad_output))
-    return tuple(None if t is None else t.grad.numpy() for t in (xt, wt, bt))
+    y.backward(_exact(grad_output))
+    return tuple(None if t is None else _rounded(t.grad, x.dtype) for t in (xt, wt, bt))
 
 
 def torch_normalize(x, axes, eps=1e-5):
-    """torch's x_hat, mean, var (biased) and rstd of x over `axes` (kept as size 1), as
-    NumPy arrays of x's dtype: what normlib.norm.normalize_forward returns."""
-    t = torch.from_numpy(x)
+    """x_hat, mean, var (biased) and rstd of x over `axes` (kept as size 1), computed
+    exactly (float64) and rounded to x's dtype: what normlib.norm.normalize_forward
+    returns."""
+    t = _exact(x)
     mean = t.mean(dim=axes, keepdim=True)
     var = t.var(dim=axes, unbiased=False, keepdim=True)
     rstd = torch.rsqrt(var + eps)
-    return ((t - mean) * rstd).numpy(), mean.numpy(), var.numpy(), rstd.numpy()
+    return tuple(_rounded(r, x.dtype) for r in ((t - mean) * rstd, mean, var, rstd))
 
 
 def torch_grads(fn, grad_output, *arrays):
     """torch autograd's gradients of fn(*arrays) under the upstream gradient grad_output,
-    one NumPy array per array given (None for a None argument)."""
-    tensors = [_tensor(a, requires_grad=True) for a in arrays]
-    fn(*tensors).backward(torch.from_numpy(grad_output))
-    return tuple(None if t is None else t.grad.numpy() for t in tensors)
+    computed exactly (float64), one NumPy array per array given, of its dtype (None for a
+    None argument)."""
+    tensors = [_exact(a, requires_grad=True) for a in arrays]
+    fn(*tensors).backward(_exact(grad_output))
+    return tuple(None if t is None else _rounded(t.grad, a.dtype)
+                 for a, t in zip(arrays, tensors))
 
 
 def guard_inputs(**arrays):
@@ -87,8 +183,8 @@ def guard_inputs(**arrays):
     copies = {name: None if a is None else a.copy() for name, a in arrays.items()}
 
     def assert_untouched(case):
-        for name, copy in copies.items():
-            if copy is not None and not np.array_equal(arrays[name], copy, equal_nan=True):
+        for name, saved in copies.items():
+            if saved is not None and not np.array_equal(arrays[name], saved, equal_nan=True):
                 raise AssertionError(f"{name} was modified in place {case}: a kernel must "
                                      "not write into its inputs")
 
@@ -110,17 +206,12 @@ def torch_norms():
         transformer.LayerNorm, transformer.RMSNorm = saved
 
 
-def torch_tensor_close(actual, expected, name, scale_atol=False, **tol):
-    """assert_close for torch tensors: actual must be a tensor of expected's shape and dtype.
-    scale_atol: atol relative to max(1, max |expected|), for sums such as weight gradients
-    (their rounding grows with their size)."""
+def torch_tensor_close(actual, expected, name, **tol):
+    """assert_close for torch tensors: actual must be a tensor of expected's shape and
+    dtype."""
     if not isinstance(actual, torch.Tensor):
         raise AssertionError(f"{name}: expected a torch.Tensor, got {type(actual).__name__}")
-    expected = expected.detach().numpy()
-    if scale_atol:
-        base = tol.get("atol", TOLERANCES[expected.dtype]["atol"])
-        tol["atol"] = base * max(1.0, float(np.abs(expected).max(initial=0.0)))
-    assert_close(actual.detach().numpy(), expected, name, **tol)
+    assert_close(actual.detach().numpy(), expected.detach().numpy(), name, **tol)
 
 
 def perturb_(module, seed, scale=0.5, weight_scale=0.0):
@@ -135,30 +226,43 @@ def perturb_(module, seed, scale=0.5, weight_scale=0.0):
     return module
 
 
-def assert_same_computation(ours, theirs, x, case="", seed=0, scale=1.0):
-    """ours(x) and theirs(x) (modules or functions of one tensor) give the same output, input
-    gradient and gradient of every parameter (same names) under a random upstream gradient,
-    in value, shape and dtype: the course's tolerances times scale, atol relative to each
-    result's size (a weight gradient is a sum over every position)."""
-    results = []
-    for module in (ours, theirs):
-        input = x.detach().clone().requires_grad_()
-        y = module(input)
-        if not isinstance(y, torch.Tensor):
-            raise AssertionError(f"output {case}: expected a torch.Tensor, got {type(y).__name__}")
-        y.backward(torch.randn(y.shape, dtype=y.dtype,
-                               generator=torch.Generator().manual_seed(seed)))
-        params = sorted(module.named_parameters()) if isinstance(module, torch.nn.Module) else []
-        results.append([("output", y), ("input.grad", input.grad)]
-                       + [(f"{name}.grad", p.grad) for name, p in params])
-    names = [[name for name, _ in r] for r in results]
+def _run(module, x, grad_output):
+    """[(name, tensor)]: module(x), the input's gradient and each parameter's (sorted by
+    name) under the upstream gradient grad_output."""
+    input = x.detach().clone().requires_grad_()
+    y = module(input)
+    if not isinstance(y, torch.Tensor):
+        raise AssertionError(f"expected the output to be a torch.Tensor, got {type(y).__name__}")
+    y.backward(grad_output.to(y.dtype))
+    params = sorted(module.named_parameters()) if isinstance(module, torch.nn.Module) else []
+    return ([("output", y), ("input.grad", input.grad)]
+            + [(f"{name}.grad", p.grad) for name, p in params])
+
+
+def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None):
+    """ours(x) (a module or function of one tensor) gives theirs(x)'s output, input gradient
+    and gradient of every parameter (same names) under a random upstream gradient, in
+    value, shape and dtype. theirs runs exactly: a float64 copy of it, on x and the upstream
+    gradient in float64, rounded back to x's dtype. tol: {"rtol", "atol"} from the error
+    model (default TOLERANCES)."""
+    gen = torch.Generator().manual_seed(seed)
+    grad_output = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
+    exact = copy.deepcopy(theirs)
+    if isinstance(exact, torch.nn.Module):
+        exact = exact.double()
+    expected = _run(exact, x.double(), grad_output.double())
+    try:
+        actual = _run(ours, x, grad_output)
+    except AssertionError as error:
+        raise AssertionError(f"{error} {case}") from None
+    names = [[name for name, _ in r] for r in (actual, expected)]
     if names[0] != names[1]:
         raise AssertionError(f"parameters {case}: {names[0][2:]}, expected {names[1][2:]}")
-    tol = {k: v * scale for k, v in TOLERANCES[x.detach().numpy().dtype].items()}
-    for (name, actual), (_, expected) in zip(*results):
-        if actual is None:
+    tol = dict(TOLERANCES[_numpy_dtype(x.dtype)] if tol is None else tol)
+    for (name, a), (_, e) in zip(actual, expected):
+        if a is None:
             raise AssertionError(f"{name} is None {case}: is every parameter used?")
-        torch_tensor_close(actual, expected, f"{name} {case}", scale_atol=True, **tol)
+        torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol)
 
 
 def peak_memory(fn, *args):
