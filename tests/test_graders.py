@@ -114,7 +114,8 @@ def test_mistake_is_caught(monkeypatch, number, name):
 def test_the_mistakes_named_by_the_course_are_covered():
     named = {
         "1.1": ["unbiased variance", "eps added to the std", "last axis only", "no keepdims"],
-        "1.2": ["no affine", "bias added before scaling", "affine before normalizing"],
+        "1.2": ["no affine", "bias added before scaling", "affine before normalizing",
+                "one-pass variance E[x^2]-E[x]^2"],
         "2.1": ["missing mean term", "missing variance term", "dweight from x, not x_hat",
                 "dweight/dbias summed over axis 0 only"],
         "3.2": ["missing mean term", "missing variance term"],

@@ -17,25 +17,25 @@ operations and a reduction of up to `length` terms, errs by about
   torch's vectorized Welford, float64 accumulation), its rounding errors add like random
   steps, so they stay below lambda sqrt(n) u relative to the sum of |terms| for a small
   constant lambda, not n u (Higham and Mary, "A New Approach to Probabilistic Rounding
-  Error Analysis", SIAM J. Sci. Comput. 41(5), 2019). A plain loop reaches 1.25 sqrt(n) u
-  in notebook 05's measurement; LAMBDA = 4.
+  Error Analysis", SIAM J. Sci. Comput. 41(5), 2019). A plain loop stays below 1.3
+  sqrt(n) u cond in notebook 05's measurement (which asserts it); LAMBDA = 4.
 - cond: how much the inputs amplify one rounding. For a normalization it is the largest
-  mean(|x|) * rstd over the groups (norm_tolerance computes it): a mean near an offset of
+  mean(|x|) * rstd over the groups (condition() computes it): a mean near an offset of
   1e3 carries rounding errors of u * 1e3, which x - mean divides by the spread. A sum of
   squared deviations (the variance, Welford's m2) is spared that: the mean's rounding
   cancels from it to first order, so cond multiplies only ROUNDINGS, not the sum's term.
 
 A check's tolerance is MARGIN = 10 times its bound: rtol = atol, atol in units of the
 result's largest magnitude (assert_close: a small entry computed from larger terms carries
-their rounding). tests/test_graders.py proves both sides on
-every machine configuration `make test` runs it in (torch's generic and AVX2 kernels,
-NumPy without its SIMD dispatch, 1 and 2 threads): correct implementations pass at a tenth
-of each tolerance (within the bound itself), every mistake fails at ten times it.
+their rounding). tests/test_graders.py proves both sides, and tests/test_machines.py
+repeats it on torch's generic and AVX2 kernels, with NumPy's SIMD dispatch off, on 1 and
+2 threads: correct implementations pass at a tenth of each tolerance (within the bound
+itself), every mistake fails at ten times it.
 
 float64 results are checked with the same model and u = sqrt(u32 * u64) ~ 2.6e-12, the
-geometric middle of float32's and float64's unit roundoffs: 10**4 above the rounding of any
-float64 computation, 10**4 below that of a kernel that computes a float64 input in float32
-(the mistake a float64 check is there to catch).
+geometric middle of float32's and float64's unit roundoffs, 2.3e4 times each: far above the
+rounding of a float64 computation, below that of a kernel that computes a float64 input in
+float32 (the mistake a float64 check is there to catch) even after MARGIN.
 """
 
 import contextlib
@@ -76,20 +76,27 @@ def tolerance(dtype, length=1, depth=1, cond=1.0):
 TOLERANCES = {dtype: tolerance(dtype, length=16) for dtype in UNIT_ROUNDOFF}
 
 
-def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
-    """tolerance() for normalizing x (NumPy or torch) over `axes`, or for a result `depth`
-    stages after it: length = the number of values in a group, cond = the largest
-    mean(|x|) * rstd of a group, computed in float64 (eps=None: the dtype's eps). length:
-    the longest reduction, if another one than the groups' is longer. spread: for a sum
-    of squared deviations (m2, the variance), from which the mean's rounding, the
-    reduction's, cancels to first order (the deviations sum to 0): cond amplifies only
-    the elementwise roundings, u * depth * (ROUNDINGS * cond + LAMBDA * sqrt(length))."""
+def condition(x, axes, eps=1e-5):
+    """How much normalizing x (NumPy or torch) over `axes` amplifies one rounding: the
+    largest mean(|x|) * rstd of a group, at least 1, computed in float64 (eps=None: the
+    dtype's eps)."""
     x = x.detach().numpy() if isinstance(x, torch.Tensor) else x
     axes = tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
     eps = np.finfo(x.dtype).eps if eps is None else eps
     x64 = x.astype(np.float64)  # (*x.shape)
     rstd = 1 / np.sqrt(x64.var(axis=axes) + eps)  # (groups)
-    cond = float(np.max(np.abs(x64).mean(axis=axes) * rstd, initial=1.0))
+    return float(np.max(np.abs(x64).mean(axis=axes) * rstd, initial=1.0))
+
+
+def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
+    """tolerance() for normalizing x (NumPy or torch) over `axes`, or for a result `depth`
+    stages after it: length = the number of values in a group (or `length`, if a longer
+    reduction follows), cond = condition(x, axes, eps). spread: for a sum of squared
+    deviations (m2, the variance, rstd), from which the mean's rounding, the reduction's,
+    cancels to first order (the deviations sum to 0): cond amplifies only the elementwise
+    roundings, u * depth * (ROUNDINGS * cond + LAMBDA * sqrt(length))."""
+    cond = condition(x, axes, eps)
+    axes = tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
     length = max(length or 1, math.prod(x.shape[a] for a in axes))
     if spread:  # ROUNDINGS * cond + LAMBDA * sqrt(length), as a factor of the usual sum
         reduction = LAMBDA * math.sqrt(length)
@@ -243,8 +250,9 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None):
     """ours(x) (a module or function of one tensor) gives theirs(x)'s output, input gradient
     and gradient of every parameter (same names) under a random upstream gradient, in
     value, shape and dtype. theirs runs exactly: a float64 copy of it, on x and the upstream
-    gradient in float64, rounded back to x's dtype. tol: {"rtol", "atol"} from the error
-    model (default TOLERANCES)."""
+    gradient in float64, rounded back to x's dtype (so theirs must not depend on its dtype
+    otherwise: give an RMSNorm inside it an explicit eps, not None). tol: {"rtol", "atol"}
+    from the error model (default TOLERANCES)."""
     gen = torch.Generator().manual_seed(seed)
     grad_output = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
     exact = copy.deepcopy(theirs)

@@ -81,6 +81,14 @@ def _x_hat(x, normalized_shape, eps):
     return (x - mean) * rstd, mean, rstd
 
 
+def forward_one_pass_variance(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics of E[x^2] - E[x]^2, which cancels catastrophically at a large offset."""
+    mean, rstd = stats_one_pass_variance(x, normalized_shape, eps)
+    y = (x - mean) * rstd
+    y = y if weight is None else y * weight
+    return (y if bias is None else y + bias), mean, rstd
+
+
 def forward_no_affine(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _x_hat(x, normalized_shape, eps)
 
@@ -317,6 +325,7 @@ WRONG = {
         "writes into its input x": stats_writes_into_x,
     },
     "1.2": {
+        "one-pass variance E[x^2]-E[x]^2": forward_one_pass_variance,
         "no affine": forward_no_affine,
         "weight and bias swapped": forward_weight_bias_swapped,
         "bias added before scaling": forward_bias_before_scale,
