@@ -3,6 +3,11 @@ tools/synthetic.py: build the course (one assignment per unit), release it, coll
 class from LMS zips, autograde it with two processes (each submission re-checked in a
 clean process), generate feedback, export the CSV, and check every score.
 
+The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
+10 s a cell, and 8192 MiB a process, which one right submission needs (more than the
+default 4096 MiB, which tests/test_limits.py shows it fails): both runs, the notebook's
+and the clean re-check, must give it full points.
+
 Every hardening case is one submission, graded in the same run as the others: an
 infinite loop deaf to interrupts, unbounded memory, sys.exit, os._exit, a killed kernel,
 a syntax error, a missing file, a renamed function, an edited and a deleted check cell,
@@ -29,6 +34,7 @@ from tools.student import secret_lines
 from tools.synthetic import CASES, zip_class
 
 TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
+MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
 UNITS = {f"unit{n}": graded_cells(notebooks=[p.stem]) for n, p in
          enumerate(sorted(SOLUTIONS.glob("[0-9]*.ipynb")), start=1)}
 POINTS = {a: {grade_id: points for _, grade_id, points, _ in cells} for a, cells in UNITS.items()}
@@ -67,6 +73,7 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit2", "tampered"): scores("unit2", **{"2_2": 0}),
     ("unit2", "killed"): scores("unit2", **{"2_2": 0}),
     ("unit2", "missing"): scores("unit2", **{"2_2": 0}),  # no nn.py
+    ("unit2", "big"): scores("unit2"),  # within the memory the local config raised
     ("unit3", "reference"): scores("unit3"),
     ("unit3", "broken"): scores("unit3", **{"3_5": 0}),  # syntax error in instance_norm.py
     # group_norm.py disarms numpy's assert_allclose: every check from 3.4 on is void
@@ -93,16 +100,19 @@ def test_expectations_cover_every_case():
 def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline")
     root = build_course(tmp / "course", layout="unit")
+    (root / "nbgrader_config_local.py").write_text(
+        f"c.GradingExecute.timeout = {TIMEOUT}\nc.GradingExecute.memory_mb = {MEMORY_MB}\n")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         release(root)
         for assignment, cases in CASES.items():  # each case's student id is its name
             zip_class(root, assignment, {case: case for case in cases}, tmp / "staging")
         collect(root)
-        failed = autograde(root, jobs=2, timeout=TIMEOUT)
+        failed = autograde(root, jobs=2)  # with the limits of nbgrader_config_local.py
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()
+    assert f"{TIMEOUT} s per cell, {MEMORY_MB} MiB per process" in out.getvalue()
     return root, out.getvalue()
 
 

@@ -88,6 +88,9 @@ PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *arg
 LOOP = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n" \
     "        pass"
 MEMORY = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.zeros(10**8))"
+# 4200 MiB of address space (np.zeros: never touched, no memory used): more than the
+# default 4096 MiB a grading process gets, within a limit the instructor raised
+RESERVE = "import numpy as np\n_reserved = np.zeros(4200 << 20, dtype=np.uint8)"
 # Module-level code of a stub layer_norm.py that tries everything tools/sandbox.py
 # refuses, quietly: set its grades in the gradebook, drop a file outside its folder,
 # and take the reference's code from the course's source/ folder.
@@ -156,6 +159,9 @@ CASES = {
         "killed": with_files(**reference_files("layer_norm"), nn=injected(
             reference(NN), "forward", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
         "missing": with_files(**reference_files("layer_norm"), nn=None),
+        # right, but its forward needs more memory than the default (2.2 calls it)
+        "big": with_files(**reference_files("nn"), layer_norm=injected(
+            reference(LN), "layer_norm_forward", RESERVE)),
     },
     "unit3": {
         "reference": with_files(**reference_files(
