@@ -171,6 +171,23 @@ def autograded(root, assignment, student):
     return next((root / "autograded" / student / assignment).glob("[0-9]*.ipynb"))
 
 
+def test_no_cell_but_a_check_fails_at_grading(graded):
+    # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
+    # them defines would fail in every student's feedback. Each unit's reference (unit5's
+    # one submission, right but for two checks): no error outside the check cells, the
+    # cells tagged raises-exception (a demonstrated error) and the NotImplementedError of
+    # a "your turn" function the submission left unwritten.
+    root, _ = graded
+    for assignment in UNITS:
+        student = "reference" if (assignment, "reference") in EXPECTED else "mixed"
+        cells = json.loads(autograded(root, assignment, student).read_text())["cells"]
+        errors = [(c.get("id"), o["ename"]) for c in cells for o in c.get("outputs", [])
+                  if o["output_type"] == "error" and o["ename"] != "NotImplementedError"
+                  and not c["metadata"].get("nbgrader", {}).get("grade")
+                  and "raises-exception" not in c["metadata"].get("tags", [])]
+        assert errors == [], f"{assignment}, {student}: errors in cells {errors}"
+
+
 def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
     root, _ = graded
     source = next(SOLUTIONS.glob("01_*.ipynb"))
