@@ -17,7 +17,7 @@ c.CourseDirectory.course_id = "normalization-layers"
 
 # nbgrader copies .py files verbatim: strip their solution blocks in the release.
 # (A failing hook is only logged by nbgrader, so the release step scans the release.)
-c.GenerateAssignment.post_convert_hook = "tools.strip.strip_release"
+c.GenerateAssignment.post_convert_hook = "tools.markers.strip_release"
 
 # zip_collect: one zip per student in downloaded/<assignment>/archive/, named
 # "<student_id>_<anything>.zip" (an LMS's bulk download, unzipped once), holding the

@@ -25,6 +25,7 @@ from tests.variants import (
     wrong_transformer,
 )
 from tools.check import exercises
+from tools.markers import split_check
 
 CELLS = {number: source for number, _, source in exercises(REPO / "solutions")}
 RIGHT = {**right.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT, **right_numerics.RIGHT}
@@ -84,7 +85,7 @@ def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
 def test_every_exercise_has_a_check_with_hidden_tests():
     assert sorted(CELLS) == sorted(TARGETS)
     for source in CELLS.values():
-        assert "### BEGIN HIDDEN TESTS" in source and "### END HIDDEN TESTS" in source
+        assert split_check(source)[1].strip(), "no hidden tests"
 
 
 @pytest.mark.parametrize("number", sorted(TARGETS))

@@ -30,6 +30,7 @@ from tools.course import SOLUTIONS, build_course, gradebook_url, graded_cells, l
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
+from tools.markers import BEGIN_HIDDEN, has_marker, split_check
 from tools.student import secret_lines
 from tools.synthetic import CASES, zip_class
 
@@ -195,7 +196,7 @@ def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
         restored = "".join(cell(autograded(root, "unit1", student), "ex1_1_layer_norm_stats")
                            ["source"])
         assert restored.endswith("".join(cell(source, "ex1_1_layer_norm_stats")["source"]))
-        assert "### BEGIN HIDDEN TESTS" in restored
+        assert BEGIN_HIDDEN in restored
 
 
 ERRORS = {  # (assignment, student, check) -> what the autograded notebook and feedback say
@@ -243,8 +244,7 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
     root, _ = graded
     for path in (root / "release").rglob("*"):
         if path.is_file():
-            assert "BEGIN SOLUTION" not in path.read_text(errors="ignore"), path
-            assert "BEGIN HIDDEN TESTS" not in path.read_text(errors="ignore"), path
+            assert not has_marker(path.read_text(errors="ignore")), path
     # what autograde ran is the student's file, not the course's reference
     graded_file = root / "autograded" / "stubs" / "unit1" / "normlib" / "layer_norm.py"
     assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
@@ -269,8 +269,7 @@ def test_experiments_are_skipped_at_grading_and_checks_never(graded):
 def hidden_only_lines(grade_id):
     """The lines of a check's hidden-test block that appear nowhere else in the cell."""
     source = "".join(cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)["source"])
-    visible, rest = source.split("### BEGIN HIDDEN TESTS")
-    hidden = rest.split("### END HIDDEN TESTS")[0]
+    visible, hidden = split_check(source)
     seen = {line.strip() for line in visible.splitlines()}
     return {line.strip() for line in hidden.splitlines() if line.strip()} - seen
 

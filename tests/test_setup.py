@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from tests.conftest import REPO
-from tools.strip import strip_solutions
+from tools.markers import block_lines, fold_hidden, has_marker, split_check, strip_solutions
 
 
 def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
@@ -67,3 +67,12 @@ def test_strip_replaces_each_solution_block_by_a_tagged_stub():
 def test_strip_rejects_malformed_markers(broken):
     with pytest.raises(ValueError):
         strip_solutions(broken)
+
+
+def test_a_check_cell_splits_into_its_visible_and_hidden_parts():
+    source = "a = 1\n### BEGIN HIDDEN TESTS\nb = 2\nc = 3\n### END HIDDEN TESTS\nprint(a)\n"
+    assert split_check(source) == ("a = 1\nprint(a)\n", "b = 2\nc = 3\n")
+    assert split_check("a = 1\n") == ("a = 1\n", "")
+    assert fold_hidden(source) == "a = 1\n# ... 2 lines of hidden tests, not shown ...\nprint(a)"
+    assert [line for line, inside in block_lines(source) if inside] == ["b = 2", "c = 3"]
+    assert has_marker("    ### END SOLUTION") and not has_marker("# BEGIN, END")

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from tests.conftest import REPO
+from tools.markers import BEGIN_HIDDEN
 from tools.student import differences, leaks, problems, secret_lines
 
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)"  # a line of the reference solution
@@ -45,7 +46,7 @@ def test_a_marker_and_a_hidden_test_line_in_a_notebook_are_reported(edition):
     path = next((edition / "notebooks").glob("01_*.ipynb"))
     notebook = json.loads(path.read_text())
     notebook["cells"][-1]["source"] += (
-        "\n### BEGIN HIDDEN TESTS\n"
+        f"\n{BEGIN_HIDDEN}\n"
         "check_stats(x.astype(dtype), (2, 3, 4))  # the whole tensor is one group\n"
     )
     path.write_text(json.dumps(notebook))

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.strip import strip_solutions
+from tools.markers import strip_solutions
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"

@@ -27,6 +27,8 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, List, Unicode
 
+from tools.markers import fold_hidden
+
 TAG = "skip-at-grading"
 SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
 SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
@@ -109,18 +111,7 @@ class HideHiddenTests(NbGraderPreprocessor):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
             return cell, resources
-        lines, kept, hidden = cell.source.splitlines(), [], None
-        for line in lines:
-            if line.strip() == "### BEGIN HIDDEN TESTS":
-                hidden = 0
-            elif line.strip() == "### END HIDDEN TESTS":
-                kept.append(f"# ... {hidden} lines of hidden tests, not shown ...")
-                hidden = None
-            elif hidden is None:
-                kept.append(line)
-            else:
-                hidden += 1
-        cell.source = "\n".join(kept)
+        cell.source = fold_hidden(cell.source)
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 output.traceback = [f"{output.ename}: {output.evalue}"]

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from tools.course import COURSE, REPO, SOLUTIONS, build_course, nbgrader
-from tools.strip import BEGIN, END, MARKERS
+from tools.markers import block_lines, has_marker
 
 EDITION = ("notebooks", "normlib")  # the folders of the student edition
 IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
@@ -78,15 +78,8 @@ def secret_lines():
     inside, outside = set(), set()
     for path in [*SOLUTIONS.glob("*.ipynb"), *SOLUTIONS.joinpath("normlib").rglob("*.py")]:
         for text in _sources(path):
-            depth = 0
-            for line in text.splitlines():
-                stripped = line.strip()
-                if stripped in (BEGIN, "### BEGIN HIDDEN TESTS"):
-                    depth += 1
-                elif stripped in (END, "### END HIDDEN TESTS"):
-                    depth -= 1
-                elif stripped:
-                    (inside if depth else outside).add(stripped)
+            for line, in_block in block_lines(text):
+                (inside if in_block else outside).add(line)
     return inside - outside
 
 
@@ -98,7 +91,7 @@ def leaks(top, folders=EDITION):
         path = Path(top) / rel
         for text in _sources(path):
             for line in text.splitlines():
-                if any(marker in line for marker in MARKERS):
+                if has_marker(line):
                     problems.append(f"{rel}: marker {line.strip()!r}")
                 elif line.strip() in secret:
                     problems.append(f"{rel}: solution line {line.strip()!r}")

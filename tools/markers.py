@@ -1,6 +1,11 @@
-"""Strip solutions from the reference normlib's .py files.
+"""The course's block markers, in one place: solution blocks (`### BEGIN SOLUTION` ...
+`### END SOLUTION`, in notebooks and in the reference normlib's .py files) and hidden-test
+blocks (`### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS`, in check cells). Every tool
+and test that reads them uses this module: splitting a check cell, folding its hidden
+tests for feedback, stripping solutions from .py files, and the lines only blocks hold
+(the leak scan of tools/student.py).
 
-nbgrader clears `### BEGIN SOLUTION` blocks in notebooks but copies every other
+Stripping: nbgrader clears `### BEGIN SOLUTION` blocks in notebooks but copies every other
 file verbatim, so the .py files of the release are stripped here, by nbgrader's
 post-convert hook (see nbgrader_config.py). Each block becomes
 
@@ -15,9 +20,58 @@ import re
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-MARKERS = (BEGIN, END, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+MARKERS = (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN)
 _EXERCISE = re.compile(r"Exercise (\d+\.\d+)")
 _DEF = re.compile(r"^\s*(?:def|class) (\w+)")
+
+
+def split_check(source):
+    """(visible, hidden) of a check cell's source: the hidden-test block's lines (without
+    its markers), and every other line; hidden is "" where the cell has no block."""
+    visible, hidden, inside = [], [], False
+    for line in source.splitlines(keepends=True):
+        if line.strip() in (BEGIN_HIDDEN, END_HIDDEN):
+            inside = line.strip() == BEGIN_HIDDEN
+        else:
+            (hidden if inside else visible).append(line)
+    return "".join(visible), "".join(hidden)
+
+
+def fold_hidden(source):
+    """A check cell's source with its hidden-test block folded into one comment line
+    (what feedback shows)."""
+    kept, hidden = [], None
+    for line in source.splitlines():
+        if line.strip() == BEGIN_HIDDEN:
+            hidden = 0
+        elif line.strip() == END_HIDDEN:
+            kept.append(f"# ... {hidden} lines of hidden tests, not shown ...")
+            hidden = None
+        elif hidden is None:
+            kept.append(line)
+        else:
+            hidden += 1
+    return "\n".join(kept)
+
+
+def block_lines(text):
+    """(line, inside) for every non-blank line of text, stripped, markers left out:
+    inside is True within a solution or hidden-test block."""
+    depth = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in (BEGIN, BEGIN_HIDDEN):
+            depth += 1
+        elif stripped in (END, END_HIDDEN):
+            depth -= 1
+        elif stripped:
+            yield stripped, depth > 0
+
+
+def has_marker(line):
+    """Whether a line holds any of the markers (a leak, in the student edition)."""
+    return any(marker in line for marker in MARKERS)
 
 
 def strip_solutions(text, filename="<source>"):
