@@ -37,6 +37,7 @@ from tools.course import (
 )
 from tools.recheck import recheck
 from tools.student import leaks
+from tools.synthetic import make_class
 
 JOBS = os.cpu_count() or 1
 
@@ -236,14 +237,13 @@ def bench(students=20, jobs=JOBS, timeout=10):
     one job and with `jobs`, each in a fresh course, and print submissions per minute.
     The time limit per cell is 10 s here (30 s in a real run): the infinite loops wait
     it out."""
-    from tools.synthetic import make_class
-
     rates = {}
     for n in (1, jobs):
         with tempfile.TemporaryDirectory() as tmp:
             root = build_course(tmp, layout="unit")
             release(root, ["unit1"])
             make_class(root, "unit1", students)
+            collect(root, ["unit1"])
             start = time.monotonic()
             failed = autograde(root, ["unit1"], jobs=n, timeout=timeout)
             seconds = time.monotonic() - start

@@ -218,11 +218,8 @@ def zip_class(root, assignment, students, staging):
 
 def make_class(root, assignment, n):
     """n submissions of the assignment's cases, in turn (student ids: case name + number),
-    zipped as an LMS download and collected."""
-    from tools.instructor import collect
-
+    zipped as an LMS download (in downloaded/<assignment>/archive/, for `collect`)."""
     cases = list(CASES[assignment])
     students = {f"{cases[i % len(cases)].replace('-', '')}{i:02d}": cases[i % len(cases)]
                 for i in range(n)}
     zip_class(root, assignment, students, Path(root) / "staging")
-    collect(root, [assignment])
