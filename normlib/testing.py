@@ -76,12 +76,18 @@ def tolerance(dtype, length=1, depth=1, cond=1.0):
 TOLERANCES = {dtype: tolerance(dtype, length=16) for dtype in UNIT_ROUNDOFF}
 
 
+def _group_axes(x, axes):
+    """axes (an int or a sequence, negative ones counted from the end) as a tuple of
+    non-negative ints."""
+    return tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
+
+
 def condition(x, axes, eps=1e-5):
     """How much normalizing x (NumPy or torch) over `axes` amplifies one rounding: the
     largest mean(|x|) * rstd of a group, at least 1, computed in float64 (eps=None: the
     dtype's eps)."""
     x = x.detach().numpy() if isinstance(x, torch.Tensor) else x
-    axes = tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
+    axes = _group_axes(x, axes)
     eps = np.finfo(x.dtype).eps if eps is None else eps
     x64 = x.astype(np.float64)  # (*x.shape)
     rstd = 1 / np.sqrt(x64.var(axis=axes) + eps)  # (groups)
@@ -96,12 +102,34 @@ def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
     cancels to first order (the deviations sum to 0): cond amplifies only the elementwise
     roundings, u * depth * (ROUNDINGS * cond + LAMBDA * sqrt(length))."""
     cond = condition(x, axes, eps)
-    axes = tuple(int(a) % x.ndim for a in np.atleast_1d(axes))
-    length = max(length or 1, math.prod(x.shape[a] for a in axes))
+    length = max(length or 1, math.prod(x.shape[a] for a in _group_axes(x, axes)))
     if spread:  # ROUNDINGS * cond + LAMBDA * sqrt(length), as a factor of the usual sum
         reduction = LAMBDA * math.sqrt(length)
         cond = (ROUNDINGS * cond + reduction) / (ROUNDINGS + reduction)
     return tolerance(x.dtype, length, depth, cond)
+
+
+def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
+    """{"y", "mean", "rstd"}: the tolerances of LayerNorm's forward on x (*B, *S), S =
+    normalized_shape (Exercises 1.1, 1.2, 5.5). The mean's from the row length alone;
+    rstd's, a variance's, also from the condition of x (spread); y's one stage (scale and
+    shift) after x_hat, which carries the mean's rounding times the condition."""
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    return {"y": norm_tolerance(x, axes, eps, depth=2),
+            "mean": tolerance(x.dtype, math.prod(normalized_shape)),
+            "rstd": norm_tolerance(x, axes, eps, spread=True)}
+
+
+def layer_norm_backward_tolerances(x, normalized_shape, eps=1e-5):
+    """{"dx", "dweight", "dbias"}: the tolerances of LayerNorm's backward on x (*B, *S)
+    (Exercises 2.1, 5.6): two stages, forward and backward. dweight and dbias sum over the
+    rows, so their length is the number of rows; dbias, the sum of grad_output, does not
+    depend on x, so not on its condition either."""
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    rows = x.size // max(1, math.prod(normalized_shape))
+    return {"dx": norm_tolerance(x, axes, eps, depth=2),
+            "dweight": norm_tolerance(x, axes, eps, depth=2, length=rows),
+            "dbias": tolerance(x.dtype, rows)}
 
 
 def encoder_tolerance(x, num_layers, dim_feedforward, eps=1e-5):
