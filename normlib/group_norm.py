@@ -5,7 +5,8 @@ every spatial position; the affine is per channel.
 Shapes: x (N, C, *spatial); weight, bias (C,); the saved rstd (N, G, 1).
 """
 
-from .norm import channel_affine, channel_affine_backward, normalize_backward, normalize_forward
+from .channels import channel_affine, channel_affine_backward
+from .norm import normalize_backward, normalize_forward
 
 
 def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):

@@ -7,14 +7,8 @@ rstd (N, C, 1, .., 1) from the input's statistics, (1, C, 1, .., 1) from running
 
 import numpy as np
 
-from .norm import (
-    channel_affine,
-    channel_affine_backward,
-    normalize_backward,
-    normalize_forward,
-    per_channel,
-    update_running,
-)
+from .channels import channel_affine, channel_affine_backward, per_channel, update_running
+from .norm import normalize_backward, normalize_forward
 
 
 def instance_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,

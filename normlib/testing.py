@@ -233,12 +233,12 @@ def torch_norms():
     alone, whatever the state of Exercises 2.2, 3.6 and 3.7."""
     import normlib.transformer as transformer
 
-    saved = transformer.LayerNorm, transformer.RMSNorm
-    transformer.LayerNorm, transformer.RMSNorm = torch.nn.LayerNorm, torch.nn.RMSNorm
+    saved = transformer.norm_classes
+    transformer.norm_classes = lambda: {"layer": torch.nn.LayerNorm, "rms": torch.nn.RMSNorm}
     try:
         yield
     finally:
-        transformer.LayerNorm, transformer.RMSNorm = saved
+        transformer.norm_classes = saved
 
 
 def torch_tensor_close(actual, expected, name, **tol):

@@ -20,18 +20,25 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .nn import LayerNorm, RMSNorm
-
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def norm_classes():
+    """{"layer": LayerNorm, "rms": RMSNorm}, normlib.nn's: imported when a norm is built, so
+    that importing this module imports no kernel (normlib.testing.torch_norms replaces
+    this function to build torch's)."""
+    from .nn import LayerNorm, RMSNorm
+
+    return {"layer": LayerNorm, "rms": RMSNorm}
 
 
 def make_norm(kind, d_model, eps=1e-5, bias=True, device=None, dtype=None):
     """The norm of a transformer layer: "layer" -> LayerNorm(d_model), "rms" -> RMSNorm."""
     factory = {"device": device, "dtype": dtype}
     if kind == "layer":
-        return LayerNorm(d_model, eps=eps, bias=bias, **factory)
+        return norm_classes()["layer"](d_model, eps=eps, bias=bias, **factory)
     if kind == "rms":
-        return RMSNorm(d_model, eps=eps, **factory)
+        return norm_classes()["rms"](d_model, eps=eps, **factory)
     raise ValueError(f'norm must be "layer" or "rms", got {kind!r}')
 
 

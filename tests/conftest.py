@@ -1,12 +1,52 @@
 """The tests check the reference: solutions/ goes first on sys.path, so `import normlib`
-is solutions/normlib (the student's normlib/ is exercised through `make check` only)."""
+is solutions/normlib (the student's normlib/ is exercised through `make check` only).
+
+Every test about one exercise carries its marker, `ex3_4` for Exercise 3.4 (registered
+here from tools.exercises; --strict-markers refuses any other), so that
+
+    pytest -m ex3_4      (or -k ex3_4)
+
+runs the reference against torch, its check on the wrong and right variants, the round
+trip's scores and the isolation of its file. Mark a test with @exercise("3.4"), or a
+parametrized case with exercise_param("3.4", ...).
+"""
 
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "solutions"))
 sys.path.insert(1, str(REPO))  # for `tools`
+
+from tools.exercises import by_number  # noqa: E402 (needs the path above)
+
+
+def _marks(numbers):
+    unknown = [n for n in numbers if n not in by_number()]
+    if unknown:
+        raise ValueError(f"no exercise {', '.join(unknown)} in the course")
+    return [getattr(pytest.mark, by_number()[n].marker) for n in numbers]
+
+
+def exercise(*numbers):
+    """A decorator marking a test as being about these exercises ("3.4", ...)."""
+    def mark(test):
+        for m in _marks(numbers):
+            test = m(test)
+        return test
+    return mark
+
+
+def exercise_param(number, *values):
+    """A parametrized case (number, *values) marked with exercise `number`'s marker."""
+    return pytest.param(number, *values, marks=_marks([number]))
+
+
+def pytest_configure(config):
+    for e in by_number().values():
+        config.addinivalue_line("markers", f"{e.marker}: a test of Exercise {e.number} ({e.name})")
 
 
 def pytest_collection_modifyitems(items):

@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tools.check import exercises
+from tools.exercises import exercises
 
-EXERCISES = [number for number, _, _ in exercises(REPO / "solutions")]
+EXERCISES = [e.number for e in exercises()]
 
 
 @pytest.fixture
 def edition(tmp_path):
-    for folder in ("notebooks", "normlib", "tools"):
+    for folder in ("normlib", "solutions", "tools"):
         shutil.copytree(REPO / folder, tmp_path / folder,
                         ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path

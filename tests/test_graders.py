@@ -13,45 +13,11 @@ import numpy as np
 import pytest
 
 import normlib.testing
-from tests.conftest import REPO
-from tests.variants import (
-    right,
-    right_family,
-    right_numerics,
-    right_transformer,
-    wrong,
-    wrong_family,
-    wrong_numerics,
-    wrong_transformer,
-)
-from tools.check import exercises
-from tools.markers import split_check
+from tests.conftest import exercise_param
+from tests.variants import RIGHT, WRONG
+from tools.exercises import by_number
 
-CELLS = {number: source for number, _, source in exercises(REPO / "solutions")}
-RIGHT = {**right.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT, **right_numerics.RIGHT}
-WRONG = {**wrong.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG, **wrong_numerics.WRONG}
-TARGETS = {  # what each exercise implements
-    "1.1": ("normlib.layer_norm", "layer_norm_stats"),
-    "1.2": ("normlib.layer_norm", "layer_norm_forward"),
-    "2.1": ("normlib.layer_norm", "layer_norm_backward"),
-    "2.2": ("normlib.nn", "LayerNormFunction"),
-    "3.1": ("normlib.norm", "normalize_forward"),
-    "3.2": ("normlib.norm", "normalize_backward"),
-    "3.3": ("normlib.batch_norm", "batch_norm_forward"),
-    "3.4": ("normlib.group_norm", "group_norm_forward"),
-    "3.5": ("normlib.instance_norm", "instance_norm_forward"),
-    "3.6": ("normlib.rms_norm", "rms_norm_forward"),
-    "3.7": ("normlib.rms_norm", "rms_norm_backward"),
-    "4.1": ("normlib.transformer", "add_norm"),
-    "4.2": ("normlib.transformer", "TransformerEncoderLayer"),
-    "4.3": ("normlib.transformer", "TransformerEncoder"),
-    "5.1": ("normlib.variance", "welford"),
-    "5.2": ("normlib.variance", "welford_merge"),
-    "5.3": ("normlib.mixed_precision", "layer_norm_mixed"),
-    "5.4": ("normlib.mixed_precision", "rms_norm_mixed"),
-    "5.5": ("normlib.layer_norm_fast", "layer_norm_forward_fast"),
-    "5.6": ("normlib.layer_norm_fast", "layer_norm_backward_fast"),
-}
+EXERCISES = by_number()  # {number: Exercise}: its check cell, the function a variant replaces
 # (correct, wrong) tolerance factors: correct variants pass at a tenth of the checks'
 # tolerances, mistakes fail at ten times them. 16 bits cannot give that margin: the best
 # possible result is already half a unit in the last place from the exact one, and the checks
@@ -67,9 +33,10 @@ def scales(number):
 
 def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
     """Run exercise `number`'s graded cell, hidden tests included."""
+    exercise = EXERCISES[number]
     if implementation is not None:
-        module, name = TARGETS[number]
-        monkeypatch.setattr(importlib.import_module(module), name, implementation)
+        monkeypatch.setattr(importlib.import_module(exercise.module), exercise.name,
+                            implementation)
     original = normlib.testing.assert_close
 
     def scaled_assert_close(actual, expected, name, rtol=None, atol=None):
@@ -79,22 +46,26 @@ def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
         original(actual, expected, name, **tol)
 
     monkeypatch.setattr(normlib.testing, "assert_close", scaled_assert_close)
-    exec(compile(CELLS[number], f"<check {number}>", "exec"), {"__name__": "__check__"})
+    exec(compile(exercise.source, f"<check {number}>", "exec"), {"__name__": "__check__"})
 
 
-def test_every_exercise_has_a_check_with_hidden_tests():
-    assert sorted(CELLS) == sorted(TARGETS)
-    for source in CELLS.values():
-        assert split_check(source)[1].strip(), "no hidden tests"
+@pytest.mark.parametrize("number", [exercise_param(n) for n in EXERCISES])
+def test_every_exercise_has_hidden_tests_and_variants_of_both_kinds(number):
+    assert EXERCISES[number].hidden.strip(), "no hidden tests"
+    assert WRONG.get(number) and RIGHT.get(number), "tests/variants has no wrong or right one"
 
 
-@pytest.mark.parametrize("number", sorted(TARGETS))
+def test_every_variant_is_of_an_exercise():
+    assert set(RIGHT) | set(WRONG) <= set(EXERCISES)
+
+
+@pytest.mark.parametrize("number", [exercise_param(n) for n in EXERCISES])
 def test_reference_passes(monkeypatch, number):
     run_check(monkeypatch, number, tolerance_scale=scales(number)[0])
 
 
 @pytest.mark.parametrize(
-    "number,name", [(n, name) for n in sorted(RIGHT) for name in RIGHT[n]]
+    "number,name", [exercise_param(n, name) for n in sorted(RIGHT) for name in RIGHT[n]]
 )
 def test_correct_variant_passes(monkeypatch, number, name):
     run_check(monkeypatch, number, RIGHT[number][name],
@@ -102,7 +73,7 @@ def test_correct_variant_passes(monkeypatch, number, name):
 
 
 @pytest.mark.parametrize(
-    "number,name", [(n, name) for n in sorted(WRONG) for name in WRONG[n]]
+    "number,name", [exercise_param(n, name) for n in sorted(WRONG) for name in WRONG[n]]
 )
 def test_mistake_is_caught(monkeypatch, number, name):
     with pytest.raises(Exception) as caught:

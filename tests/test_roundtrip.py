@@ -26,7 +26,9 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from tools.course import SOLUTIONS, build_course, gradebook_url, graded_cells, load_course
+from tests.conftest import exercise_param
+from tools.course import SOLUTIONS, build_course, gradebook_url, load_course
+from tools.exercises import by_number, exercises
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
@@ -36,18 +38,16 @@ from tools.synthetic import CASES, zip_class
 
 TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
-UNITS = {f"unit{n}": graded_cells(notebooks=[p.stem]) for n, p in
-         enumerate(sorted(SOLUTIONS.glob("[0-9]*.ipynb")), start=1)}
-POINTS = {a: {grade_id: points for _, grade_id, points, _ in cells} for a, cells in UNITS.items()}
-NOTEBOOK = {grade_id: nb for cells in UNITS.values() for nb, grade_id, _, _ in cells}
+UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
+POINTS = {a: {e.grade_id: e.points for e in exercises() if f"unit{e.unit}" == a} for a in UNITS}
+NOTEBOOK = {e.grade_id: e.notebook for e in exercises()}
 
 
-def scores(assignment, **zeroed):
-    """Full points for the assignment, but 0 for the checks named (by exercise, 3_4=0)."""
+def scores(assignment, *zeroed):
+    """Full points for the assignment, but 0 for the exercises named ("3.4")."""
     points = dict(POINTS[assignment])
-    for exercise in zeroed:
-        grade_id = next(g for g in points if g.startswith(f"ex{exercise}_"))
-        points[grade_id] = 0
+    for number in zeroed:
+        points[by_number()[number].grade_id] = 0
     return points
 
 
@@ -60,30 +60,30 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit1", "stubs"): nothing("unit1"),
     ("unit1", "tampered"): nothing("unit1"),  # eps outside the sqrt; cells restored
     ("unit1", "deleted"): scores("unit1"),  # the deleted check is put back, and passes
-    ("unit1", "loop"): scores("unit1", **{"1_2": 0}),
-    ("unit1", "memory"): scores("unit1", **{"1_2": 0}),
-    ("unit1", "exits"): scores("unit1", **{"1_2": 0}),
-    ("unit1", "osexit"): scores("unit1", **{"1_2": 0}),
-    ("unit1", "renamed"): scores("unit1", **{"1_2": 0}),  # layer_norm_forward renamed
+    ("unit1", "loop"): scores("unit1", "1.2"),
+    ("unit1", "memory"): scores("unit1", "1.2"),
+    ("unit1", "exits"): scores("unit1", "1.2"),
+    ("unit1", "osexit"): scores("unit1", "1.2"),
+    ("unit1", "renamed"): scores("unit1", "1.2"),  # layer_norm_forward renamed
     ("unit1", "intruder"): nothing("unit1"),  # stubs: the reference was out of its reach
     ("unit2", "reference"): scores("unit2"),
     # the autograd Function (2.2) runs the wrong backward too
     ("unit2", "wrong-backward"): nothing("unit2"),
     # eps outside the sqrt breaks 2.2's forward; the patched check passed it in the
     # notebook, the clean process did not
-    ("unit2", "tampered"): scores("unit2", **{"2_2": 0}),
-    ("unit2", "killed"): scores("unit2", **{"2_2": 0}),
-    ("unit2", "missing"): scores("unit2", **{"2_2": 0}),  # no nn.py
+    ("unit2", "tampered"): scores("unit2", "2.2"),
+    ("unit2", "killed"): scores("unit2", "2.2"),
+    ("unit2", "missing"): scores("unit2", "2.2"),  # no nn.py
     ("unit2", "big"): scores("unit2"),  # within the memory the local config raised
     ("unit3", "reference"): scores("unit3"),
-    ("unit3", "broken"): scores("unit3", **{"3_5": 0}),  # syntax error in instance_norm.py
+    ("unit3", "broken"): scores("unit3", "3.5"),  # syntax error in instance_norm.py
     # group_norm.py disarms numpy's assert_allclose: every check from 3.4 on is void
-    ("unit3", "patcher"): scores("unit3", **{"3_4": 0, "3_5": 0, "3_6": 0, "3_7": 0}),
+    ("unit3", "patcher"): scores("unit3", "3.4", "3.5", "3.6", "3.7"),
     ("unit4", "reference"): scores("unit4"),
     ("unit4", "stubs"): nothing("unit4"),
     # the reference but a one-pass welford and the naive backward under the fast name (right
     # values, 4x the memory): the fast forward passes the memory check inside the sandbox
-    ("unit5", "mixed"): scores("unit5", **{"5_1": 0, "5_6": 0}),
+    ("unit5", "mixed"): scores("unit5", "5.1", "5.6"),
 }
 # checks where the notebook's score was wrong and the clean re-check's replaced it
 OVERRIDDEN = {
@@ -117,15 +117,19 @@ def graded(tmp_path_factory):
     return root, out.getvalue()
 
 
-def test_every_check_scores_as_expected(graded):
+@pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
+def test_every_check_scores_as_expected(graded, number):
     root, _ = graded
+    grade_id = by_number()[number].grade_id
+    cases = [(a, s) for (a, s), expected in EXPECTED.items() if grade_id in expected]
+    assert cases, f"no synthetic submission of Exercise {number}'s unit"
     with Gradebook(gradebook_url(root)) as gb:
-        for (assignment, student), expected in EXPECTED.items():
-            for grade_id, points in expected.items():
-                grade = gb.find_grade(grade_id, NOTEBOOK[grade_id], assignment, student)
-                assert grade.max_score == POINTS[assignment][grade_id]
-                assert grade.score == points, f"{assignment} {student} {grade_id}: " \
-                    f"{grade.score} != {points}"
+        for assignment, student in cases:
+            expected = EXPECTED[assignment, student]
+            grade = gb.find_grade(grade_id, NOTEBOOK[grade_id], assignment, student)
+            assert grade.max_score == POINTS[assignment][grade_id]
+            assert grade.score == expected[grade_id], f"{assignment} {student} {grade_id}: " \
+                f"{grade.score} != {expected[grade_id]}"
 
 
 def test_the_clean_recheck_overrides_exactly_the_patched_checks(graded):

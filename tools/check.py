@@ -3,32 +3,23 @@ which exercises pass, fail, or are not yet implemented.
 
     python -m tools.check            every exercise
     python -m tools.check 1.2 2.1    only these
+    python -m tools.check --hidden   with the hidden tests too (authors, on the reference)
 
-The checks are the graded cells of the notebooks (without the hidden tests the
-grader adds). A stub that still raises NotImplementedError is reported as not yet
-implemented, without a traceback; a failure is reported with its message and the
-line of normlib it came from.
+The checks are the graded cells of the notebooks, as solutions/ has them
+(tools.exercises), without the hidden tests the grader adds: what your notebook's check
+cells say, whatever you changed in them. They import `normlib` from the working
+directory's normlib/ first (yours, in the repository). A stub that still raises
+NotImplementedError is reported as not yet implemented, without a traceback; a failure
+is reported with its message and the line of normlib it came from.
 """
 
 import argparse
-import re
 import sys
 import traceback
 from pathlib import Path
 
-from tools.course import graded_cells
-
-REPO = Path(__file__).resolve().parents[1]
-_TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+)")
-
-
-def exercises(notebook_dir):
-    """(number, name, source) of every graded cell, in notebook order."""
-    found = []
-    for _, _, _, source in graded_cells(notebook_dir):
-        if match := _TITLE.match(source):
-            found.append((match.group(1), match.group(2), source))
-    return found
+from tools.exercises import exercises
+from tools.markers import EXERCISE
 
 
 def run(source, filename):
@@ -48,26 +39,27 @@ def run(source, filename):
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Check your normlib exercises.")
     parser.add_argument("only", nargs="*", help="exercise numbers, e.g. 1.1 2.2")
-    parser.add_argument("--notebooks", default="notebooks", help="where the notebooks are")
+    parser.add_argument("--hidden", action="store_true", help="run the hidden tests too")
     args = parser.parse_args(argv)
-    todo = [ex for ex in exercises(args.notebooks) if not args.only or ex[0] in args.only]
+    todo = [e for e in exercises() if not args.only or e.number in args.only]
     if not todo:
-        print(f"no exercise matches {args.only} in {args.notebooks}/")
+        print(f"no exercise {' '.join(args.only)}: the course has "
+              f"{', '.join(e.number for e in exercises())}")
         return 2
     labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
     counts = {"pass": 0, "todo": 0, "FAIL": 0}
-    for number, name, source in todo:
-        status, detail = run(source, f"<Exercise {number}>")
+    for e in todo:
+        status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>")
         counts[status] += 1
-        needs = re.match(r"Exercise (\d+\.\d+)", detail) if status == "todo" else None
-        note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != number else ""
-        print(f"Exercise {number}  {name:<24} {labels[status]}{note}")
+        needs = EXERCISE.match(detail) if status == "todo" else None
+        note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != e.number else ""
+        print(f"Exercise {e.number}  {e.name:<24} {labels[status]}{note}")
         if status == "FAIL":
             print(f"      {detail}")
-    print(
-        f"\n{counts['pass']} passed, {counts['FAIL']} failed, "
-        f"{counts['todo']} not yet implemented (the visible checks; grading adds hidden ones)"
-    )
+    which = "with the hidden tests" if args.hidden else \
+        "the visible checks; grading adds hidden ones"
+    print(f"\n{counts['pass']} passed, {counts['FAIL']} failed, "
+          f"{counts['todo']} not yet implemented ({which})")
     return 0 if counts["pass"] == len(todo) else 1
 
 

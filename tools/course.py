@@ -10,52 +10,23 @@ Two layouts (the instructor's choice, `--layout`):
 - "unit": one assignment per unit, unit1 ... unitN, each with its unit's notebook;
 - "course": the whole course as one assignment, `normalization`.
 Every assignment carries the whole normlib/ (its modules import each other), but grades
-only the student's files holding *its* exercises (nbgrader's exclude_overwriting); every
+only the student's files holding *its* exercises (tools.exercises.student_files, given
+to nbgrader's exclude_overwriting); every
 other normlib file is replaced by the course's copy at autograde, so a mistake in Unit 1
 costs no points in Unit 3 and tampering with testing.py gains nothing.
 """
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tools.markers import strip_solutions
+from tools.exercises import REPO, SOLUTIONS, notebooks, student_files, unit
 
-REPO = Path(__file__).resolve().parents[1]
-SOLUTIONS = REPO / "solutions"
 COURSE = "normalization"  # the single assignment of the "course" layout
 LAYOUTS = ("unit", "course")
-_STUB = re.compile(r'NotImplementedError\("Exercise (\d+)\.\d+')
-
-
-def solution_notebooks():
-    """The solution notebooks, in unit order."""
-    return sorted(SOLUTIONS.glob("[0-9]*.ipynb"))
-
-
-def unit(notebook):
-    """The unit number of a notebook (path or stem): 3 for 03_normalization_family."""
-    return int(Path(notebook).stem.split("_")[0])
-
-
-def graded_cells(notebook_dir=SOLUTIONS, notebooks=None):
-    """(notebook, grade_id, points, source) of every graded (check) cell of the numbered
-    notebooks in notebook_dir (only those whose stem is in notebooks, if given), in unit
-    order; notebook is the file's stem."""
-    found = []
-    for path in sorted(Path(notebook_dir).glob("[0-9]*.ipynb")):
-        if notebooks is not None and path.stem not in notebooks:
-            continue
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            meta = cell["metadata"].get("nbgrader", {})
-            if meta.get("grade"):
-                found.append((path.stem, meta["grade_id"], meta["points"],
-                              "".join(cell["source"])))
-    return found
 
 
 def package_files():
@@ -63,23 +34,11 @@ def package_files():
     return sorted(p.relative_to(SOLUTIONS) for p in (SOLUTIONS / "normlib").rglob("*.py"))
 
 
-def student_files(units=None):
-    """The normlib files holding exercises (of these units, default all), as strings: the
-    student's own, collected and graded; the others are replaced by the course's copy.
-    A file's exercises are read from its stubs ("Exercise 2.1: implement ...")."""
-    files, units = [], None if units is None else set(units)
-    for rel in package_files():
-        found = {int(u) for u in _STUB.findall(strip_solutions((SOLUTIONS / rel).read_text()))}
-        if found and (units is None or found & units):
-            files.append(str(rel))
-    return files
-
-
 def assignments(layout):
     """{assignment: [notebook stems]} of a layout."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    stems = [path.stem for path in solution_notebooks()]
+    stems = [path.stem for path in notebooks()]
     if layout == "course":
         return {COURSE: stems}
     return {f"unit{unit(stem)}": [stem] for stem in stems}

@@ -29,12 +29,12 @@ from tools.course import (
     LAYOUTS,
     build_course,
     gradebook_url,
-    graded_cells,
     grading_limits,
     load_course,
     nbgrader,
     threads,
 )
+from tools.exercises import of_notebooks
 from tools.recheck import recheck
 from tools.student import leaks
 from tools.synthetic import make_class
@@ -209,8 +209,8 @@ def export(root, out):
     from nbgrader.api import Gradebook, MissingEntry
 
     plan = load_course(root)["assignments"]
-    checks = {name: graded_cells(notebooks=info["notebooks"]) for name, info in plan.items()}
-    columns = [grade_id for cells in checks.values() for _, grade_id, _, _ in cells]
+    checks = {name: of_notebooks(info["notebooks"]) for name, info in plan.items()}
+    columns = [e.grade_id for cells in checks.values() for e in cells]
     with Gradebook(gradebook_url(root)) as gb, open(out, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["assignment", "student_id", "submitted", "score", "max_score",
@@ -218,16 +218,16 @@ def export(root, out):
         for name, cells in checks.items():
             for student in sorted(s.id for s in gb.students):
                 points, overridden = {}, []
-                for notebook, grade_id, _, _ in cells:
+                for e in cells:
                     try:
-                        grade = gb.find_grade(grade_id, notebook, name, student)
+                        grade = gb.find_grade(e.grade_id, e.notebook, name, student)
                     except MissingEntry:  # not submitted
                         break
-                    points[grade_id] = grade.score
+                    points[e.grade_id] = grade.score
                     if grade.manual_score is not None:
-                        overridden.append(grade_id)
+                        overridden.append(e.grade_id)
                 writer.writerow([name, student, "yes" if points else "no",
-                                 sum(points.values()), sum(p for _, _, p, _ in cells),
+                                 sum(points.values()), sum(e.points for e in cells),
                                  *(points.get(c, "") for c in columns), " ".join(overridden)])
     print(f"grades: {out}")
 

@@ -14,6 +14,10 @@ post-convert hook (see nbgrader_config.py). Each block becomes
 with the exercise number taken from the nearest "Exercise N.M" above the block
 (the docstring of the function or class) and the name from the nearest `def` or
 `class` above it, so a stub says which exercise it belongs to.
+
+Exercise tags: "Exercise N.M" names an exercise wherever it stands (a docstring, a stub's
+message, a check cell's first line `# Exercise N.M: name (P points)`); the patterns are
+here, once, and tools/exercises.py builds the course's list of exercises from them.
 """
 
 import re
@@ -22,7 +26,9 @@ from pathlib import Path
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 MARKERS = (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN)
-_EXERCISE = re.compile(r"Exercise (\d+\.\d+)")
+EXERCISE = re.compile(r"Exercise (\d+\.\d+)")  # the tag, wherever it stands
+TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+) \((\d+) points?\)")  # a check's line 1
+STUB = re.compile(r'NotImplementedError\("Exercise (\d+\.\d+): implement ([\w.]+)"\)')
 _DEF = re.compile(r"^\s*(?:def|class) (\w+)")
 
 
@@ -92,7 +98,7 @@ def strip_solutions(text, filename="<source>"):
             inside = False
         elif not inside:
             out.append(line)
-            if match := _EXERCISE.search(line):
+            if match := EXERCISE.search(line):
                 exercise = match.group(1)
             if match := _DEF.match(line):
                 # a class, then its methods: "LayerNormFunction.forward"
@@ -100,6 +106,12 @@ def strip_solutions(text, filename="<source>"):
     if inside:
         raise ValueError(f"{filename}: {BEGIN} without {END}")
     return "".join(out)
+
+
+def stubs(text, filename="<source>"):
+    """(exercise, name) of each solution block of a .py file's text, in order: ("2.2",
+    "LayerNormFunction.forward"), what its stub will say."""
+    return STUB.findall(strip_solutions(text, filename))
 
 
 def release_dir(notebooks):

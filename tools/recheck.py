@@ -30,7 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from tools.course import REPO, gradebook_url, graded_cells, grading_limits, load_course
+from tools.course import REPO, gradebook_url, grading_limits, load_course
+from tools.exercises import of_notebooks
 
 WATCHED = ("numpy", "numpy.linalg", "numpy.testing", "torch", "torch.nn.functional",
            "torch.autograd", "torch.testing", "normlib.testing")
@@ -164,8 +165,7 @@ def clean_results(root, assignment, student, limits=None, env=None):
     root = Path(root)
     limits = limits or grading_limits(root)
     info = load_course(root)["assignments"][assignment]
-    cells = [(grade_id, source) for _, grade_id, _, source in
-             graded_cells(notebooks=info["notebooks"])]
+    cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])]
     submission = root / "submitted" / student / assignment
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -197,14 +197,14 @@ def recheck(root, assignment, student, limits=None, env=None):
     clean = clean_results(root, assignment, student, limits, env)
     rows = []
     with Gradebook(gradebook_url(root)) as gb:
-        for notebook, grade_id, points, _ in graded_cells(notebooks=info["notebooks"]):
-            grade = gb.find_grade(grade_id, notebook, assignment, student)
-            passed, detail = clean[grade_id]
-            score = points if passed else 0
+        for e in of_notebooks(info["notebooks"]):
+            grade = gb.find_grade(e.grade_id, e.notebook, assignment, student)
+            passed, detail = clean[e.grade_id]
+            score = e.points if passed else 0
             if grade.auto_score != score:
-                rows.append((grade_id, grade.auto_score, score, detail))
+                rows.append((e.grade_id, grade.auto_score, score, detail))
                 grade.manual_score = score
             elif grade.manual_score is not None and grade.manual_score != score:
-                rows.append((grade_id, grade.manual_score, score, "a manual score was set"))
+                rows.append((e.grade_id, grade.manual_score, score, "a manual score was set"))
         gb.db.commit()
     return rows

@@ -2,6 +2,7 @@
 
 - ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
+- ``normlib.channels``       the per-channel affine and running statistics (provided)
 - ``normlib.batch_norm``     BatchNorm kernels (Exercise 3.3)
 - ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
@@ -20,9 +21,9 @@
 
 import importlib
 
-__all__ = ["batch_norm", "benchmark", "functional", "gradcheck", "group_norm", "instance_norm",
-           "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm", "rms_norm",
-           "testing", "transformer", "variance"]
+__all__ = ["batch_norm", "benchmark", "channels", "functional", "gradcheck", "group_norm",
+           "instance_norm", "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm",
+           "rms_norm", "testing", "transformer", "variance"]
 
 
 def __getattr__(name):

@@ -1,7 +1,8 @@
 """torch.nn.functional's normalization functions in NumPy: same signatures, same
 defaults, same results; NumPy arrays in, a NumPy array of the input's dtype out.
 Running statistics, where given, are updated in place, as torch does. An empty input
-never reaches a kernel: empty_forward gives torch's result (see _validation)."""
+never reaches a kernel: empty_forward gives torch's result (see _validation). Each
+function imports its kernel when called, so a broken kernel file breaks only its own."""
 
 from ._validation import (
     check_batch_norm_args,
@@ -12,11 +13,6 @@ from ._validation import (
     empty_forward,
     forget_running_stats,
 )
-from .batch_norm import batch_norm_forward
-from .group_norm import group_norm_forward
-from .instance_norm import instance_norm_forward
-from .layer_norm import layer_norm_forward
-from .rms_norm import rms_norm_forward
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -33,6 +29,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     normalized_shape = check_layer_norm_args(input, normalized_shape, weight, bias)
     if input.size == 0:
         return empty_forward(input)[0]
+    from .layer_norm import layer_norm_forward
+
     return layer_norm_forward(input, normalized_shape, weight, bias, eps)[0]
 
 
@@ -42,6 +40,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     normalized_shape = check_rms_norm_args(input, normalized_shape, weight)
     if input.size == 0:
         return empty_forward(input)[0]
+    from .rms_norm import rms_norm_forward
+
     return rms_norm_forward(input, normalized_shape, weight, eps)[0]
 
 
@@ -54,6 +54,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
     if input.size == 0:
         return empty_forward(input)[0]
+    from .batch_norm import batch_norm_forward
+
     return batch_norm_forward(input, running_mean, running_var, weight, bias, training,
                               momentum, eps)[0]
 
@@ -67,6 +69,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if input.size == 0:
         forget_running_stats(input, running_mean, running_var, use_input_stats)
         return empty_forward(input)[0]
+    from .instance_norm import instance_norm_forward
+
     return instance_norm_forward(input, running_mean, running_var, weight, bias,
                                  use_input_stats, momentum, eps)[0]
 
@@ -77,4 +81,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     check_group_norm_args(input, num_groups, weight, bias)
     if input.size == 0:
         return empty_forward(input)[0]
+    from .group_norm import group_norm_forward
+
     return group_norm_forward(input, num_groups, weight, bias, eps)[0]

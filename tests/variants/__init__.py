@@ -1,0 +1,26 @@
+"""Implementations of each exercise other than the reference, by exercise number:
+
+    RIGHT[number][description]   correct, written differently: the check must pass them
+    WRONG[number][description]   a realistic mistake: the check must fail them
+
+one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 4,
+numerics: Unit 5), each a RIGHT or WRONG table of the exercise's function or class
+(tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
+runs every check on every variant; `python -m tools.exercises` counts them.
+"""
+
+from tests.variants import (
+    right_family,
+    right_layer_norm,
+    right_numerics,
+    right_transformer,
+    wrong_family,
+    wrong_layer_norm,
+    wrong_numerics,
+    wrong_transformer,
+)
+
+RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT,
+         **right_numerics.RIGHT}
+WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG,
+         **wrong_numerics.WRONG}

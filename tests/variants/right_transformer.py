@@ -105,7 +105,7 @@ class StackBuiltInALoop(reference.TransformerEncoder):
                 dropout=dropout, activation=activation, layer_norm_eps=layer_norm_eps,
                 batch_first=True, norm_first=norm_first, bias=bias, norm=norm,
                 device=device, dtype=dtype))
-        kind = {"layer": reference.LayerNorm, "rms": reference.RMSNorm}[norm]
+        kind = reference.norm_classes()[norm]
         options = {"bias": bias} if norm == "layer" else {}
         final = kind(d_model, eps=layer_norm_eps, device=device, dtype=dtype, **options)
         self.norm = final if norm_first else None

@@ -3,7 +3,8 @@ check (tests/test_graders.py). Keyed by exercise number, then by the mistake's n
 
 import numpy as np
 
-from normlib.norm import channel_affine, normalize_forward, per_channel, update_running
+from normlib.channels import channel_affine, per_channel, update_running
+from normlib.norm import normalize_forward
 
 
 def _stats(x, axes, eps, ddof=0):

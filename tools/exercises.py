@@ -1,0 +1,189 @@
+"""The course's exercises, read from solutions/ once: what every tool and test knows of them.
+
+    python -m tools.exercises            the authors' table: number, points, file, function,
+                                         and the wrong and right variants in tests/variants/
+    python -m tools.exercises --readme   the README's table of exercises (tested against it)
+
+An exercise is two things in solutions/, and the list below is built from them:
+
+- its check cell, in a numbered notebook: a code cell with nbgrader metadata `grade: true`,
+  a `grade_id` and `points`, whose first line is `# Exercise N.M: name (P points)` and
+  whose hidden tests stand between the hidden-test markers (tools/markers.py);
+- its solution blocks, in one file of solutions/normlib/, inside one top-level function or
+  class whose docstring says `Exercise N.M` (the stubs of the student edition say
+  `Exercise N.M: implement name`).
+
+`make check`, the course builder (which student files each assignment grades), the clean
+re-check, the grades CSV, the graders' tests and the round trip all read `exercises()`;
+adding an exercise adds it everywhere. `exercises()` fails, naming the exercise, where the
+two do not match (a check without a solution block, a name that differs, a block split
+over two files).
+"""
+
+import argparse
+import functools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.markers import TITLE, split_check, stubs
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    number: str  # "3.4"
+    name: str  # the function or class it implements (a variant replaces it), as the
+    # check's title says: "group_norm_forward", "TransformerEncoder"
+    grade_id: str  # the check cell's nbgrader id: "ex3_4_group_norm_forward"
+    points: int
+    notebook: str  # the notebook's stem: "03_normalization_family"
+    file: str  # the student's file, relative to the repository: "normlib/group_norm.py"
+    stubs: tuple  # the names its stubs give: ("TransformerEncoder.__init__", ...)
+    source: str  # the check cell, hidden tests included
+    visible: str  # the check cell without its hidden tests (what students see)
+    hidden: str  # the hidden tests' lines
+
+    @property
+    def unit(self):
+        return int(self.number.split(".")[0])
+
+    @property
+    def module(self):
+        """The normlib module holding it: "normlib.group_norm"."""
+        return self.file.removesuffix(".py").replace("/", ".")
+
+    @property
+    def marker(self):
+        """Its pytest marker: `pytest -m ex3_4` runs every test about Exercise 3.4."""
+        return "ex" + self.number.replace(".", "_")
+
+    @property
+    def shown(self):
+        """Its name in the README: the one method a student writes, or the function/class."""
+        return self.stubs[0] if len(self.stubs) == 1 else self.name
+
+
+def notebooks(folder=SOLUTIONS):
+    """The course's numbered notebooks in folder, in unit order."""
+    return sorted(Path(folder).glob("[0-9]*.ipynb"))
+
+
+def unit(notebook):
+    """The unit number of a notebook (path or stem): 3 for 03_normalization_family."""
+    return int(Path(notebook).stem.split("_")[0])
+
+
+def _check_cells(folder):
+    """(notebook stem, cell metadata, source) of every graded cell, in unit order."""
+    for path in notebooks(folder):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if meta.get("grade"):
+                yield path.stem, meta, "".join(cell["source"])
+
+
+def _solution_blocks(folder):
+    """{number: (file, [stub names])} of every solution block of folder/normlib/*.py."""
+    found = {}
+    for path in sorted((Path(folder) / "normlib").rglob("*.py")):
+        rel = path.relative_to(folder).as_posix()
+        for number, name in stubs(path.read_text(encoding="utf-8"), rel):
+            file, names = found.setdefault(number, (rel, []))
+            if file != rel:
+                raise ValueError(f"Exercise {number} has solution blocks in {file} and {rel}: "
+                                 "an exercise lives in one file")
+            names.append(name)
+    return found
+
+
+@functools.cache
+def exercises(folder=SOLUTIONS):
+    """Every exercise of the course in folder (default solutions/), in notebook order."""
+    blocks, found = _solution_blocks(folder), []
+    for notebook, meta, source in _check_cells(folder):
+        title = TITLE.match(source)
+        if not title:
+            raise ValueError(f"{notebook}: check {meta['grade_id']} does not start with "
+                             "'# Exercise N.M: name (P points)'")
+        number, name, points = title.group(1), title.group(2), int(title.group(3))
+        if number not in blocks:
+            raise ValueError(f"Exercise {number} ({notebook}) has no solution block in normlib/")
+        file, names = blocks.pop(number)
+        if {n.split(".")[0] for n in names} != {name} or points != meta["points"]:
+            raise ValueError(f"Exercise {number}: the check says {name} ({points} points), the "
+                             f"nbgrader metadata {meta['points']} points, {file}'s blocks "
+                             f"{', '.join(names)}")
+        visible, hidden = split_check(source)
+        found.append(Exercise(number, name, meta["grade_id"], points, notebook, file,
+                              tuple(names), source, visible, hidden))
+    if blocks:
+        raise ValueError(f"solution blocks without a check cell: Exercise {', '.join(blocks)}")
+    return tuple(found)
+
+
+def by_number(folder=SOLUTIONS):
+    """{number: Exercise}."""
+    return {e.number: e for e in exercises(folder)}
+
+
+def of_notebooks(stems, folder=SOLUTIONS):
+    """The exercises of these notebooks (stems), in order."""
+    return [e for e in exercises(folder) if e.notebook in stems]
+
+
+def student_files(units=None):
+    """The files students write (those of these units' exercises, default all), sorted:
+    "normlib/layer_norm.py", ..."""
+    units = None if units is None else set(units)
+    return sorted({e.file for e in exercises() if units is None or e.unit in units})
+
+
+def readme_table():
+    """The README's table: one row per unit, its notebook and what the student writes."""
+    rows = ["| unit | notebook | you implement (in `normlib/`) |", "|---|---|---|"]
+    for path in notebooks():
+        parts, run = [], []  # runs of consecutive exercises in one file
+        for e in of_notebooks([path.stem]):
+            if run and run[-1].file != e.file:
+                parts.append(run)
+                run = []
+            run.append(e)
+        parts.append(run)
+        what = ", ".join(", ".join(f"{e.number} `{e.shown}`" for e in run) +
+                         f" (`{Path(run[0].file).name}`)" for run in parts if run)
+        rows.append(f"| {unit(path)} | `notebooks/{path.name}` | {what} |")
+    return "\n".join(rows)
+
+
+def variant_counts():
+    """{number: (wrong, right)}: how many variants tests/variants holds for each exercise."""
+    sys.path[:0] = [str(SOLUTIONS), str(REPO)]  # the reference normlib, as the tests see it
+    from tests.variants import RIGHT, WRONG
+
+    return {e.number: (len(WRONG.get(e.number, {})), len(RIGHT.get(e.number, {})))
+            for e in exercises()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--readme", action="store_true", help="print the README's table")
+    args = parser.parse_args(argv)
+    if args.readme:
+        print(readme_table())
+        return 0
+    counts = variant_counts()
+    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}{'wrong':>5}{'right':>6}")
+    for e in exercises():
+        wrong, right = counts[e.number]
+        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}{wrong:>5}{right:>6}")
+    total = sum(e.points for e in exercises())
+    print(f"\n{len(exercises())} exercises, {total} points")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
