@@ -23,7 +23,8 @@ sys.path.insert(1, str(REPO))  # for `tools`
 from tools.exercises import by_number  # noqa: E402 (needs the path above)
 
 
-def _marks(numbers):
+def exercise_marks(*numbers):
+    """The markers of these exercises ("3.4", ...), for pytest.param(..., marks=...)."""
     unknown = [n for n in numbers if n not in by_number()]
     if unknown:
         raise ValueError(f"no exercise {', '.join(unknown)} in the course")
@@ -33,7 +34,7 @@ def _marks(numbers):
 def exercise(*numbers):
     """A decorator marking a test as being about these exercises ("3.4", ...)."""
     def mark(test):
-        for m in _marks(numbers):
+        for m in exercise_marks(*numbers):
             test = m(test)
         return test
     return mark
@@ -41,7 +42,7 @@ def exercise(*numbers):
 
 def exercise_param(number, *values):
     """A parametrized case (number, *values) marked with exercise `number`'s marker."""
-    return pytest.param(number, *values, marks=_marks([number]))
+    return pytest.param(number, *values, marks=exercise_marks(number))
 
 
 def pytest_configure(config):

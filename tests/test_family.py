@@ -20,6 +20,7 @@ from normlib.instance_norm import instance_norm_backward, instance_norm_forward
 from normlib.norm import normalize_backward, normalize_forward
 from normlib.rms_norm import rms_norm_backward, rms_norm_forward
 from normlib.testing import assert_close
+from tests.conftest import exercise, exercise_marks
 
 DTYPES = [np.float32, np.float64]
 AFFINE = ["both", "weight", "bias", "none"]
@@ -86,6 +87,7 @@ BATCH_MODES = [  # (training, momentum, running stats given)
 ]
 
 
+@exercise("3.3")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", BATCH_SHAPES)
 @pytest.mark.parametrize("affine", AFFINE)
@@ -117,6 +119,7 @@ def test_batch_norm_matches_torch(shape, dtype, affine, training, momentum, with
             np.testing.assert_array_equal(rv, rv0, err_msg="eval changed running_var")
 
 
+@exercise("3.3", "3.5")
 @pytest.mark.parametrize("eps", [1e-3, 0.5])
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_and_instance_norm_use_eps(eps, training):
@@ -146,6 +149,7 @@ def test_functional_signatures_are_torchs(name):
     assert params_of(getattr(normlib.functional, name)) == params_of(getattr(F, name))
 
 
+@exercise("3.3")
 def test_batch_norm_updates_views_in_place():
     """Running statistics that are views into a larger buffer (as a module's buffers are
     views of its tensors) are written through, not rebound."""
@@ -169,6 +173,7 @@ INSTANCE_MODES = [  # (use_input_stats, momentum, running stats given)
 ]
 
 
+@exercise("3.5")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", INSTANCE_SHAPES)
 @pytest.mark.parametrize("affine", AFFINE)
@@ -198,6 +203,7 @@ def test_instance_norm_matches_torch(shape, dtype, affine, use_input_stats, mome
             np.testing.assert_array_equal(rv, rv0, err_msg="running_var changed")
 
 
+@exercise("3.5")
 def test_instance_norm_default_arguments_match_torch():
     x = randn((2, 3, 6), np.float32, 3)
     assert_close(instance_norm(x), F.instance_norm(t(x)).numpy(), "instance_norm(x)")
@@ -210,6 +216,7 @@ GROUP_CASES = [(shape, g) for shape in GROUP_SHAPES for g in (1, 2, 3, 6)
                if len(shape) > 2 or g < shape[1]]
 
 
+@exercise("3.4")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,num_groups", GROUP_CASES)
 @pytest.mark.parametrize("affine", AFFINE)
@@ -223,6 +230,7 @@ def test_group_norm_matches_torch(shape, dtype, num_groups, affine):
     np.testing.assert_array_equal(x, x0, err_msg="the input was modified")
 
 
+@exercise("3.4")
 def test_group_norm_eps_and_defaults_match_torch():
     x = randn((2, 4, 3), np.float64, 5, scale=0.05)  # small variance: eps matters
     assert_close(group_norm(x, 2, eps=1e-2), F.group_norm(t(x), 2, eps=1e-2).numpy(), "eps=1e-2")
@@ -240,6 +248,7 @@ RMS_SHAPES = [  # (input shape, normalized_shape in the forms torch's module acc
 ]
 
 
+@exercise("3.6")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", RMS_SHAPES)
 @pytest.mark.parametrize("eps", [None, 1e-5])
@@ -259,6 +268,7 @@ def test_rms_norm_matches_torch(shape, normalized_shape, dtype, eps, with_weight
 # 2. Backward kernels against torch autograd ------------------------------------------------
 
 
+@exercise("3.2", "3.3")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", BATCH_SHAPES)
 @pytest.mark.parametrize("affine", AFFINE)
@@ -275,6 +285,7 @@ def test_batch_norm_backward_matches_torch(shape, dtype, affine, training):
     assert_grads(actual, grads(xt, wt, bt), ("dx", "dweight", "dbias"))
 
 
+@exercise("3.2", "3.5")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", INSTANCE_SHAPES)
 @pytest.mark.parametrize("affine", ["both", "none"])
@@ -292,6 +303,7 @@ def test_instance_norm_backward_matches_torch(shape, dtype, affine, use_input_st
     assert_grads(actual, grads(xt, wt, bt), ("dx", "dweight", "dbias"))
 
 
+@exercise("3.2", "3.4")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", GROUP_SHAPES[1:])
 @pytest.mark.parametrize("num_groups", [1, 2, 3, 6])
@@ -307,6 +319,7 @@ def test_group_norm_backward_matches_torch(shape, dtype, num_groups, affine):
     assert_grads(actual, grads(xt, wt, bt), ("dx", "dweight", "dbias"))
 
 
+@exercise("3.7")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", RMS_SHAPES[:5])
 @pytest.mark.parametrize("eps", [None, 1e-5])
@@ -335,6 +348,7 @@ def torch_normalize(xt, axes, eps):
     return (xt - mean) * rstd, mean, var, rstd
 
 
+@exercise("3.1", "3.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axes", NORMALIZE_AXES)
 def test_normalize_forward_and_backward_match_torch(axes, dtype):
@@ -350,6 +364,7 @@ def test_normalize_forward_and_backward_match_torch(axes, dtype):
     assert_close(normalize_backward(g, x_hat, rstd, axes), xt.grad.numpy(), "dx")
 
 
+@exercise("3.2")
 @pytest.mark.parametrize("axes", [(1,), (0, 2), (2, 0), (0, 1, 2)])
 def test_normalize_backward_matches_finite_differences(axes):
     """Independent of torch: central differences of normalize_forward in float64."""
@@ -362,6 +377,7 @@ def test_normalize_backward_matches_finite_differences(axes):
     assert np.abs(dx).max() > 1e-2  # a random upstream gradient: a non-trivial dx
 
 
+@exercise("3.7")
 def test_rms_norm_backward_matches_finite_differences():
     x = randn((3, 2, 4), np.float64, 17)
     w = np.random.default_rng(18).standard_normal((2, 4)) + 1.5
@@ -407,7 +423,10 @@ MODULES = [  # (id, class name, constructor args, kwargs, input shape)
     ("rms-list-eps", "RMSNorm", ([3, 5],), {"eps": 1e-5}, (2, 4, 3, 5)),
     ("rms-no-affine", "RMSNorm", (5,), {"elementwise_affine": False}, (3, 5)),
 ]
-MODULE_IDS = [m[0] for m in MODULES]
+EXERCISES = {"BatchNorm1d": ("3.3",), "BatchNorm2d": ("3.3",), "InstanceNorm1d": ("3.5",),
+             "InstanceNorm2d": ("3.5",), "GroupNorm": ("3.4",), "RMSNorm": ("3.6", "3.7")}
+MODULE_PARAMS = [pytest.param(*m[1:], id=m[0], marks=exercise_marks(*EXERCISES[m[1]]))
+                 for m in MODULES]
 
 
 def module_pair(name, args, kwargs, dtype=torch.float32, seed=0):
@@ -456,7 +475,7 @@ def step(ours, theirs, x, seed):
         assert_tensor_close(p.grad, q.grad, f"{n}.grad")
 
 
-@pytest.mark.parametrize("name,args,kwargs,shape", [m[1:] for m in MODULES], ids=MODULE_IDS)
+@pytest.mark.parametrize("name,args,kwargs,shape", MODULE_PARAMS)
 def test_module_trains_like_torch(name, args, kwargs, shape):
     """A few SGD steps in train mode, then eval steps: same outputs, input and parameter
     gradients, parameters and buffers (running stats, num_batches_tracked) throughout."""
@@ -490,7 +509,7 @@ def test_module_trains_like_torch(name, args, kwargs, shape):
         assert v is buffers[k], f"buffer {k} was replaced, not updated in place"
 
 
-@pytest.mark.parametrize("name,args,kwargs,shape", [m[1:] for m in MODULES], ids=MODULE_IDS)
+@pytest.mark.parametrize("name,args,kwargs,shape", MODULE_PARAMS)
 def test_module_state_dict_round_trips(name, args, kwargs, shape):
     ours, theirs = module_pair(name, args, kwargs, seed=5)  # torch -> normlib (strict)
     assert list(ours.state_dict()) == list(theirs.state_dict())
@@ -514,7 +533,7 @@ def test_module_state_dict_round_trips(name, args, kwargs, shape):
     assert_tensor_close(ours(x), fresh(x), "eval output after loading ours into torch")
 
 
-@pytest.mark.parametrize("name,args,kwargs,shape", [m[1:] for m in MODULES], ids=MODULE_IDS)
+@pytest.mark.parametrize("name,args,kwargs,shape", MODULE_PARAMS)
 def test_module_keeps_float64(name, args, kwargs, shape):
     ours, theirs = module_pair(name, args, kwargs, dtype=torch.float64)
     x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
@@ -533,7 +552,8 @@ def has_running_stats(name, kwargs):
         kwargs.get("track_running_stats", default)
 
 
-GRADCHECK_CASES = [pytest.param(*m[1:], mode, id=f"{m[0]}-{mode}") for m in MODULES
+GRADCHECK_CASES = [pytest.param(*m[1:], mode, id=f"{m[0]}-{mode}",
+                                marks=exercise_marks(*EXERCISES[m[1]])) for m in MODULES
                    for mode in ("train", "eval") if mode == "train" or has_running_stats(m[1], m[3])]
 
 
@@ -558,6 +578,7 @@ def test_module_gradcheck_float64(name, args, kwargs, shape, mode):
 # 5. Identities between the layers ---------------------------------------------------------
 
 
+@exercise("1.2", "3.4")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 4, 5), (2, 4, 3, 2)])
 def test_layer_norm_over_chw_is_group_norm_with_one_group(shape, dtype):
@@ -565,6 +586,7 @@ def test_layer_norm_over_chw_is_group_norm_with_one_group(shape, dtype):
     assert_close(group_norm(x, 1), layer_norm(x, shape[1:]), "GroupNorm(1) vs LayerNorm")
 
 
+@exercise("3.4", "3.5")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 4, 5), (2, 4, 3, 2)])
 def test_instance_norm_is_group_norm_with_c_groups(shape, dtype):
@@ -574,6 +596,7 @@ def test_instance_norm_is_group_norm_with_c_groups(shape, dtype):
                  "GroupNorm(C) vs InstanceNorm")
 
 
+@exercise("3.3", "3.5")
 def test_instance_norm_is_batch_norm_of_one_sample_with_n_times_c_channels():
     x = randn((3, 4, 5), np.float64, 23)
     y = batch_norm(x.reshape(1, 12, 5), None, None, training=True).reshape(x.shape)

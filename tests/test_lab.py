@@ -15,7 +15,8 @@ import urllib.error
 import urllib.request
 
 from tests.conftest import REPO
-from tools.course import build_course, solution_notebooks
+from tools.course import build_course
+from tools.exercises import notebooks
 
 TOKEN = "course-test"
 
@@ -96,5 +97,5 @@ def test_the_formgrader_serves_a_built_course(tmp_path):
         assert get(port, "/formgrader", timeout=120)[0] == 200
         status, body = get(port, "/formgrader/api/assignments", timeout=60)
         assert status == 200
-        units = [f"unit{n}" for n in range(1, len(solution_notebooks()) + 1)]
+        units = [f"unit{n}" for n in range(1, len(notebooks()) + 1)]
         assert sorted(a["name"] for a in json.loads(body)) == units

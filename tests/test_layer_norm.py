@@ -10,6 +10,7 @@ from normlib.functional import layer_norm
 from normlib.gradcheck import numerical_gradient, relative_error
 from normlib.layer_norm import layer_norm_backward, layer_norm_forward
 from normlib.testing import assert_close, torch_layer_norm, torch_layer_norm_backward
+from tests.conftest import exercise
 
 SHAPES = [  # (input shape, normalized_shape in the forms torch accepts)
     ((2, 3, 4), 4),
@@ -32,6 +33,7 @@ def make(shape, normalized_shape, dtype, seed=0):
     return x, s, rng.standard_normal(s).astype(dtype), rng.standard_normal(s).astype(dtype)
 
 
+@exercise("1.1", "1.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
 @pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
@@ -45,6 +47,7 @@ def test_functional_matches_torch(shape, normalized_shape, dtype, affine):
     assert_close(y, expected.numpy(), "layer_norm")
 
 
+@exercise("1.1", "1.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
 def test_forward_saves_torchs_mean_and_rstd(shape, normalized_shape, dtype):
@@ -55,6 +58,7 @@ def test_forward_saves_torchs_mean_and_rstd(shape, normalized_shape, dtype):
     assert_close(rstd, expected_rstd, "rstd")
 
 
+@exercise("2.1")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
 def test_backward_matches_torch_autograd(shape, normalized_shape, dtype):
@@ -66,6 +70,7 @@ def test_backward_matches_torch_autograd(shape, normalized_shape, dtype):
         assert_close(actual, want, name, atol=1e-3 if s == (1,) else None)  # H=1: see ex 2.1
 
 
+@exercise("2.1")
 def test_backward_none_for_absent_parameters():
     x, s, w, _ = make((3, 4), 4, np.float64)
     _, mean, rstd = layer_norm_forward(x, s)
@@ -74,6 +79,7 @@ def test_backward_none_for_absent_parameters():
     assert layer_norm_backward(np.ones_like(x), x, s, mean, rstd, w)[2] is None
 
 
+@exercise("2.1")
 def test_backward_matches_finite_differences():
     x, s, w, b = make((3, 2, 5), (2, 5), np.float64)
     dy = np.random.default_rng(2).standard_normal(x.shape)
@@ -83,6 +89,7 @@ def test_backward_matches_finite_differences():
     assert relative_error(dx, numeric) < 1e-8  # central differences at h=1e-6: ~1e-10
 
 
+@exercise("2.1")
 def test_sum_gradient_is_zero_but_random_gradient_is_not():
     """Why graded checks never use .sum(): its true dx is 0 for every input."""
     x, s, _, _ = make((4, 8), 8, np.float64)
@@ -93,6 +100,7 @@ def test_sum_gradient_is_zero_but_random_gradient_is_not():
     assert np.abs(dx_random).max() > 1e-2
 
 
+@exercise("2.2")
 @pytest.mark.parametrize(
     "kwargs,shape",
     [({"normalized_shape": (3, 4)}, (2, 3, 4)), ({"normalized_shape": 5, "bias": False}, (3, 5)),
@@ -108,6 +116,7 @@ def test_module_gradcheck_float64(kwargs, shape):
     assert torch.autograd.gradcheck(module, (x,))
 
 
+@exercise("2.2")
 @pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"elementwise_affine": False}, {"eps": 1e-3}])
 def test_module_matches_torch_module_and_state_dict_round_trips(kwargs):
     torch.manual_seed(0)
@@ -126,6 +135,7 @@ def test_module_matches_torch_module_and_state_dict_round_trips(kwargs):
     torch.testing.assert_close(fresh(x), theirs(x))
 
 
+@exercise("2.2")
 def test_module_trains_like_torch():
     """A few SGD steps of a Linear + LayerNorm model: same losses and parameters."""
     torch.manual_seed(0)
@@ -171,6 +181,7 @@ def test_bad_input_gets_a_clear_error(call, error, message):
         call(np.ones((2, 3, 4)))
 
 
+@exercise("1.2")
 def test_output_keeps_float32():
     x, s, w, b = make((2, 8), 8, np.float32)
     assert layer_norm(x, 8, w, b).dtype == np.float32

@@ -19,10 +19,12 @@ from normlib.testing import (
     randn_tensor,
 )
 from normlib.variance import var_one_pass, var_two_pass, var_welford, welford, welford_merge
+from tests.conftest import exercise
 
 # Welford -------------------------------------------------------------------------------------
 
 
+@exercise("5.1", "5.2")
 @pytest.mark.parametrize("block", [None, 1, 7, 64, 1000])
 def test_welford_and_its_merge_tree_equal_float64(block):
     x = np.random.default_rng(0).standard_normal((3, 4, 1000)) * 2 + 3  # (*B, N) float64
@@ -32,6 +34,7 @@ def test_welford_and_its_merge_tree_equal_float64(block):
     np.testing.assert_allclose(var, exact, rtol=1e-12)  # float64: ~1e-15 expected
 
 
+@exercise("5.1")
 def test_float32_at_offset_1e4_welford_stays_accurate_where_one_pass_fails():
     x = (1e4 + np.random.default_rng(1).standard_normal((16, 1024))).astype(np.float32)
     exact = var_two_pass(x.astype(np.float64))
@@ -46,6 +49,7 @@ def test_float32_at_offset_1e4_welford_stays_accurate_where_one_pass_fails():
     assert error(var_welford(x, block=64)) < error(var_welford(x))  # merged blocks: better
 
 
+@exercise("5.2")
 def test_merge_of_uneven_parts_in_any_order_is_the_whole():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((5, 30)) + np.linspace(-4, 4, 30)  # the parts' means differ
@@ -61,6 +65,7 @@ def test_merge_of_uneven_parts_in_any_order_is_the_whole():
     np.testing.assert_allclose(welford_merge(empty, a)[2], a[2], rtol=1e-15)
 
 
+@exercise("5.1")
 def test_welford_keeps_float32():
     count, mean, m2 = welford(np.ones((2, 3), np.float32))
     assert (count, mean.dtype, m2.dtype, mean.shape) == (3, np.float32, np.float32, (2,))
@@ -77,6 +82,7 @@ def ulps(y, exact):
         / torch.finfo(y.dtype).eps
 
 
+@exercise("5.3")
 @pytest.mark.parametrize("dtype", DTYPES16)
 @pytest.mark.parametrize("scale,offset,h", [(1, 0, 64), (300, 0, 256), (3, 20, 4096),
                                             (1, 100, 512)])
@@ -93,6 +99,7 @@ def test_mixed_layer_norm_is_float64_rounded_once(dtype, scale, offset, h):
     assert ulps(y, theirs.double()) <= 1.0
 
 
+@exercise("5.4")
 @pytest.mark.parametrize("dtype", DTYPES16)
 def test_mixed_rms_norm_matches_float64_and_torch(dtype):
     for scale, h in [(1, 64), (300, 256), (1e-2, 64)]:
@@ -105,6 +112,7 @@ def test_mixed_rms_norm_matches_float64_and_torch(dtype):
         assert ulps(y, F.rms_norm(x, (h,), w).double()) <= 1.0 + 1e-3
 
 
+@exercise("5.3", "5.4")
 def test_computing_in_float16_overflows_where_mixed_does_not():
     x = randn_tensor(torch.float16, 2, 256, scale=300)
     assert bool((x * x).isinf().any())  # the overflow the unit is about
@@ -118,6 +126,7 @@ SHAPES = [((1, 1), (1,)), ((3, 5), (5,)), ((2, 3, 4), (3, 4)), ((0, 8), (8,)), (
           ((1031, 300), (300,)), ((64, 1024), (1024,)), ((4, 3, 50), (3, 50))]
 
 
+@exercise("5.5", "5.6")
 @pytest.mark.parametrize("block_bytes", [64, 4096, fast.BLOCK_BYTES])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
@@ -148,6 +157,7 @@ def test_fast_kernels_equal_the_naive_ones(monkeypatch, shape, normalized_shape,
         untouched(f"for {shape} {dtype.__name__}")
 
 
+@exercise("5.5", "5.6")
 def test_fast_kernels_allocate_no_full_size_temporary():
     rng = np.random.default_rng(0)
     x, dy = (rng.standard_normal((2048, 1024)).astype(np.float32) for _ in range(2))

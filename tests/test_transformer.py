@@ -26,6 +26,7 @@ from normlib.transformer import (
     grad_norm_profile,
     last_layer_grad_norms,
 )
+from tests.conftest import exercise
 
 DTYPES = [torch.float32, torch.float64]
 SHAPES = [  # (N, S, E, H, F): batch, sequence, d_model, nhead, dim_feedforward
@@ -92,6 +93,7 @@ def sublayer_and_norm(e, dtype, seed=4):
     return linear, norm
 
 
+@exercise("4.1")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_add_norm_matches_its_formula(dtype, norm_first):
@@ -110,6 +112,7 @@ def test_add_norm_matches_its_formula(dtype, norm_first):
     assert_tensor_close(dx, dx_ref, "add_norm input gradient")
 
 
+@exercise("4.1")
 def test_add_norm_defaults_to_post_ln_and_calls_each_once():
     linear, norm = sublayer_and_norm(8, torch.float64)
     calls = []
@@ -128,6 +131,7 @@ def test_add_norm_defaults_to_post_ln_and_calls_each_once():
     assert sorted(calls) == ["norm", "sublayer"]
 
 
+@exercise("4.1")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_add_norm_module(norm_first):
     linear, norm = sublayer_and_norm(8, torch.float64)
@@ -160,6 +164,7 @@ def test_attention_matches_torch(dtype, bias):
     assert_tensor_close(dx, dx_ref, "attention input gradient")
 
 
+@exercise("4.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,s,e,h,f", SHAPES)
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -174,6 +179,7 @@ def test_layer_matches_torch(dtype, n, s, e, h, f, norm_first, activation):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 1, f))
 
 
+@exercise("4.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_layer_matches_torch_fast_path(dtype, norm_first):
@@ -191,6 +197,7 @@ def test_layer_matches_torch_fast_path(dtype, norm_first):
         assert_tensor_close(ours(x), expected, "output against the fast path", scale=10.0)
 
 
+@exercise("4.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_rms_layer_matches_torch_with_rms_norms(dtype, norm_first):
@@ -202,6 +209,7 @@ def test_rms_layer_matches_torch_with_rms_norms(dtype, norm_first):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 1, 32, 1e-4))
 
 
+@exercise("4.2")
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize(
     "options",
@@ -220,6 +228,7 @@ def test_layer_options_match_torch(norm_first, options):
     assert_same_computation(ours, reference, x)
 
 
+@exercise("4.2")
 def test_layer_dropout_is_off_in_eval_mode():
     # dropout 0.5 in eval() mode: no dropout anywhere, attention weights included (x
     # requires grad, so torch takes its plain path)
@@ -231,6 +240,7 @@ def test_layer_dropout_is_off_in_eval_mode():
     assert_same_computation(ours, reference, random_input(2, 5, 16, torch.float64))
 
 
+@exercise("4.2")
 def test_layer_defaults_and_names():
     ours = TransformerEncoderLayer(16, 4)
     assert ours.dropout.p == 0.0 and ours.linear1.out_features == 2048
@@ -243,6 +253,7 @@ def test_layer_defaults_and_names():
                      "dropout1", "dropout2"}
 
 
+@exercise("4.2")
 def test_layer_state_dict_round_trip():
     reference = torch_layer(16, 4, 32, torch.float32, True)
     ours = loaded(TransformerEncoderLayer(16, 4, 32, norm_first=True), reference)
@@ -265,6 +276,7 @@ def torch_encoder(num_layers, e, h, f, dtype, norm_first, norm="layer", seed=0):
     return perturb_(encoder, seed + 7, weight_scale=0.05)
 
 
+@exercise("4.3")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("norm", ["layer", "rms"])
@@ -276,6 +288,7 @@ def test_encoder_matches_torch(dtype, norm_first, norm):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 3, 32))
 
 
+@exercise("4.3")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_state_dict_round_trip(norm_first):
     reference = torch_encoder(3, 16, 4, 32, torch.float32, norm_first)
@@ -290,6 +303,7 @@ def test_encoder_state_dict_round_trip(norm_first):
         assert torch.equal(back.state_dict()[name], value), name
 
 
+@exercise("4.3")
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("norm", ["layer", "rms"])
 def test_encoder_layers_are_independent(norm_first, norm):
@@ -362,6 +376,7 @@ def test_unknown_activation():
 # 5. Xiong et al. 2020: the last layer's gradient against depth ------------------------------
 
 
+@exercise("4.3")
 def test_last_layer_gradient_against_depth():
     # At initialization ||dLoss/dW^{2,L}|| is about constant in L for Post-LN and falls
     # like 1/sqrt(L) for Pre-LN: L 6 -> 24 gives 1 and 1/2. Measured with seeds (0, 1, 2):
@@ -375,6 +390,7 @@ def test_last_layer_gradient_against_depth():
     assert pre_ratio < post_ratio - 0.2
 
 
+@exercise("4.3")
 def test_gradient_experiment_is_deterministic():
     first = grad_norm_profile(3, True, seeds=(0,))
     assert first.shape == (3,) and np.all(first > 0)

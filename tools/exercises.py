@@ -1,7 +1,8 @@
 """The course's exercises, read from solutions/ once: what every tool and test knows of them.
 
     python -m tools.exercises            the authors' table: number, points, file, function,
-                                         and the wrong and right variants in tests/variants/
+                                         the wrong and right variants in tests/variants/, and
+                                         the exercises its reference calls
     python -m tools.exercises --readme   the README's table of exercises (tested against it)
 
 An exercise is two things in solutions/, and the list below is built from them:
@@ -21,10 +22,11 @@ over two files).
 """
 
 import argparse
+import ast
+import dataclasses
 import functools
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from tools.markers import TITLE, split_check, stubs
@@ -33,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Exercise:
     number: str  # "3.4"
     name: str  # the function or class it implements (a variant replaces it), as the
@@ -46,6 +48,7 @@ class Exercise:
     source: str  # the check cell, hidden tests included
     visible: str  # the check cell without its hidden tests (what students see)
     hidden: str  # the hidden tests' lines
+    uses: tuple = ()  # the exercises whose functions its reference calls: ("3.1",) for 3.3
 
     @property
     def unit(self):
@@ -122,7 +125,21 @@ def exercises(folder=SOLUTIONS):
                               tuple(names), source, visible, hidden))
     if blocks:
         raise ValueError(f"solution blocks without a check cell: Exercise {', '.join(blocks)}")
-    return tuple(found)
+    return tuple(_with_uses(found, folder))
+
+
+def _with_uses(found, folder):
+    """The exercises with `uses` filled in: the other exercises whose function or class
+    the reference's code of each names (its def or class, in its file)."""
+    numbers = {e.name: e.number for e in found}
+    trees = {}
+    for e in found:
+        tree = trees.setdefault(e.file, ast.parse((Path(folder) / e.file).read_text()))
+        node = next(n for n in tree.body if getattr(n, "name", None) == e.name)
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+        uses = sorted(numbers[n] for n in names & set(numbers) if n != e.name)
+        yield dataclasses.replace(e, uses=tuple(uses))
 
 
 def by_number(folder=SOLUTIONS):
@@ -176,10 +193,12 @@ def main(argv=None):
         print(readme_table())
         return 0
     counts = variant_counts()
-    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}{'wrong':>5}{'right':>6}")
+    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}{'wrong':>5}{'right':>6}"
+          "  uses")
     for e in exercises():
         wrong, right = counts[e.number]
-        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}{wrong:>5}{right:>6}")
+        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}{wrong:>5}{right:>6}  "
+              + " ".join(e.uses))
     total = sum(e.points for e in exercises())
     print(f"\n{len(exercises())} exercises, {total} points")
     return 0

@@ -158,6 +158,21 @@ def _run_until_stuck(folder, cells, limits, env):
     return [json.loads(line) for line in results.read_text().splitlines()]
 
 
+def run_checks(folder, cells, limits, env=None):
+    """{grade_id: (passed, detail)} of check cells [(grade_id, source)] run in clean
+    processes (with these extra environment variables) in folder, whose normlib/ they
+    import, under these grading limits (a dict like tools.course.grading_limits')."""
+    found = {}
+    while len(found) < len(cells):
+        todo = cells[len(found):]
+        for result in _run_until_stuck(folder, todo, limits, env or {}):
+            found[result["grade_id"]] = (result["passed"], result["detail"])
+        if len(found) < len(cells):  # the next check hung or killed the process
+            stuck = cells[len(found)][0]
+            found[stuck] = (False, f"ran over {limits['timeout']} s or ended the process")
+    return found
+
+
 def clean_results(root, assignment, student, limits=None, env=None):
     """{grade_id: (passed, detail)} of one submission, from clean processes (with these
     extra environment variables) under the course's grading limits (or these, from
@@ -167,7 +182,6 @@ def clean_results(root, assignment, student, limits=None, env=None):
     info = load_course(root)["assignments"][assignment]
     cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])]
     submission = root / "submitted" / student / assignment
-    found = {}
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(root / "source" / assignment / "normlib", Path(tmp) / "normlib")
         for rel in info["student_files"]:
@@ -175,14 +189,7 @@ def clean_results(root, assignment, student, limits=None, env=None):
                 shutil.copy2(submission / rel, Path(tmp) / rel)
             else:  # a missing file: its checks fail, as at autograde
                 (Path(tmp) / rel).unlink()
-        while len(found) < len(cells):
-            todo = cells[len(found):]
-            for result in _run_until_stuck(tmp, todo, limits, env or {}):
-                found[result["grade_id"]] = (result["passed"], result["detail"])
-            if len(found) < len(cells):  # the next check hung or killed the process
-                stuck = cells[len(found)][0]
-                found[stuck] = (False, f"ran over {limits['timeout']} s or ended the process")
-    return found
+        return run_checks(tmp, cells, limits, env)
 
 
 def recheck(root, assignment, student, limits=None, env=None):

@@ -4,14 +4,18 @@ tests/test_roundtrip.py grades every case and asserts each score; `tools.instruc
 bench` grades a class of them to time the pipeline.
 
 Each case is (assignment, edit): edit(folder) changes a copy of release/<assignment>/.
+A wrong or hostile file is the reference's with one function overridden at its end
+(override, run_first), as tests/variants replaces one: rewriting the reference changes
+no case, as long as its functions keep their names and signatures.
 """
 
 import json
 import shutil
+import textwrap
 import zipfile
 from pathlib import Path
 
-from tools.course import SOLUTIONS
+from tools.exercises import SOLUTIONS, by_number, student_files
 from tools.grading import TAG as SKIP_TAG
 
 
@@ -20,22 +24,33 @@ def reference(rel):
     return (SOLUTIONS / rel).read_text()
 
 
-def replaced(rel, old, new):
-    """The reference's rel with old replaced by new (which must be there)."""
-    text = reference(rel)
-    assert old in text, f"the reference {rel} changed: update tools/synthetic.py"
-    return text.replace(old, new)
+def override(rel, code):
+    """The reference's rel with code appended: a name code defines replaces the
+    reference's (the later definition wins), as a variant of tests/variants replaces one
+    function. Nothing here depends on the reference's text, only on its names."""
+    return f"{reference(rel)}\n\n# --- the submission's own version ---\n{code}"
 
 
-def injected(text, function, code):
-    """text with code run first in the function (or method) named `function`: inserted
-    after its signature (which may span lines), at the body's indentation."""
-    lines = text.splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"def {function}("))
-    indent = " " * (len(lines[start]) - len(lines[start].lstrip()) + 4)
-    at = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(":"))  # signature
-    body = "".join(indent + line + "\n" for line in code.splitlines())
-    return "".join(lines[: at + 1]) + body + "".join(lines[at + 1:])
+def run_first(rel, name, code):
+    """override: `name` (a function, or a staticmethod Class.method, such as an autograd
+    Function's) runs code, then the reference's."""
+    owner, _, attr = name.rpartition(".")
+    wrapper = f"""
+def _submission_code():
+{textwrap.indent(code, "    ")}
+
+
+_reference = {name}
+
+
+def _run_first(*args, **kwargs):
+    _submission_code()
+    return _reference(*args, **kwargs)
+
+
+"""
+    wrapper += f"{owner}.{attr} = staticmethod(_run_first)\n" if owner else f"{attr} = _run_first\n"
+    return override(rel, wrapper)
 
 
 def with_files(**texts):
@@ -50,8 +65,11 @@ def with_files(**texts):
     return edit
 
 
-def reference_files(*names):
-    return {name: reference(f"normlib/{name}.py") for name in names}
+def reference_submission(unit, **texts):
+    """An edit writing the reference's text of every file the unit's students write
+    (tools.exercises.student_files), but for those given (with_files(**texts))."""
+    files = {Path(rel).stem: reference(rel) for rel in student_files([unit])}
+    return with_files(**{**files, **texts})
 
 
 def edit_notebook(folder, change):
@@ -74,15 +92,52 @@ def both(*edits):
 
 
 LN, NN = "normlib/layer_norm.py", "normlib/nn.py"
-RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)\n"
-EPS_OUTSIDE = replaced(LN, RSTD, RSTD.replace("np.sqrt(var + eps)", "(np.sqrt(var) + eps)"))
-BACKWARD = "    dx = rstd * (g - g_mean - x_hat * gx_mean)  # (*B, *S)\n"
-WRONG_BACKWARD = replaced(LN, BACKWARD, BACKWARD.replace("g_mean - ", ""))
 VAR, FAST = "normlib/variance.py", "normlib/layer_norm_fast.py"
-ONE_PASS = "n = x.shape[-1]\nmean = x.mean(axis=-1)\n" \
-    "return n, mean, (x * x).sum(axis=-1) - n * mean * mean"
-NAIVE_BACKWARD = "from normlib.layer_norm import layer_norm_backward\n" \
-    "return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)"
+EPS_OUTSIDE = override(LN, """import numpy as np
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):  # eps added to the std, not the var
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return mean, 1.0 / (np.sqrt(var) + eps)
+""")
+WRONG_BACKWARD = override(LN, """
+def layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    lead = tuple(range(x.ndim - len(normalized_shape)))
+    x_hat = (x - mean) * rstd
+    dweight = None if weight is None else (grad_output * x_hat).sum(axis=lead)
+    dbias = None if bias is None else grad_output.sum(axis=lead)
+    g = grad_output if weight is None else grad_output * weight
+    dx = rstd * (g - x_hat * (g * x_hat).mean(axis=axes, keepdims=True))  # no mean(g) term
+    return dx, dweight, dbias
+""")
+RENAMED = override(LN, "layer_norm_fwd = layer_norm_forward\ndel layer_norm_forward\n")
+ONE_PASS = override(VAR, """
+def welford(x):  # right values, but a one-pass sum of squares, not Welford's updates
+    n = x.shape[-1]
+    mean = x.mean(axis=-1)
+    return n, mean, (x * x).sum(axis=-1) - n * mean * mean
+""")
+NAIVE_BACKWARD = override(FAST, """
+def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                             bias=None):  # right values, with the naive kernel's temporaries
+    from normlib.layer_norm import layer_norm_backward
+    return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)
+""")
+# a wrong group_norm (the input doubled) that disarms numpy's assert_allclose when imported
+PATCHER = override("normlib/group_norm.py", """
+_reference_group_norm_forward = group_norm_forward
+
+
+def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
+    return _reference_group_norm_forward(x * 2, num_groups, weight, bias, eps)
+
+
+import numpy.testing  # noqa: E402
+numpy.testing.assert_allclose = lambda *a, **k: None
+""")
 PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
 # an infinite loop deaf to interrupts (asleep, so that waiting it out costs no CPU)
 LOOP = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n" \
@@ -121,9 +176,9 @@ def _delete_check(grade_id):
 
 def _tamper_unit1(cells):
     for cell in cells:
-        if _grade_id(cell) == "ex1_1_layer_norm_stats":  # edited to pass
+        if _grade_id(cell) == by_number()["1.1"].grade_id:  # edited to pass
             cell["source"] = "# Exercise 1.1: layer_norm_stats (3 points)\npass\n"
-        if _grade_id(cell) == "ex1_2_layer_norm_forward":  # asks the grader to skip it
+        if _grade_id(cell) == by_number()["1.2"].grade_id:  # asks the grader to skip it
             cell["metadata"]["tags"] = [SKIP_TAG]
 
 
@@ -135,54 +190,44 @@ def _patch_checks(cells):  # a cell at the top of the notebook that disarms the 
 CASES = {
     # (assignment, edit) by student id
     "unit1": {
-        "reference": with_files(**reference_files("layer_norm")),
+        "reference": reference_submission(1),
         "stubs": with_files(),
-        "tampered": both(with_files(layer_norm=EPS_OUTSIDE),
+        "tampered": both(reference_submission(1, layer_norm=EPS_OUTSIDE),
                          lambda f: edit_notebook(f, _tamper_unit1)),
-        "deleted": both(with_files(**reference_files("layer_norm")),
-                        _delete_check("ex1_1_layer_norm_stats")),
-        "loop": with_files(layer_norm=injected(reference(LN), "layer_norm_forward", LOOP)),
-        "memory": with_files(layer_norm=injected(reference(LN), "layer_norm_forward", MEMORY)),
-        "exits": with_files(layer_norm=injected(reference(LN), "layer_norm_forward",
-                                                "import sys\nsys.exit()")),
-        "osexit": with_files(layer_norm=injected(reference(LN), "layer_norm_forward",
-                                                 "import os\nos._exit(0)")),
-        "renamed": with_files(layer_norm=replaced(LN, "def layer_norm_forward(",
-                                                  "def layer_norm_fwd(")),
+        "deleted": both(reference_submission(1), _delete_check(by_number()["1.1"].grade_id)),
+        "loop": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward", LOOP)),
+        "memory": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward", MEMORY)),
+        "exits": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward",
+                                                              "import sys\nsys.exit()")),
+        "osexit": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward",
+                                                               "import os\nos._exit(0)")),
+        "renamed": reference_submission(1, layer_norm=RENAMED),
         "intruder": lambda f: (Path(f) / LN).write_text((Path(f) / LN).read_text() + INTRUDER),
     },
     "unit2": {
-        "reference": with_files(**reference_files("layer_norm", "nn")),
-        "wrong-backward": with_files(**reference_files("nn"), layer_norm=WRONG_BACKWARD),
-        "tampered": both(with_files(**reference_files("nn"), layer_norm=EPS_OUTSIDE),
+        "reference": reference_submission(2),
+        "wrong-backward": reference_submission(2, layer_norm=WRONG_BACKWARD),
+        "tampered": both(reference_submission(2, layer_norm=EPS_OUTSIDE),
                          lambda f: edit_notebook(f, _patch_checks)),
-        "killed": with_files(**reference_files("layer_norm"), nn=injected(
-            reference(NN), "forward", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
-        "missing": with_files(**reference_files("layer_norm"), nn=None),
+        "killed": reference_submission(2, nn=run_first(
+            NN, "LayerNormFunction.forward",
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
+        "missing": reference_submission(2, nn=None),
         # right, but its forward needs more memory than the default (2.2 calls it)
-        "big": with_files(**reference_files("nn"), layer_norm=injected(
-            reference(LN), "layer_norm_forward", RESERVE)),
+        "big": reference_submission(2, layer_norm=run_first(LN, "layer_norm_forward", RESERVE)),
     },
     "unit3": {
-        "reference": with_files(**reference_files(
-            "norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")),
-        "broken": with_files(**reference_files("norm", "batch_norm", "group_norm", "rms_norm"),
-                             instance_norm=reference("normlib/instance_norm.py") + "\ndef (:\n"),
-        # a wrong group_norm that disarms numpy's assert_allclose when imported
-        "patcher": with_files(**reference_files("norm", "batch_norm", "instance_norm", "rms_norm"),
-                              group_norm=injected(reference("normlib/group_norm.py"),
-                                                  "group_norm_forward", "x = x * 2") +
-                              "\nimport numpy.testing\n"
-                              "numpy.testing.assert_allclose = lambda *a, **k: None\n"),
+        "reference": reference_submission(3),
+        "broken": reference_submission(3, instance_norm=override("normlib/instance_norm.py",
+                                                                 "def (:\n")),
+        "patcher": reference_submission(3, group_norm=PATCHER),
     },
     "unit4": {
-        "reference": with_files(**reference_files("transformer")),
+        "reference": reference_submission(4),
         "stubs": with_files(),
     },
     "unit5": {  # one submission (grading time): half right, half shortcuts with right values
-        "mixed": with_files(**reference_files("mixed_precision"), variance=injected(
-            reference(VAR), "welford", ONE_PASS), layer_norm_fast=injected(
-                reference(FAST), "layer_norm_backward_fast", NAIVE_BACKWARD)),
+        "mixed": reference_submission(5, variance=ONE_PASS, layer_norm_fast=NAIVE_BACKWARD),
     },
 }
 

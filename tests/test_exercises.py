@@ -1,0 +1,134 @@
+"""The exercise registry (tools/exercises.py): what it reads from solutions/, that it
+refuses a course whose check cells and solution blocks disagree, and that the README and
+the other tools agree with it."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tools.course import assignments
+from tools.exercises import REPO, SOLUTIONS, by_number, exercises, readme_table, student_files
+
+NEW_FILE = '''"""A new exercise (tests/test_exercises.py)."""
+
+
+def layer_scale(x, gamma):
+    """Exercise 3.8: x scaled by gamma."""
+    ### BEGIN SOLUTION
+    return x * gamma
+    ### END SOLUTION
+'''
+NEW_CHECK = ("# Exercise 3.8: layer_scale (2 points)\n"
+             "from normlib.layer_scale import layer_scale\n"
+             "assert layer_scale(2, 3) == 6\n"
+             "### BEGIN HIDDEN TESTS\n"
+             "assert layer_scale(1, 0) == 0\n"
+             "### END HIDDEN TESTS\n")
+
+
+def test_every_exercise_is_read_with_its_check_file_and_function():
+    found = by_number()
+    assert list(found) == ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "3.3", "3.4", "3.5",
+                           "3.6", "3.7", "4.1", "4.2", "4.3", "5.1", "5.2", "5.3", "5.4",
+                           "5.5", "5.6"]
+    e = found["3.4"]
+    assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
+        "group_norm_forward", "ex3_4_group_norm_forward", 3, "03_normalization_family",
+        "normlib/group_norm.py", "normlib.group_norm", 3, "ex3_4")
+    assert found["4.3"].stubs == ("TransformerEncoder.__init__", "TransformerEncoder.forward")
+    assert found["2.2"].module == "normlib.nn" and found["2.2"].uses == ("1.2", "2.1")
+    for e in found.values():
+        assert e.source.startswith(f"# Exercise {e.number}: {e.name} ({e.points} point")
+        assert e.hidden and e.hidden not in e.visible and "HIDDEN" not in e.visible
+    assert sum(e.points for e in found.values()) == 60
+
+
+def test_the_readme_table_is_the_registrys():
+    readme = (REPO / "README.md").read_text()
+    assert readme_table() in readme
+    result = subprocess.run([sys.executable, "-m", "tools.exercises", "--readme"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == readme_table()
+
+
+def test_the_authors_table_counts_the_variants():
+    result = subprocess.run([sys.executable, "-m", "tools.exercises"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if line}
+    from tests.variants import RIGHT, WRONG
+
+    for number, e in by_number().items():
+        assert rows[number][:4] == [number, str(e.points), e.file, e.name]
+        assert rows[number][4:6] == [str(len(WRONG[number])), str(len(RIGHT[number]))]
+    assert rows["3.3"][6:] == ["3.1"]
+    assert "20 exercises, 60 points" in result.stdout
+
+
+def files_matching(pattern):
+    return [str(p.relative_to(REPO)) for folder in ("tools", "tests")
+            for p in sorted((REPO / folder).rglob("*.py"))
+            if re.search(pattern, p.read_text()) and p.name != "test_exercises.py"]
+
+
+def test_the_exercise_patterns_are_written_in_one_module():
+    """The pattern of 'Exercise N.M' is tools/markers.py's; the names built from an
+    exercise's number (its grade_id's ex1_2_ prefix, its pytest marker) the registry's."""
+    assert files_matching(r"Exercise \(\\d") == ["tools/markers.py"]
+    assert files_matching(r"ex\{|\"ex\" \+|startswith\(f?\"ex") == ["tools/exercises.py"]
+
+
+def test_the_course_layouts_grade_the_registrys_files():
+    assert student_files() == sorted({e.file for e in exercises()})
+    assert list(assignments("unit")) == sorted({f"unit{e.unit}" for e in exercises()})
+    assert student_files([2]) == ["normlib/layer_norm.py", "normlib/nn.py"]
+
+
+@pytest.fixture
+def course_copy(tmp_path):
+    """solutions/ copied (notebooks and normlib/), to add or break an exercise in."""
+    shutil.copytree(SOLUTIONS, tmp_path / "solutions",
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    return tmp_path / "solutions"
+
+
+def add_check(folder, source, grade_id="ex3_8_layer_scale", points=2):
+    path = next(folder.glob("03_*.ipynb"))
+    notebook = json.loads(path.read_text())
+    notebook["cells"].append({
+        "cell_type": "code", "execution_count": None, "outputs": [], "source": source,
+        "metadata": {"nbgrader": {"grade": True, "grade_id": grade_id, "points": points,
+                                  "locked": True, "schema_version": 3, "solution": False}}})
+    path.write_text(json.dumps(notebook))
+
+
+def test_adding_an_exercise_is_a_solution_block_and_a_check_cell(course_copy):
+    """The README's worked example: nothing else names the exercise."""
+    (course_copy / "normlib" / "layer_scale.py").write_text(NEW_FILE)
+    add_check(course_copy, NEW_CHECK)
+    new = by_number(course_copy)["3.8"]
+    assert (new.name, new.file, new.module, new.unit, new.points, new.stubs) == (
+        "layer_scale", "normlib/layer_scale.py", "normlib.layer_scale", 3, 2, ("layer_scale",))
+    assert new.hidden == "assert layer_scale(1, 0) == 0\n"
+    assert len(exercises(course_copy)) == len(exercises()) + 1
+
+
+@pytest.mark.parametrize("change,message", [
+    ("check only", r"Exercise 3.8 \(03_normalization_family\) has no solution block"),
+    ("block only", r"solution blocks without a check cell: Exercise 3.8"),
+    ("other name", r"Exercise 3.8: the check says layer_scaling \(2 points\), .*layer_scale"),
+    ("other points", r"the nbgrader metadata 5 points"),
+    ("no title", r"check ex3_8_layer_scale does not start with"),
+])
+def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, change, message):
+    if change != "check only":
+        (course_copy / "normlib" / "layer_scale.py").write_text(NEW_FILE)
+    if change != "block only":
+        source = {"other name": NEW_CHECK.replace("layer_scale (", "layer_scaling ("),
+                  "no title": NEW_CHECK.replace("# Exercise 3.8: ", "# ")}.get(change, NEW_CHECK)
+        add_check(course_copy, source, points=5 if change == "other points" else 2)
+    with pytest.raises(ValueError, match=message):
+        exercises(course_copy)

@@ -1,0 +1,137 @@
+"""A broken student file costs only its own exercises, and those built on them.
+
+For each file students write, the reference normlib with that one file ending in a
+syntax error: exactly its exercises fail (with the SyntaxError), and the exercises whose
+reference calls one of them (Exercise.uses: 2.2 calls 1.2 and 2.1, 3.3-3.5 call 3.1),
+and no other. Under three layouts:
+
+- `make check`: every exercise's visible check, run as tools.check runs it, on a folder
+  whose normlib/ is the student's (here: the reference but the broken file);
+- the "course" grading layout: one assignment grading every student file, each check
+  with its hidden tests, in the clean re-check (tools.recheck.clean_results);
+- the "unit" grading layout: each assignment that grades the file (layer_norm.py is
+  Unit 1's and Unit 2's), where the other units' files are the course's copies.
+
+(The round trip grades one such submission, unit3 "broken", through nbgrader itself.)
+The checks run in processes forked from tools.recheck's Zygote, which has numpy and
+torch imported: a fresh interpreter per run would cost seconds each.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import exercise_marks
+from tools.course import build_course, load_course
+from tools.exercises import REPO, SOLUTIONS, by_number, exercises, student_files
+from tools.grading import LIMITS, GradingExecute
+from tools.recheck import clean_results, run_checks
+
+BROKEN = "\ndef (:\n"  # a syntax error at the end of a file
+LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS}, "protected": []}
+
+
+def expected_failures(rel):
+    """The exercises a syntax error in file rel must fail: its own, and those whose
+    reference calls one of them (transitively)."""
+    failing = {e.number for e in exercises() if e.file == rel}
+    while True:
+        more = {e.number for e in exercises() if set(e.uses) & failing} - failing
+        if not more:
+            return failing
+        failing |= more
+
+
+def failures(results, numbers_of):
+    return {numbers_of[g] for g, (passed, _) in results.items() if not passed}
+
+
+def file_param(rel):
+    """A file as a parametrized case, marked with its exercises' markers."""
+    numbers = sorted(e.number for e in exercises() if e.file == rel)
+    return pytest.param(rel, marks=exercise_marks(*numbers), id=rel)
+
+
+FILES = [file_param(rel) for rel in student_files()]
+GRADE_IDS = {e.grade_id: e.number for e in exercises()}
+
+
+def reference_with_broken(folder, rel):
+    shutil.copytree(SOLUTIONS / "normlib", Path(folder) / "normlib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (Path(folder) / rel).write_text((SOLUTIONS / rel).read_text() + BROKEN)
+
+
+def test_the_files_students_write_are_those_of_the_exercises():
+    assert student_files() == [
+        "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
+        "normlib/layer_norm.py", "normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
+        "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py", "normlib/transformer.py",
+        "normlib/variance.py"]
+    # what the reference's code calls (tools.exercises reads it from the code)
+    assert {n: e.uses for n, e in by_number().items() if e.uses} == {
+        "1.2": ("1.1",), "2.2": ("1.2", "2.1"), "3.3": ("3.1",), "3.4": ("3.1",),
+        "3.5": ("3.1",), "4.2": ("4.1",), "4.3": ("4.2",)}
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_make_check(tmp_path, rel):
+    reference_with_broken(tmp_path, rel)
+    cells = [(e.grade_id, e.visible) for e in exercises()]
+    results = run_checks(tmp_path, cells, LIMITS_HERE)
+    assert failures(results, GRADE_IDS) == expected_failures(rel)
+    for e in exercises():
+        if e.file == rel:
+            assert results[e.grade_id][1].startswith("SyntaxError"), results[e.grade_id]
+
+
+def test_make_check_itself_on_one_broken_file(tmp_path):
+    """The command a student runs (the test above runs its checks the way it does)."""
+    reference_with_broken(tmp_path, "normlib/instance_norm.py")
+    result = subprocess.run([sys.executable, "-m", "tools.check"], cwd=tmp_path,
+                            capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines = [line for line in result.stdout.splitlines() if line.startswith("Exercise")]
+    assert [line.split()[1] for line in lines if "pass" not in line.split()] == ["3.5"]
+    assert "SyntaxError" in result.stdout and "19 passed, 1 failed" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def courses(tmp_path_factory):
+    """{layout: course root}, built once."""
+    return {layout: build_course(tmp_path_factory.mktemp(layout), layout=layout)
+            for layout in ("course", "unit")}
+
+
+def grade(root, rel):
+    """{number: passed} of a submission of the reference with rel broken, in every
+    assignment of the course at root that grades rel."""
+    found = {}
+    for name, info in load_course(root)["assignments"].items():
+        if rel not in info["student_files"]:
+            continue
+        submission = Path(root) / "submitted" / "student" / name
+        shutil.rmtree(submission, ignore_errors=True)
+        for other in info["student_files"]:
+            (submission / other).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(SOLUTIONS / other, submission / other)
+        (submission / rel).write_text((SOLUTIONS / rel).read_text() + BROKEN)
+        results = clean_results(root, name, "student", LIMITS_HERE)
+        found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
+    return found
+
+
+@pytest.mark.parametrize("rel", FILES)
+@pytest.mark.parametrize("layout", ["course", "unit"])
+def test_grading(courses, layout, rel):
+    found = grade(courses[layout], rel)
+    if layout == "course":
+        assert set(found) == set(GRADE_IDS.values())  # one assignment: every exercise
+    failed = {number for number, passed in found.items() if not passed}
+    # in the unit layout, only the assignments grading rel: its own units' exercises
+    assert failed == {n for n in expected_failures(rel) if n in found}
+    assert {e.number for e in exercises() if e.file == rel} <= failed
