@@ -44,11 +44,12 @@ def test_untouched_edition_is_not_yet_implemented(edition):
     assert "Traceback" not in out and f"0 passed, 0 failed, {n} not yet implemented" in out
 
 
-def test_reference_passes_everything(edition):
+def test_reference_passes_everything_hidden_tests_included(edition):
     use_reference(edition)
-    code, out = check(edition)
+    code, out = check(edition, "--hidden")  # (tests/test_isolation.py runs it without)
     assert code == 0, out
-    assert f"{len(EXERCISES)} passed, 0 failed, 0 not yet implemented" in out
+    assert f"{len(EXERCISES)} passed, 0 failed, 0 not yet implemented (with the hidden tests)" \
+        in out
 
 
 def test_wrong_kernel_fails_with_its_message_and_one_exercise_can_be_chosen(edition):
@@ -67,3 +68,22 @@ def test_an_exercise_waiting_on_another_says_which(edition):
     shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
     code, out = check(edition, "3.3")
     assert code == 1 and "not yet implemented (needs Exercise 3.1)" in out, out
+
+
+ONE_PASS_MERGE = '''
+
+def welford_merge(a, b):  # through sums of squares: what only the hidden tests catch
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    mean = (na * ma + nb * mb) / n
+    return n, mean, (m2a + na * ma * ma + m2b + nb * mb * mb) - n * mean * mean
+'''
+
+
+def test_hidden_runs_the_hidden_tests_too(edition):
+    use_reference(edition)
+    path = edition / "normlib" / "variance.py"
+    path.write_text(path.read_text() + ONE_PASS_MERGE)
+    assert check(edition, "5.2")[0] == 0  # the visible checks pass it
+    code, out = check(edition, "5.2", "--hidden")
+    assert code == 1 and "Exercise 5.2  welford_merge" in out and "FAIL" in out, out

@@ -1,8 +1,9 @@
 """Course tooling, run from the repository root as `python -m tools.<name>`.
 
 Authors and students:
+    exercises   the course's exercises, read from solutions/ (every tool below uses it)
+    markers     the solution and hidden-test markers, the "Exercise N.M" patterns
     student     generate (or --check) the student edition from solutions/
-    strip       solution blocks of normlib/*.py -> NotImplementedError stubs
     check       `make check`: which exercises pass
 Instructors (docs/instructors.md):
     instructor  the commands: build, release, collect, autograde, feedback, export, bench
