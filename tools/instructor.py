@@ -19,11 +19,14 @@ Grading limits (c.GradingExecute.timeout, memory_mb, ... in ROOT/nbgrader_config
 import argparse
 import csv
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools.course import (
     LAYOUTS,
@@ -93,16 +96,71 @@ def collect(root, names=(), exchange=False):
     downloaded/<assignment>/archive/ (see nbgrader_config.py for the naming), or from
     the nbgrader exchange."""
     def step(name):
+        archive, rejected = Path(root) / "downloaded" / name / "archive", []
         if exchange:
             _run(root, "collect", name, "--update")
-        elif (Path(root) / "downloaded" / name / "archive").is_dir():
-            _run(root, "zip_collect", name, "--force")
+        elif archive.is_dir():
+            rejected = [f"{name}: {zip_name} (student {student}) not collected: {reason}; "
+                        f"moved to downloaded/{name}/rejected/"
+                        for zip_name, student, reason in screen_archive(root, name)]
+            if any(archive.iterdir()):
+                _run(root, "zip_collect", name, "--force")
         else:
             return f"{name}: nothing to collect (no downloaded/{name}/archive/)"
         students = submissions(root, [name])[name]
         plural = "" if len(students) == 1 else "s"
-        return f"collected {name}: {len(students)} submission{plural} ({', '.join(students)})"
+        return "\n".join([*rejected, f"collected {name}: {len(students)} submission{plural} "
+                                      f"({', '.join(students)})"])
     _each(step, _assignments(root, names))
+
+
+def zip_student(zip_name):
+    """The student id of an LMS zip's name, "<student_id>_<anything>.zip" (as
+    nbgrader_config.py's collector reads it from the extracted folder)."""
+    return re.match(r"[^_]*", Path(zip_name).stem).group(0)
+
+
+def zip_problem(path):
+    """Why a zip cannot be collected (None if it can): unreadable, or an entry whose path
+    would leave the extraction folder."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError) as error:
+        return f"not a readable zip ({type(error).__name__}: {error})"
+    if bad is not None:
+        return f"a corrupt entry ({bad})"
+    for entry in names:
+        parts = PurePosixPath(entry.replace("\\", "/")).parts
+        if entry.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            return f"an entry outside its folder ({entry!r})"
+    return None
+
+
+def screen_archive(root, name):
+    """Move the zips of downloaded/<name>/archive/ that cannot be collected to
+    downloaded/<name>/rejected/, so that nbgrader's zip_collect (which stops at the first
+    bad one) collects every other student: unreadable or unsafe zips, and every zip of a
+    student who has more than one (which one counts is the instructor's call). Returns
+    (zip name, student, reason) of each one moved."""
+    archive = Path(root) / "downloaded" / name / "archive"
+    zips = sorted(p for p in archive.iterdir() if p.is_file())
+    by_student = {}
+    for path in zips:
+        by_student.setdefault(zip_student(path.name), []).append(path)
+    rejected = []
+    for path in zips:
+        student = zip_student(path.name)
+        others = [p.name for p in by_student[student] if p != path]
+        reason = zip_problem(path) or (others and f"{len(others) + 1} zips for this student "
+                                       f"(also {', '.join(others)}): keep one")
+        if reason:
+            rejected.append((path.name, student, reason))
+    for zip_name, _, _ in rejected:
+        (archive.parent / "rejected").mkdir(exist_ok=True)
+        shutil.move(archive / zip_name, archive.parent / "rejected" / zip_name)
+    return rejected
 
 
 def submissions(root, names=()):
