@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from tools.course import build_course
-from tools.instructor import collect, release, submissions, zip_problem
+from tools.instructor import collect, submissions, zip_problem
 
 
 def write_zip(path, files):
@@ -26,11 +26,8 @@ def invalid_utf8_name(path):
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory):
     root = build_course(tmp_path_factory.mktemp("collect"), layout="unit")
-    with contextlib.redirect_stdout(io.StringIO()):
-        release(root, ["unit1"])
-    release_dir = root / "release" / "unit1"
-    good = {str(p.relative_to(release_dir)): p.read_text() for p in release_dir.rglob("*")
-            if p.is_file()}
+    good = {"01_layernorm_forward.ipynb": "{}", "normlib/layer_norm.py": "x = 1\n"}  # (what
+    # zip_collect copies; grading would look inside)
     archive = root / "downloaded" / "unit1" / "archive"
     archive.mkdir(parents=True)
     write_zip(archive / "alice_1001_unit1.zip", good)
