@@ -30,8 +30,9 @@ from tools.course import build_course, load_course
 from tools.exercises import REPO, SOLUTIONS, by_number, exercises, student_files
 from tools.grading import LIMITS, GradingExecute
 from tools.recheck import clean_results, run_checks
+from tools.synthetic import override
 
-BROKEN = "\ndef (:\n"  # a syntax error at the end of a file
+BROKEN = "def (:\n"  # a syntax error, appended to a file
 LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS}, "protected": []}
 
 
@@ -63,7 +64,7 @@ GRADE_IDS = {e.grade_id: e.number for e in exercises()}
 def reference_with_broken(folder, rel):
     shutil.copytree(SOLUTIONS / "normlib", Path(folder) / "normlib",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (Path(folder) / rel).write_text((SOLUTIONS / rel).read_text() + BROKEN)
+    (Path(folder) / rel).write_text(override(rel, BROKEN))
 
 
 def test_the_files_students_write_are_those_of_the_exercises():
@@ -119,7 +120,7 @@ def grade(root, rel):
         for other in info["student_files"]:
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
-        (submission / rel).write_text((SOLUTIONS / rel).read_text() + BROKEN)
+        (submission / rel).write_text(override(rel, BROKEN))
         results = clean_results(root, name, "student", LIMITS_HERE)
         found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
     return found

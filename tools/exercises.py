@@ -25,6 +25,7 @@ import argparse
 import ast
 import dataclasses
 import functools
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -163,15 +164,9 @@ def readme_table():
     """The README's table: one row per unit, its notebook and what the student writes."""
     rows = ["| unit | notebook | you implement (in `normlib/`) |", "|---|---|---|"]
     for path in notebooks():
-        parts, run = [], []  # runs of consecutive exercises in one file
-        for e in of_notebooks([path.stem]):
-            if run and run[-1].file != e.file:
-                parts.append(run)
-                run = []
-            run.append(e)
-        parts.append(run)
+        runs = itertools.groupby(of_notebooks([path.stem]), key=lambda e: e.file)  # by file
         what = ", ".join(", ".join(f"{e.number} `{e.shown}`" for e in run) +
-                         f" (`{Path(run[0].file).name}`)" for run in parts if run)
+                         f" (`{Path(file).name}`)" for file, run in runs)
         rows.append(f"| {unit(path)} | `notebooks/{path.name}` | {what} |")
     return "\n".join(rows)
 
