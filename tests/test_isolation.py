@@ -5,16 +5,16 @@ syntax error: exactly its exercises fail (with the SyntaxError), and the exercis
 reference calls one of them (Exercise.uses: 2.2 calls 1.2 and 2.1, 3.3-3.5 call 3.1),
 and no other. Under three layouts:
 
-- `make check`: every exercise's visible check, run as tools.check runs it, on a folder
-  whose normlib/ is the student's (here: the reference but the broken file);
+- `make check`: every exercise's visible check, run as tools.check runs it (in one
+  process, no judge), on a folder whose normlib/ is the student's (here: the reference
+  but the broken file);
 - the "course" grading layout: one assignment grading every student file, each check
   with its hidden tests, in the clean re-check (tools.recheck.clean_results);
 - the "unit" grading layout: each assignment that grades the file (layer_norm.py is
   Unit 1's and Unit 2's), where the other units' files are the course's copies.
 
 (The round trip grades one such submission, unit3 "broken", through nbgrader itself.)
-The checks run in processes forked from tools.recheck's Zygote, which has numpy and
-torch imported: a fresh interpreter per run would cost seconds each.
+The checks run in the judge (tools/judge), the student files in its sandboxed worker.
 """
 
 import os
@@ -26,10 +26,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import exercise_marks
+from tools.check import run
 from tools.course import build_course, load_course
 from tools.exercises import REPO, SOLUTIONS, by_number, exercises, student_files
 from tools.grading import LIMITS, GradingExecute
-from tools.recheck import clean_results, run_checks
+from tools.recheck import clean_results
 from tools.synthetic import override
 
 BROKEN = "def (:\n"  # a syntax error, appended to a file
@@ -79,11 +80,26 @@ def test_the_files_students_write_are_those_of_the_exercises():
         "3.5": ("3.1",), "4.2": ("4.1",), "4.3": ("4.2",)}
 
 
+def make_check(folder):
+    """{grade_id: (passed, detail)} of every visible check, run as tools.check runs them
+    (in this process) with folder's normlib/ as `normlib`."""
+    ours = [name for name in sys.modules if name == "normlib" or name.startswith("normlib.")]
+    saved = {name: sys.modules.pop(name) for name in ours}
+    sys.path.insert(0, str(folder))
+    try:
+        return {e.grade_id: (status == "pass", detail) for e in exercises()
+                for status, detail in [run(e.visible, f"<{e.number}>")]}
+    finally:
+        sys.path.remove(str(folder))
+        for name in [n for n in sys.modules if n == "normlib" or n.startswith("normlib.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 @pytest.mark.parametrize("rel", FILES)
-def test_make_check(tmp_path, rel):
+def test_make_check(tmp_path, rel, capsys):
     reference_with_broken(tmp_path, rel)
-    cells = [(e.grade_id, e.visible) for e in exercises()]
-    results = run_checks(tmp_path, cells, LIMITS_HERE)
+    results = make_check(tmp_path)
     assert failures(results, GRADE_IDS) == expected_failures(rel)
     for e in exercises():
         if e.file == rel:

@@ -10,6 +10,7 @@ Instructors (docs/instructors.md):
     course      the nbgrader course: layouts, assignments, the files each one grades
     grading     nbgrader preprocessors: hardened execution, skipped experiments, feedback
     sandbox     what a submission's code may do while it is graded
-    recheck     every check re-run in a clean process; the clean score counts
+    recheck     every check run by the judge; the judge's score counts
+    judge       the judge (checks, verdicts) and its sandboxed worker (student code)
     synthetic   a synthetic class (correct, stub, wrong, hostile) for tests and the bench
 """

@@ -5,15 +5,16 @@
     python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange]
     python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange]
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--jobs N] [--timeout S] [--force]
+                                         [--no-sandbox]
     python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]
     python -m tools.instructor export    ROOT [--out FILE]
     python -m tools.instructor bench     [--students N] [--jobs N]
 
 No ASSIGNMENT means every assignment of the course. nbgrader does the work; this adds
 the course's checks around it (the release scanned for solutions, each submission graded
-in its own process and re-checked in a clean one, per-exercise points in the CSV).
+in its own process and graded by the judge, per-exercise points in the CSV).
 Grading limits (c.GradingExecute.timeout, memory_mb, ... in ROOT/nbgrader_config_local.py,
---timeout over it) hold in the notebook run and the clean re-check alike.
+--timeout over it) hold in the notebook run and the judge's worker alike.
 """
 
 import argparse
@@ -38,6 +39,7 @@ from tools.course import (
     threads,
 )
 from tools.exercises import of_notebooks
+from tools.judge import box
 from tools.recheck import recheck
 from tools.student import leaks
 from tools.synthetic import make_class
@@ -183,10 +185,10 @@ def shards(todo, jobs):
     return [sorted(g) for g in groups if g]
 
 
-def grade_shard(root, todo, students, limits, force=False, env=None):
+def grade_shard(root, todo, students, limits, force=False, env=None, sandbox=True):
     """Autograde these students' submissions of the assignments in todo ({assignment:
     [student]}) in one nbgrader process per assignment, or one in all (excluding everyone
-    else), then re-check each in a clean process, both under these grading limits (from
+    else), then grade each with the judge (tools/judge), both under these grading limits (from
     tools.course.grading_limits). Returns {(assignment, student): None if nbgrader could
     not grade it, else its disagreements}; nbgrader's log is in logs/."""
     everyone = {s for group in todo.values() for s in group}
@@ -205,14 +207,17 @@ def grade_shard(root, todo, students, limits, force=False, env=None):
     path = Path(root) / "logs" / f"autograde-{students[0]}.log"
     path.parent.mkdir(exist_ok=True)
     path.write_text("".join(log))
-    return {(a, s): recheck(root, a, s, limits, env)
+    return {(a, s): recheck(root, a, s, limits, env, sandbox)
             if (Path(root) / "autograded" / s / a).is_dir() else None
             for a, group in todo.items() for s in group if s in students}
 
 
-def autograde(root, names=(), jobs=JOBS, timeout=None, force=False):
+def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, sandbox=True):
     """Grade every submission, `jobs` processes at a time, under the course's grading
-    limits (with this timeout per cell, if given); returns how many failed."""
+    limits (with this timeout per cell, if given), the judge's workers in the OS sandbox
+    (tools/judge/box.py; sandbox=False: without it); returns how many failed."""
+    if sandbox and not box.bwrap():
+        sys.exit(f"autograde: bubblewrap (bwrap) is not installed. {box.INSTALL}.")
     # matplotlib's font cache, built here if missing: a sandboxed kernel may read it but
     # not write it, so every kernel would build it again
     import matplotlib.font_manager  # noqa: F401
@@ -221,14 +226,14 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False):
     todo = submissions(root, names)
     limits = grading_limits(root, timeout=timeout)
     print(f"limits: {limits['timeout']} s per cell, {limits['memory_mb']} MiB per process, "
-          f"files up to {limits['file_mb']} MiB (nbgrader and the clean re-check)")
+          f"files up to {limits['file_mb']} MiB (nbgrader and the judge's worker)")
     with Gradebook(gradebook_url(root)) as gb:  # once, so that no two processes race
         for student in sorted({s for students in todo.values() for s in students}):
             gb.update_or_create_student(student)
     env = threads(max(1, JOBS // jobs))
     failed = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_shard, root, todo, group, limits, force, env)
+        futures = [pool.submit(grade_shard, root, todo, group, limits, force, env, sandbox)
                    for group in shards(todo, jobs)]
         for future in futures:
             for (assignment, student), rows in future.result().items():
@@ -241,8 +246,8 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False):
                         status = f"{s.score:g} / {s.max_score:g}"
                 print(f"{assignment} {student}: {status}")
                 for grade_id, score, clean, detail in rows or []:
-                    print(f"    {grade_id}: {score} in the notebook, {clean} in a clean "
-                          f"process (the clean score counts): {detail}")
+                    print(f"    {grade_id}: {score} in the notebook, {clean} by the judge "
+                          f"(the judge's score counts): {detail}")
     total = sum(map(len, todo.values()))
     print(f"{total - failed} of {total} submissions graded with {jobs} jobs")
     return failed
@@ -329,9 +334,12 @@ def main(argv=None):
         if step == "autograde":
             sub.add_argument("--jobs", type=int, default=JOBS, help=f"default {JOBS} (cores)")
             sub.add_argument("--timeout", type=int, help="seconds per cell, in the notebook "
-                             "and the clean re-check (default: the course's "
+                             "and the judge's worker (default: the course's "
                              "c.GradingExecute.timeout)")
             sub.add_argument("--force", action="store_true", help="re-grade graded ones")
+            sub.add_argument("--no-sandbox", action="store_true", help="run the judge's "
+                             "workers without bubblewrap (only where student code may "
+                             "reach everything this user can)")
     sub = steps.add_parser("bench")
     sub.add_argument("--students", type=int, default=20)
     sub.add_argument("--jobs", type=int, default=JOBS)
@@ -349,7 +357,8 @@ def main(argv=None):
     elif args.step == "collect":
         collect(root, args.assignments, args.exchange)
     elif args.step == "autograde":
-        return 1 if autograde(root, args.assignments, args.jobs, args.timeout, args.force) else 0
+        return 1 if autograde(root, args.assignments, args.jobs, args.timeout, args.force,
+                              not args.no_sandbox) else 0
     elif args.step == "feedback":
         feedback(root, args.assignments, args.exchange)
     elif args.step == "export":

@@ -1,0 +1,248 @@
+"""The judge (tools/judge): verdicts computed where student code never runs, the worker
+that runs it in the OS sandbox (tools/judge/box.py).
+
+- The reference passes every check, hidden tests included, through the worker.
+- Forgers of the kinds that beat the old in-process re-check get what their code
+  deserves: a stub that writes "passed" results and exits, one that replaces json.dumps,
+  wrong code that disarms NumPy's private comparison, a worker that writes garbage on
+  its channel.
+- The worker never sees a check's source: a submission that dumps everything it can
+  reach (the interpreter's state, its callers' frames, /proc) finds no hidden-test line.
+- From inside the sandbox, every escape is refused: the course's files, another
+  process's /proc, the judge's temporary files, the network, starting a process,
+  writing outside its folder; and nothing survives the judge killing it.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.exercises import SOLUTIONS, by_number, exercises
+from tools.grading import LIMITS, GradingExecute
+from tools.judge import box
+from tools.recheck import run_checks
+from tools.synthetic import override
+
+LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS},
+               "protected": [], "timeout": 20}
+SANDBOX = box.bwrap() is not None
+needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed: "
+                                 "apt-get install bubblewrap (CI installs it)")
+UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
+
+
+def submission(tmp_path, **files):
+    """A folder with the reference normlib/, but these files (layer_norm=text)."""
+    shutil.copytree(SOLUTIONS / "normlib", tmp_path / "normlib")
+    for name, text in files.items():
+        (tmp_path / "normlib" / f"{name}.py").write_text(text)
+    return tmp_path
+
+
+def judged(folder, cells=UNIT1):
+    """{number: (passed, detail)}."""
+    numbers = {e.grade_id: e.number for e in exercises()}
+    results = run_checks(folder, cells, LIMITS_HERE, sandbox=SANDBOX)
+    return {numbers[g]: r for g, r in results.items()}
+
+
+def test_the_reference_passes_every_check_with_its_hidden_tests(tmp_path):
+    results = judged(submission(tmp_path), [(e.grade_id, e.source) for e in exercises()])
+    assert {n: r for n, r in results.items() if not r[0]} == {}
+    assert set(results) == set(by_number())
+
+
+STUB = "def layer_norm_stats(*args, **kwargs):\n    raise NotImplementedError('Exercise 1.1')\n"
+FORGERS = {
+    # writes results files where the old re-check kept them, then ends its process
+    "writes passed results, exits": STUB + """
+import glob, json, os, tempfile
+for path in glob.glob(os.path.join(tempfile.gettempdir(), "**", "*.jsonl"), recursive=True):
+    with open(path, "a") as f:
+        f.write(json.dumps({"grade_id": "ex1_1_layer_norm_stats", "passed": True}) + "\\n")
+os._exit(0)
+""",
+    "replaces json.dumps": STUB + """
+import json
+_dumps = json.dumps
+json.dumps = lambda *a, **k: _dumps(*a, **k).replace("false", "true")
+""",
+    # wrong (eps outside the square root) and NumPy's comparison disarmed
+    "disarms numpy's private comparison": """
+import numpy as np
+import numpy.testing._private.utils as _utils
+_utils.assert_array_compare = lambda *args, **kwargs: None
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    return mean, 1 / (np.sqrt(x.var(axis=axes, keepdims=True)) + eps)
+""",
+    # garbage on every descriptor that could be the channel, then a hang
+    "writes on the channel": STUB + """
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, b"\\x05\\x00\\x00\\x00\\x00\\x00\\x00\\x00junk!")
+    except OSError:
+        pass
+""",
+}
+
+
+@pytest.mark.parametrize("case", FORGERS)
+def test_a_forger_gets_what_its_code_deserves(tmp_path, case):
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", FORGERS[case]))
+    results = judged(folder)
+    assert not results["1.1"][0], results["1.1"]
+    # 1.2 calls 1.1 in the reference: it fails with it; the judge went on to grade it
+    assert set(results) == {"1.1", "1.2"}
+
+
+LEAK = """
+import gc, os, sys
+
+
+def _dump(what):
+    with open("/submission/leak.txt" if os.path.isdir("/submission") else "leak.txt",
+              "a") as f:
+        f.write(repr(what)[:200000] + "\\n")
+
+
+def _everything():
+    _dump(sys.argv)
+    _dump(dict(os.environ))
+    _dump({name: vars(m) for name, m in list(sys.modules.items())
+           if name == "__main__" or "check" in name})
+    for obj in gc.get_objects():
+        if isinstance(obj, str) and len(obj) > 20:
+            _dump(obj)
+    frame = sys._getframe()
+    while frame:
+        _dump((frame.f_code.co_filename, frame.f_locals))
+        frame = frame.f_back
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                _dump(open(f"/proc/{pid}/cmdline", "rb").read())
+            except OSError:
+                pass
+
+
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(*args, **kwargs):
+    _everything()
+    return _reference_stats(*args, **kwargs)
+
+
+_everything()
+"""
+
+
+def test_the_worker_never_sees_a_check_or_its_hidden_tests(tmp_path):
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", LEAK))
+    results = judged(folder)
+    assert results["1.1"][0], results["1.1"]  # it was graded, and its values were right
+    leak = (folder / "leak.txt").read_text()
+    assert len(leak) > 10_000  # it did dump the worker's state
+    hidden = [line.strip() for e in exercises() if e.unit == 1
+              for line in e.hidden.splitlines() if len(line.strip()) > 30]
+    visible = [line.strip() for e in exercises() if e.unit == 1
+               for line in e.visible.splitlines() if "assert" in line]
+    assert hidden and visible
+    assert [line for line in hidden + visible if line in leak] == []
+
+
+PROBE = r"""
+import json, os, socket, subprocess, sys, threading
+found = {"uid": os.getuid()}
+
+
+def attempt(name, action):
+    try:
+        found[name] = ("allowed", repr(action())[:200])
+    except Exception as error:
+        found[name] = ("refused", type(error).__name__)
+
+
+course, judge_pid, secret, port = sys.argv[1:5]
+attempt("read the course", lambda: open(course).read())
+attempt("list the course's folder", lambda: os.listdir(os.path.dirname(course)))
+attempt("read the judge's temporary file", lambda: open(secret).read())
+attempt("the judge's /proc", lambda: open(f"/proc/{judge_pid}/cmdline").read())
+attempt("the judge's memory", lambda: open(f"/proc/{judge_pid}/mem", "rb").read(1))
+found["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+attempt("connect to the host", lambda: socket.create_connection(("127.0.0.1", int(port)), 2))
+attempt("fork", lambda: os.fork())
+attempt("run a program", lambda: subprocess.run(["/usr/bin/true"]))
+attempt("write the environment", lambda: open(sys.executable, "ab"))
+attempt("write /usr", lambda: open("/usr/x", "w"))
+attempt("write its folder", lambda: open("/submission/mine.txt", "w").write("x"))
+attempt("write /tmp", lambda: open("/tmp/mine.txt", "w").write("x"))
+attempt("write /dev/shm", lambda: open("/dev/shm/mine.txt", "w").write("x"))
+t = threading.Thread(target=lambda: found.setdefault("thread", "ran"))
+t.start(); t.join()
+print(json.dumps(found), flush=True)
+import time
+time.sleep(600)  # until the judge kills it
+"""
+
+
+@needs_bwrap
+def test_the_sandbox_refuses_every_escape(tmp_path):
+    secret = Path(os.environ.get("TMPDIR", "/tmp")) / f"judge-secret-{os.getpid()}"
+    secret.write_text("the judge's")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    marker = f"probe-{os.getpid()}-{time.time_ns()}"
+    course = str(SOLUTIONS / "normlib" / "layer_norm.py")
+    command, fd = box.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
+                                       str(server.getsockname()[1]), marker], {})
+    process = subprocess.Popen(command, pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
+    os.close(fd)
+    try:
+        found = json.loads(process.stdout.readline())
+    finally:
+        process.kill()
+        process.wait()
+        server.close()
+        secret.unlink()
+    refused = {name for name, value in found.items()
+               if isinstance(value, list) and value[0] == "refused"}
+    assert refused == {"read the course", "list the course's folder",
+                       "read the judge's temporary file", "the judge's /proc",
+                       "the judge's memory", "connect to the host", "fork", "run a program",
+                       "write the environment", "write /usr"}, found
+    assert found["fork"][1] == found["run a program"][1] == "PermissionError"
+    assert found["uid"] == 65534 and found["thread"] == "ran"
+    assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process
+    assert (folder / "mine.txt").read_text() == "x"  # its own folder is its own
+    assert not Path("/tmp/mine.txt").exists() and not Path("/dev/shm/mine.txt").exists()
+    # nothing survives: no process anywhere still has the marker in its command line
+    time.sleep(0.2)
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []
+
+
+def test_bwrap_filter_is_a_whole_bpf_program():
+    program = box.seccomp_filter("x86_64")
+    assert len(program) % 8 == 0 and len(program) // 8 == 15
+    assert box.seccomp_filter("riscv64") is None

@@ -1,0 +1,12 @@
+"""Grading where student code never decides a grade.
+
+    judge.py   the judge: runs the check cells (hidden tests included) with proxies of
+               the student's modules; compares; writes the verdict. No student code.
+    worker.py  the worker: imports the student's normlib files and computes what the
+               judge asks for, nothing else. Runs in box.py's sandbox.
+    peer.py    the channel's two ends: requests, handles, autograd across it.
+    wire.py    what may cross: values (arrays, tensors, numbers, ...) and handles.
+    box.py     the OS sandbox (bubblewrap, seccomp, resource limits).
+    __main__   `python -m tools.judge`: a judge process serving grading jobs
+               (tools.recheck starts it).
+"""

@@ -1,0 +1,122 @@
+"""The OS sandbox of the worker: bubblewrap (Debian's `bubblewrap`), with a seccomp filter.
+
+The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. It sees:
+
+- read-only: /usr (and its /bin, /lib links), the Python installation and the course's
+  virtual environment, and the course's tools/ at /opt/grader/tools (the worker's code);
+- read-write: its submission's folder (a private copy, at /submission), a fresh /tmp and
+  /dev/shm, which vanish with it;
+- /proc of its own PID namespace (no other process exists there), a minimal /dev;
+- nothing else: not the course folder, the gradebook, solutions/, other submissions or
+  their temporary files, nor the judge's. No network (not even the host's loopback).
+
+seccomp refuses fork, vfork, clone3 and any clone that is not a new thread: the worker
+starts no process. Resource limits (memory, file size, no core dumps) are set by the
+judge before bubblewrap starts. The namespace's first process dies with bubblewrap
+(--die-with-parent), and with it every process of the namespace: the judge kills
+bubblewrap when a check runs over its time or grading ends, so nothing outlives it.
+
+What it does not protect against: a bug in the Linux kernel (namespaces and seccomp are
+kernel features). For a class you do not trust, also run grading on a host of its own:
+a container or a VM per grading host.
+"""
+
+import os
+import shutil
+import struct
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from tools.course import threads
+from tools.exercises import REPO
+
+INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install " \
+    "bubblewrap), or grade with --no-sandbox on a machine you do not mind student code reaching"
+
+# the environment variables the worker keeps: its number of threads
+THREADS = tuple(threads(1))
+# seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
+_ARCH_X86_64, _ARCH_AARCH64 = 0xC000003E, 0xC00000B7
+_SYSCALLS = {  # machine: (audit arch, fork, vfork, clone, clone3); -1: no such call there
+    "x86_64": (_ARCH_X86_64, 57, 58, 56, 435),
+    "aarch64": (_ARCH_AARCH64, -1, -1, 220, 435),
+}
+_CLONE_THREAD = 0x00010000
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+
+
+def _bpf(code, jt, jf, k):
+    return struct.pack("<HBBI", code, jt, jf, k)
+
+
+def seccomp_filter(machine=None):
+    """The BPF program, as bytes, that bubblewrap's --seccomp loads: EPERM for fork, vfork
+    and a clone without CLONE_THREAD (threads stay allowed: NumPy and torch use them),
+    ENOSYS for clone3 (so that the C library falls back to clone). None on a machine
+    whose system calls it does not know."""
+    machine = machine or os.uname().machine
+    if machine not in _SYSCALLS:
+        return None
+    arch, fork, vfork, clone, clone3 = _SYSCALLS[machine]
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, BPF_RET
+    never = 0xFFFFFFFF  # (a call the machine does not have: no number matches)
+    return b"".join([
+        _bpf(LD, 0, 0, 4),  # 0: the architecture
+        _bpf(JEQ, 1, 0, arch),  # 1: this machine's: go to 3
+        _bpf(RET, 0, 0, _EPERM),  # 2: another ABI (32-bit calls): refuse
+        _bpf(LD, 0, 0, 0),  # 3: the system call's number
+        _bpf(JGE, 7, 0, 0x40000000),  # 4: the x32 ABI's numbers: refuse (12)
+        _bpf(JEQ, 6, 0, fork & never),  # 5: refuse (12)
+        _bpf(JEQ, 5, 0, vfork & never),  # 6: refuse (12)
+        _bpf(JEQ, 6, 0, clone3),  # 7: ENOSYS (14)
+        _bpf(JEQ, 1, 0, clone),  # 8: look at its flags (10)
+        _bpf(RET, 0, 0, _ALLOW),  # 9: any other call
+        _bpf(LD, 0, 0, 16),  # 10: clone's flags (the low 32 bits of args[0])
+        _bpf(JSET, 1, 0, _CLONE_THREAD),  # 11: a thread: allow (13)
+        _bpf(RET, 0, 0, _EPERM),  # 12
+        _bpf(RET, 0, 0, _ALLOW),  # 13
+        _bpf(RET, 0, 0, _ENOSYS),  # 14
+    ])
+
+
+def bwrap():
+    """The path of bubblewrap, or None."""
+    return shutil.which("bwrap")
+
+
+def command(worker_dir, argv, env):
+    """(the command that runs argv, a Python command line, in the sandbox with worker_dir
+    as its /submission; the file descriptor of its seccomp filter, to pass to it). env: the
+    variables the worker gets (nothing else of the judge's environment)."""
+    python = Path(sys.executable)
+    venv = Path(sys.prefix)
+    ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "grading",
+            # first the fresh file systems, then the binds (the environment may be under
+            # /tmp, as in a fresh clone's test run: a later mount would hide it)
+            "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+    for path in sorted(ro):
+        args += ["--ro-bind", path, path]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        target = Path("/", link)
+        if target.is_symlink():
+            args += ["--symlink", os.readlink(target), f"/{link}"]
+        elif target.is_dir():
+            args += ["--ro-bind", str(target), str(target)]
+    args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools",
+             "--bind", str(worker_dir), "/submission", "--chdir", "/submission", "--clearenv"]
+    for name, value in {**env, "PYTHONPATH": "/opt/grader", "HOME": "/tmp",
+                        "MPLCONFIGDIR": "/tmp", "PATH": "/usr/bin:/bin"}.items():
+        args += ["--setenv", name, str(value)]
+    program = seccomp_filter()
+    fd = None
+    if program is not None:
+        with tempfile.TemporaryFile() as f:  # bwrap reads the filter from a descriptor
+            f.write(program)
+            f.seek(0)
+            fd = os.dup(f.fileno())
+        args += ["--seccomp", str(fd)]
+    return [*args, "--", str(python), *argv], fd
