@@ -98,7 +98,7 @@ formgrader: $(INSTALLED)
 	cd $(COURSE_DIR) && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-# Submissions per minute, serial and parallel, on a synthetic class of 20 (a few minutes).
+# Whole-course submissions per minute, serial and parallel: a class of 4 right ones (minutes).
 grading-bench: $(INSTALLED)
 	$(INSTRUCTOR) bench $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 

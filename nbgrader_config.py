@@ -9,7 +9,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
-from tools.grading import GradingExecute, HideHiddenTests, SkipAtGrading  # noqa: E402
+from tools.grading import (  # noqa: E402
+    FoldHiddenTests,
+    GradingExecute,
+    HideHiddenTests,
+    SkipAtGrading,
+)
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -41,14 +46,17 @@ c.Autograde.autograde_preprocessors = [
     for p in Autograde.class_traits()["autograde_preprocessors"].default()
 ]
 
-# Long experiments (cells tagged skip-at-grading) are not run at autograde: see
-# tools/grading.py. Added after nbgrader's own sanitizing, which restores the check cells.
+# Long experiments (cells tagged skip-at-grading) are not run at autograde, and the check
+# cells run without their hidden tests, which only the judge runs (tools/grading.py;
+# tools/recheck.py). Added after nbgrader's own sanitizing, which restores the check cells.
 c.Autograde.sanitize_preprocessors = [
-    *Autograde.class_traits()["sanitize_preprocessors"].default(), SkipAtGrading
+    *Autograde.class_traits()["sanitize_preprocessors"].default(), SkipAtGrading,
+    FoldHiddenTests,
 ]
 
-# Feedback shows which checks failed and why, not the hidden tests' code (tools/grading.py;
-# c.HideHiddenTests.enabled = False shows them, as nbgrader does by default).
+# Feedback shows which checks failed and why, not the hidden tests' code (tools/grading.py),
+# and its HTML is sanitized: a student's <script> or onerror output is not run there.
 c.GenerateFeedback.preprocessors = [
     *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests
 ]
+c.HTMLExporter.sanitize_html = True

@@ -45,10 +45,10 @@ def submission(tmp_path, **files):
     return tmp_path
 
 
-def judged(folder, cells=UNIT1):
+def judged(folder, cells=UNIT1, sandbox=SANDBOX):
     """{number: (passed, detail)}."""
     numbers = {e.grade_id: e.number for e in exercises()}
-    results = run_checks(folder, cells, LIMITS_HERE, sandbox=SANDBOX)
+    results = run_checks(folder, cells, LIMITS_HERE, sandbox=sandbox)
     return {numbers[g]: r for g, r in results.items()}
 
 
@@ -149,8 +149,11 @@ _everything()
 
 
 def test_the_worker_never_sees_a_check_or_its_hidden_tests(tmp_path):
+    # what crosses the channel, without the OS sandbox, so that the dump lands in the
+    # submission's folder (in the sandbox it is a private file system that vanishes, and
+    # /proc shows the worker alone: see test_the_sandbox_refuses_every_escape)
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", LEAK))
-    results = judged(folder)
+    results = judged(folder, sandbox=False)
     assert results["1.1"][0], results["1.1"]  # it was graded, and its values were right
     leak = (folder / "leak.txt").read_text()
     assert len(leak) > 10_000  # it did dump the worker's state
@@ -187,6 +190,8 @@ attempt("run a program", lambda: subprocess.run(["/usr/bin/true"]))
 attempt("write the environment", lambda: open(sys.executable, "ab"))
 attempt("write /usr", lambda: open("/usr/x", "w"))
 attempt("write its folder", lambda: open("/submission/mine.txt", "w").write("x"))
+attempt("write its folder's source", lambda: open("/opt/submission/mine.txt", "w"))
+attempt("fill its folder", lambda: open("/submission/big", "wb").write(bytes(300 << 20)))
 attempt("write /tmp", lambda: open("/tmp/mine.txt", "w").write("x"))
 attempt("write /dev/shm", lambda: open("/dev/shm/mine.txt", "w").write("x"))
 t = threading.Thread(target=lambda: found.setdefault("thread", "ran"))
@@ -224,11 +229,14 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
     assert refused == {"read the course", "list the course's folder",
                        "read the judge's temporary file", "the judge's /proc",
                        "the judge's memory", "connect to the host", "fork", "run a program",
-                       "write the environment", "write /usr"}, found
+                       "write the environment", "write /usr", "write its folder's source",
+                       "fill its folder"}, found
+    assert found["fill its folder"][1] == "OSError"  # over box.DISK_MB
     assert found["fork"][1] == found["run a program"][1] == "PermissionError"
     assert found["uid"] == 65534 and found["thread"] == "ran"
     assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process
-    assert (folder / "mine.txt").read_text() == "x"  # its own folder is its own
+    assert found["write its folder"] == ["allowed", "1"]  # its own private copy:
+    assert not (folder / "mine.txt").exists()  # it vanished with the sandbox
     assert not Path("/tmp/mine.txt").exists() and not Path("/dev/shm/mine.txt").exists()
     # nothing survives: no process anywhere still has the marker in its command line
     time.sleep(0.2)

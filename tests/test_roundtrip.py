@@ -21,6 +21,7 @@ import csv
 import html
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -33,9 +34,9 @@ from tools.exercises import by_number, exercises
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
-from tools.markers import BEGIN_HIDDEN, has_marker, split_check
+from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
 from tools.student import secret_lines
-from tools.synthetic import CASES, zip_class
+from tools.synthetic import CASES, LEAK_LAST, zip_class
 
 TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
@@ -66,7 +67,13 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit1", "exits"): scores("unit1", "1.2"),
     ("unit1", "osexit"): scores("unit1", "1.2"),
     ("unit1", "renamed"): scores("unit1", "1.2"),  # layer_norm_forward renamed
-    ("unit1", "intruder"): nothing("unit1"),  # stubs: the reference was out of its reach
+    # right code that tries to leak the hidden tests into its feedback, and to escape
+    ("unit1", "leaker"): scores("unit1"),
+    ("unit1", "escaper"): scores("unit1"),
+    # right code; a notebook nbgrader cannot run whole, or at all: the judge grades the files
+    ("unit1", "duplicated"): scores("unit1"),
+    ("unit1", "renamed-notebook"): scores("unit1"),
+    ("unit1", "truncated"): scores("unit1"),
     ("unit2", "reference"): scores("unit2"),
     # the autograd Function (2.2) runs the wrong backward too
     ("unit2", "wrong-backward"): nothing("unit2"),
@@ -87,10 +94,14 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # values, 4x the memory): the fast forward passes the memory check inside the sandbox
     ("unit5", "mixed"): scores("unit5", "5.1", "5.6"),
 }
-# checks where the notebook's score was wrong and the clean re-check's replaced it
-OVERRIDDEN = {
-    ("unit2", "tampered"): {"ex2_2_layer_norm_function"},
-    ("unit3", "patcher"): {"ex3_4_group_norm_forward"},
+# submissions whose notebook could not be run whole: their status in grades.csv
+PARTLY = {
+    ("unit1", "renamed-notebook"): "partly graded: no 01_layernorm_forward.ipynb (found "
+                                   "01_layernorm_forward-Copy1.ipynb)",
+    ("unit1", "truncated"): "partly graded: 01_layernorm_forward.ipynb: not a readable "
+                            "notebook",
+    ("unit1", "duplicated"): "partly graded: 01_layernorm_forward.ipynb: a graded cell appears "
+                             "twice (ex1_1_layer_norm_stats)",
 }
 
 
@@ -133,21 +144,28 @@ def test_every_check_scores_as_expected(graded, number):
                 f"{grade.score} != {expected[grade_id]}"
 
 
-def test_the_clean_recheck_overrides_exactly_the_patched_checks(graded):
+def test_the_judges_score_is_the_grade_whatever_the_notebook_said(graded):
     root, log = graded
     with Gradebook(gradebook_url(root)) as gb:
         for (assignment, student), expected in EXPECTED.items():
-            overridden = {g for g in expected if gb.find_grade(
-                g, NOTEBOOK[g], assignment, student).manual_score is not None}
-            assert overridden == OVERRIDDEN.get((assignment, student), set()), student
-        # what the notebook gave the patched check
-        assert gb.find_grade("ex2_2_layer_norm_function", NOTEBOOK["ex2_2_layer_norm_function"],
-                             "unit2", "tampered").auto_score == 4
+            for g in expected:  # the judge's score is the auto score; none is set by hand
+                grade = gb.find_grade(g, NOTEBOOK[g], assignment, student)
+                assert (grade.auto_score, grade.manual_score) == (expected[g], None), student
+    # the checks the notebook passed after a patch, which the judge failed
     assert "ex2_2_layer_norm_function: 4.0 in the notebook, 0 by the judge" in log
     # the patcher's wrong GroupNorm, its comparison disarmed in the notebook, is caught by
     # the judge's own comparison, with the values that differ
     assert re.search(r"ex3_4_group_norm_forward: 3\.0 in the notebook, 0 by the judge "
                      r"\(the judge's score counts\): AssertionError: Not equal to tolerance", log)
+
+
+def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
+    root, _ = graded
+    text = feedback_text(root, "unit3", "patcher")
+    assert "The judge: failed (0 / 3): AssertionError: Not equal to tolerance" in text
+    assert text.count("The judge: passed, with the hidden tests") == len(POINTS["unit3"]) - 1
+    # once, though the notebook was graded twice (the judge replaces its earlier verdict)
+    assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 2
 
 
 def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):
@@ -160,15 +178,16 @@ def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded)
         expected = EXPECTED.get((assignment, student))
         assert float(row["max_score"]) == sum(POINTS[assignment].values())
         if expected is None:  # this student submitted no work for the assignment
-            assert row["submitted"] == "no" and float(row["score"]) == 0
+            assert (row["submitted"], row["status"], float(row["score"])) == ("no", "missing", 0)
             continue
         assert row["submitted"] == "yes"
+        assert row["status"].startswith(PARTLY.get((assignment, student), "graded")), row
         assert float(row["score"]) == sum(expected.values())
         for other, points in POINTS.items():  # per-check points; blank for other units'
             for g in points:
                 want = expected[g] if other == assignment else None
                 assert (float(row[g]) if row[g] else None) == want, (student, g)
-        assert set(row["overridden"].split()) == OVERRIDDEN.get((assignment, student), set())
+        assert row["overridden"] == ""  # no score was set by hand
 
 
 def cell(path, grade_id):
@@ -198,13 +217,15 @@ def test_no_cell_but_a_check_fails_at_grading(graded):
 
 
 def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
+    # with their visible tests alone: the hidden tests never reach the student's kernel
     root, _ = graded
     source = next(SOLUTIONS.glob("01_*.ipynb"))
     for student in ("tampered", "deleted"):
         restored = "".join(cell(autograded(root, "unit1", student), "ex1_1_layer_norm_stats")
                            ["source"])
-        assert restored.endswith("".join(cell(source, "ex1_1_layer_norm_stats")["source"]))
-        assert BEGIN_HIDDEN in restored
+        written = "".join(cell(source, "ex1_1_layer_norm_stats")["source"])
+        assert BEGIN_HIDDEN in written and BEGIN_HIDDEN not in restored
+        assert restored.endswith(fold_hidden(written))
 
 
 ERRORS = {  # (assignment, student, check) -> what the autograded notebook and feedback say
@@ -236,16 +257,6 @@ def test_each_hardening_case_says_what_happened_in_its_cell_and_feedback(graded)
                   if o["output_type"] == "error"]
         assert any(e.startswith(message) for e in errors), (student, errors)
         assert message in feedback_text(root, assignment, student), student
-
-
-def test_the_intruder_reached_nothing(graded):
-    """Its module tried to set every grade to 100 in the gradebook, write beside the
-    course and exec the reference layer_norm from source/: the scores above show the
-    gradebook and its own grades untouched; no file appeared outside its folder."""
-    root, _ = graded
-    assert not list(root.parent.rglob("owned.txt"))
-    notebook = autograded(root, "unit1", "intruder")
-    assert "NotImplementedError" in json.dumps(cell(notebook, "ex1_1_layer_norm_stats"))
 
 
 def test_release_has_no_solution_and_student_files_are_graded(graded):
@@ -297,7 +308,7 @@ def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
     root, _ = graded
     secret = secret_lines()
     pages = sorted((root / "feedback").rglob("*.html"))
-    assert len(pages) == len(EXPECTED)
+    assert len(pages) == len(EXPECTED) - len(PARTLY)  # (no notebook ran: no page)
     for page in pages:
         lines = {line.strip() for line in feedback_text(
             root, page.parent.name, page.parent.parent.name).splitlines()}
@@ -333,3 +344,38 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit5": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
                   "normlib/variance.py"],
     }
+
+
+def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(graded):
+    """Its notebook cells and its module printed the kernel's input history, every
+    calling cell's source and the namespace's In: none of it held a hidden test, which
+    never reached the kernel (test_no_feedback_page_shows_a_hidden_test_or_solution_line).
+    Its HTML output is sanitized in the feedback."""
+    root, _ = graded
+    text = feedback_text(root, "unit1", "leaker")
+    assert "LEAK In:" in text and "LEAK caller:" in text and "check_stats" in text
+    page = next((root / "feedback" / "leaker" / "unit1").glob("*.html")).read_text()
+    assert "<script>document.title" in LEAK_LAST  # (the source shows it, escaped)
+    assert "<script>document.title" not in page and not re.search(r"<img[^>]*onerror", page)
+
+
+def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(graded):
+    """From the grading kernel, in the OS sandbox: no rename of the gradebook, no file
+    beside the course, no read of the reference through a directory descriptor, no other
+    process's memory, no other kernel's connection file, no process forked past the
+    audit hook (it would have slept for ten minutes)."""
+    root, _ = graded
+    outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
+    assert "ESCAPED: []" in outputs
+    assert (root / "gradebook.db").is_file()
+    assert not list(root.parent.rglob("owned.txt"))
+    # no process of the grading is left: none renamed by the escaper, no bubblewrap or
+    # kernel whose command line names the course (its working folder is in it)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            if comm == "escaper-child" or str(root).encode() in \
+                    Path(f"/proc/{pid}/cmdline").read_bytes():
+                left.append((pid, comm))
+    assert left == []

@@ -16,17 +16,25 @@ cells import what they use and never depend on them, and running them for every
 submission would cost the class minutes. Cells with nbgrader grade or solution metadata
 are always run, whatever their tags (a student could tag a check cell to skip it).
 
-HideHiddenTests: feedback without the hidden tests' code (see its docstring).
+FoldHiddenTests: at autograde, the check cells run without their hidden tests (the judge
+runs them). HideHiddenTests: feedback without the hidden tests' code.
 """
 
+import math
+import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, List, Unicode
 
+from tools.judge import box
 from tools.markers import fold_hidden
 
 TAG = "skip-at-grading"
@@ -37,13 +45,60 @@ _EXEC_LINES = "--IPKernelApp.exec_lines="
 # notebook run here, the clean re-check in tools/recheck.py). Their defaults are defined
 # below, once; an instructor sets them in the course's nbgrader_config_local.py
 # (c.GradingExecute.memory_mb = 8192), and tools.course.grading_limits reads them.
-LIMITS = ("timeout", "startup_timeout", "memory_mb", "file_mb", "protected")
+LIMITS = ("timeout", "notebook_timeout", "startup_timeout", "memory_mb", "file_mb",
+          "protected")
+
+
+def font_cache():
+    """{path in the sandbox: host file} of matplotlib's font list (built here if missing),
+    which a sandboxed kernel reads instead of building its own (2 s per kernel)."""
+    import matplotlib
+    import matplotlib.font_manager as fm
+
+    name = f"fontlist-v{fm.FontManager.__version__}.json"
+    path = Path(matplotlib.get_cachedir()) / name
+    return {f"/tmp/{name}": path} if path.is_file() else {}
+
+
+class BoxedKernelManager(AsyncKernelManager):
+    """A grading kernel in the OS sandbox of tools/judge/box.py (bubblewrap: its own PID,
+    network and user namespaces, no processes, nothing of the course): its working folder
+    is a private copy of the notebook's folder, and it talks to nbgrader over IPC sockets
+    in a folder of its own, the one host folder it may write (with no network, TCP on the
+    host's loopback is out of its reach). Killing it (a restart, a shutdown) kills bubblewrap,
+    and with it every process of the sandbox."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.sockets = tempfile.mkdtemp(prefix="kernel-")  # (short: a socket path < 108)
+        self.transport = "ipc"
+        self.ip = os.path.join(self.sockets, "ipc")
+        self.connection_file = os.path.join(self.sockets, "kernel.json")
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        folder = kw.pop("cwd")  # the notebook's folder, its path inside the sandbox too
+        # JPY_PARENT_PID=1: the kernel's parent in its PID namespace, which it must not poll
+        env = {**{k: v for k, v in os.environ.items() if k in box.THREADS}, "JPY_PARENT_PID": 1}
+        command, fd = box.command(folder, kernel_cmd[1:], env, inside=folder,
+                                  binds=[self.sockets], files=font_cache())
+        try:
+            await super()._async_launch_kernel(command, **kw, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+
+    async def _async_cleanup_resources(self, restart=False):
+        await super()._async_cleanup_resources(restart)
+        if not restart:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 class GradingExecute(Execute):
     timeout = Integer(30, help="Seconds a cell (a check, in the clean re-check) may run "
                       "before it is stopped and scored as an error (the checks take a "
                       "second or two)").tag(config=True)
+    notebook_timeout = Integer(300, help="Seconds a whole notebook may run (its cells "
+                               "together; the judge's run of a whole submission, too): past "
+                               "it, the cells left are not run, and say so").tag(config=True)
     # startup_timeout (nbclient's, 60 s): for a kernel to start; the clean re-check gives
     # a process's first check that much more than `timeout` (it imports normlib)
     interrupt_on_timeout = Bool(False)  # we restart instead: an interrupt can be caught
@@ -54,22 +109,44 @@ class GradingExecute(Execute):
                         "clean re-check), MiB").tag(config=True)
     file_mb = Integer(64, help="Largest file a grading process may write, MiB").tag(config=True)
     sandbox = Bool(True, help="Start each kernel in tools/sandbox.py").tag(config=True)
+    box = Bool(True, help="Start each kernel in the OS sandbox (BoxedKernelManager: "
+               "bubblewrap); False only where student code may reach all this user "
+               "can").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
+        self._deadline = None
+        if self.box:
+            self.kernel_manager_class = BoxedKernelManager
         if self.sandbox:
             workdir = resources["metadata"]["path"]
-            line = (f"__import__('runpy').run_path({str(SANDBOX)!r})['install']"
+            script, source = (f"/opt/grader/tools/{SANDBOX.name}", box.SOURCE) if self.box \
+                else (str(SANDBOX), None)
+            line = (f"__import__('runpy').run_path({script!r})['install']"
                     f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb}, "
-                    f"{self.file_mb})")
+                    f"{self.file_mb}, {source!r})")
             others = [a for a in self.extra_arguments if not a.startswith(_EXEC_LINES)]
             self.extra_arguments = [*others, _EXEC_LINES + line]
         return super().preprocess(nb, resources, km)
 
+    def _remaining(self):  # of the notebook's time, counted from its first cell
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.notebook_timeout
+        return self._deadline - time.monotonic()
+
+    def _get_timeout(self, cell):  # the cell's limit, or what is left of the notebook's
+        return max(1, min(self.timeout, math.ceil(self._remaining())))
+
     def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and self._remaining() <= 0:
+            self._error(cell, "NotebookTimeoutError", f"the notebook ran over its "
+                        f"{self.notebook_timeout} s limit: this cell was not run")
+            return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (CellTimeoutError, DeadKernelError) as error:
-            reason = (f"the cell ran over the {self.timeout} s limit" if
+            reason = ("the cell ran over the notebook's "
+                      f"{self.notebook_timeout} s limit" if self._remaining() <= 0 else
+                      f"the cell ran over the {self.timeout} s limit" if
                       isinstance(error, CellTimeoutError) else
                       "the kernel died while running this cell (os._exit, a crash, a kill)")
             self._error(cell, type(error).__name__, f"{reason}; restarted for the next cells")
@@ -101,18 +178,31 @@ class SkipAtGrading(NbGraderPreprocessor):  # (nbconvert's base class is disable
         return cell, resources
 
 
-class HideHiddenTests(NbGraderPreprocessor):
-    """At generate_feedback, in every check cell: the hidden-test block becomes one comment
-    line, and an error keeps its type and message but loses its traceback (whose context
-    lines would quote the hidden tests). The student still reads which check failed and
-    why: the checks' messages name the case (shape, dtype, arguments) and the difference.
-    To show the hidden tests, set `c.HideHiddenTests.enabled = False`."""
+class FoldHiddenTests(NbGraderPreprocessor):
+    """At autograde, before the notebook runs: in every check cell (as nbgrader restored
+    it, hidden tests included) the hidden-test block becomes one comment line. The
+    student's kernel runs the visible checks alone, so the hidden tests never exist in a
+    process that runs student code (no `In`, frame, profiler or /proc read can show them);
+    the judge runs them all (tools/recheck.py), and its score is the grade."""
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
-            return cell, resources
-        cell.source = fold_hidden(cell.source)
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                output.traceback = [f"{output.ename}: {output.evalue}"]
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.source = fold_hidden(cell.source)
+        return cell, resources
+
+
+class HideHiddenTests(FoldHiddenTests):
+    """At generate_feedback, in every check cell: the hidden-test block folded (as it ran
+    at autograde), and an error keeps its type and message but loses its traceback (whose
+    context lines would quote the check). The student still reads which check failed and
+    why: the checks' messages name the case (shape, dtype, arguments) and the difference,
+    and the judge's verdict, written under each check (tools/recheck.py), says whether the
+    hidden tests passed."""
+
+    def preprocess_cell(self, cell, resources, index):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output.traceback = [f"{output.ename}: {output.evalue}"]
         return cell, resources

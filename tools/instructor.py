@@ -8,7 +8,7 @@
                                          [--no-sandbox]
     python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]
     python -m tools.instructor export    ROOT [--out FILE]
-    python -m tools.instructor bench     [--students N] [--jobs N]
+    python -m tools.instructor bench     [--students N] [--jobs N]  (whole-course layout)
 
 No ASSIGNMENT means every assignment of the course. nbgrader does the work; this adds
 the course's checks around it (the release scanned for solutions, each submission graded
@@ -18,7 +18,10 @@ Grading limits (c.GradingExecute.timeout, memory_mb, ... in ROOT/nbgrader_config
 """
 
 import argparse
+import contextlib
 import csv
+import io
+import json
 import os
 import re
 import shutil
@@ -30,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from tools.course import (
+    COURSE,
     LAYOUTS,
     build_course,
     gradebook_url,
@@ -42,9 +46,10 @@ from tools.exercises import of_notebooks
 from tools.judge import box
 from tools.recheck import recheck
 from tools.student import leaks
-from tools.synthetic import make_class
+from tools.synthetic import honest_class
 
 JOBS = os.cpu_count() or 1
+STATUS = "grading_status.json"  # {assignment: {student: status}}, written by autograde
 
 
 def _assignments(root, names):
@@ -189,14 +194,16 @@ def grade_shard(root, todo, students, limits, force=False, env=None, sandbox=Tru
     """Autograde these students' submissions of the assignments in todo ({assignment:
     [student]}) in one nbgrader process per assignment, or one in all (excluding everyone
     else), then grade each with the judge (tools/judge), both under these grading limits (from
-    tools.course.grading_limits). Returns {(assignment, student): None if nbgrader could
-    not grade it, else its disagreements}; nbgrader's log is in logs/."""
+    tools.course.grading_limits). Returns {(assignment, student): (status, the notebook's
+    disagreements with the judge, or None if the judge could not grade it)}: status is
+    "graded", "partly graded: why" (a notebook that nbgrader could not run: its checks
+    are graded all the same) or "failed: why". nbgrader's log is in logs/."""
     everyone = {s for group in todo.values() for s in group}
     others = sorted(everyone - set(students))
     # the limits as read (the course's config, the command line's --timeout), given to
     # nbgrader too, so that both runs have the same (protected: from the same config)
     given = [f"--GradingExecute.{name}={value}" for name, value in limits.items()
-             if name != "protected"]
+             if name != "protected"] + ([] if sandbox else ["--GradingExecute.box=False"])
     log = []
     for target in _targets(root, todo):
         args = ["autograde", target, *given,
@@ -207,19 +214,68 @@ def grade_shard(root, todo, students, limits, force=False, env=None, sandbox=Tru
     path = Path(root) / "logs" / f"autograde-{students[0]}.log"
     path.parent.mkdir(exist_ok=True)
     path.write_text("".join(log))
-    return {(a, s): recheck(root, a, s, limits, env, sandbox)
-            if (Path(root) / "autograded" / s / a).is_dir() else None
-            for a, group in todo.items() for s in group if s in students}
+    graded = {}
+    for a, group in todo.items():
+        for s in (s for s in group if s in students):
+            try:  # the judge needs only the submission's normlib files
+                rows = recheck(root, a, s, limits, env, sandbox)
+            except Exception as error:  # (one submission's failure is its own)
+                graded[a, s] = (f"failed: {type(error).__name__}: {error}", None)
+                continue
+            problems = notebook_problems(root, a, s)
+            graded[a, s] = ("graded" if not problems else "partly graded: " + "; ".join(
+                problems) + " (every check graded from normlib/ by the judge)", rows)
+    return graded
+
+
+def notebook_problems(root, assignment, student):
+    """Why nbgrader's run of a submission's notebooks is incomplete, one reason per
+    notebook (empty if every notebook ran): missing (renamed?), unreadable, or not run."""
+    import nbformat
+
+    submitted = Path(root) / "submitted" / student / assignment
+    autograded = Path(root) / "autograded" / student / assignment
+    stems = load_course(root)["assignments"][assignment]["notebooks"]
+    problems = []
+    for stem in stems:
+        if not (submitted / f"{stem}.ipynb").is_file():
+            others = sorted(p.name for p in submitted.glob("*.ipynb") if p.stem not in stems)
+            problems.append(f"no {stem}.ipynb" + (f" (found {', '.join(others)})" if others
+                                                  else ""))
+        elif not (autograded / f"{stem}.ipynb").is_file():
+            try:
+                nb = nbformat.read(submitted / f"{stem}.ipynb", as_version=4)
+            except Exception as error:
+                problems.append(f"{stem}.ipynb: not a readable notebook "
+                                f"({type(error).__name__})")
+                continue
+            ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+            twice = sorted({i for i in ids if i and ids.count(i) > 1})
+            why = (f"a graded cell appears twice ({', '.join(twice)})" if twice else
+                   "nbgrader could not run it (logs/autograde-*.log)")
+            problems.append(f"{stem}.ipynb: {why}")
+    return problems
+
+
+def save_statuses(root, statuses):
+    """Merge {(assignment, student): status} into ROOT/grading_status.json (export reads
+    it)."""
+    path = Path(root) / STATUS
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    for (assignment, student), status in statuses.items():
+        known.setdefault(assignment, {})[student] = status
+    path.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
 
 
 def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, sandbox=True):
     """Grade every submission, `jobs` processes at a time, under the course's grading
-    limits (with this timeout per cell, if given), the judge's workers in the OS sandbox
-    (tools/judge/box.py; sandbox=False: without it); returns how many failed."""
+    limits (with this timeout per cell, if given), the kernels and the judge's workers in
+    the OS sandbox (tools/judge/box.py; sandbox=False: without it). Prints each
+    submission's score, or its status and why; returns how many could not be graded."""
     if sandbox and not box.bwrap():
         sys.exit(f"autograde: bubblewrap (bwrap) is not installed. {box.INSTALL}.")
-    # matplotlib's font cache, built here if missing: a sandboxed kernel may read it but
-    # not write it, so every kernel would build it again
+    # matplotlib's font cache, built here if missing: the sandboxed kernels read it
+    # (tools.grading.font_cache) rather than each building its own
     import matplotlib.font_manager  # noqa: F401
     from nbgrader.api import Gradebook
 
@@ -231,23 +287,25 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, sandbox=True
         for student in sorted({s for students in todo.values() for s in students}):
             gb.update_or_create_student(student)
     env = threads(max(1, JOBS // jobs))
-    failed = 0
+    failed, statuses = 0, {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(grade_shard, root, todo, group, limits, force, env, sandbox)
                    for group in shards(todo, jobs)]
         for future in futures:
-            for (assignment, student), rows in future.result().items():
+            for (assignment, student), (status, rows) in future.result().items():
+                statuses[assignment, student] = status
                 failed += rows is None
-                if rows is None:
-                    status = "FAILED (nbgrader could not grade it: see logs/autograde-*.log)"
-                else:
+                line = status
+                if rows is not None:
                     with Gradebook(gradebook_url(root)) as gb:
                         s = gb.find_submission(assignment, student)
-                        status = f"{s.score:g} / {s.max_score:g}"
-                print(f"{assignment} {student}: {status}")
+                        line = f"{s.score:g} / {s.max_score:g}" + \
+                            ("" if status == "graded" else f", {status}")
+                print(f"{assignment} {student}: {line}")
                 for grade_id, score, clean, detail in rows or []:
                     print(f"    {grade_id}: {score} in the notebook, {clean} by the judge "
                           f"(the judge's score counts): {detail}")
+    save_statuses(root, statuses)
     total = sum(map(len, todo.values()))
     print(f"{total - failed} of {total} submissions graded with {jobs} jobs")
     return failed
@@ -266,18 +324,21 @@ def feedback(root, names=(), exchange=False):
 
 
 def export(root, out):
-    """One row per student and assignment: the total, each check's points (blank where
-    the check is not part of the assignment), and the checks whose score is the clean
-    re-check's or a manual one."""
+    """One row per student and assignment: whether it was submitted, its status (graded;
+    partly graded: why; failed: why; missing: not submitted), the total, each check's
+    points (blank where the check is not part of the assignment; the judge's score, or one
+    set by hand), and the checks whose score was set by hand (formgrader's manual score)."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    path = Path(root) / STATUS
+    statuses = json.loads(path.read_text()) if path.is_file() else {}
     plan = load_course(root)["assignments"]
     checks = {name: of_notebooks(info["notebooks"]) for name, info in plan.items()}
     columns = [e.grade_id for cells in checks.values() for e in cells]
     with Gradebook(gradebook_url(root)) as gb, open(out, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["assignment", "student_id", "submitted", "score", "max_score",
-                         *columns, "overridden"])
+        writer.writerow(["assignment", "student_id", "submitted", "status", "score",
+                         "max_score", *columns, "overridden"])
         for name, cells in checks.items():
             for student in sorted(s.id for s in gb.students):
                 points, overridden = {}, []
@@ -289,32 +350,35 @@ def export(root, out):
                     points[e.grade_id] = grade.score
                     if grade.manual_score is not None:
                         overridden.append(e.grade_id)
-                writer.writerow([name, student, "yes" if points else "no",
+                status = statuses.get(name, {}).get(student) or \
+                    ("graded" if points else "missing")
+                writer.writerow([name, student, "yes" if points else "no", status,
                                  sum(points.values()), sum(e.points for e in cells),
                                  *(points.get(c, "") for c in columns), " ".join(overridden)])
     print(f"grades: {out}")
 
 
-def bench(students=20, jobs=JOBS, timeout=10):
-    """Grade a synthetic class of unit 1 (tools/synthetic.py's cases in turn) twice, with
-    one job and with `jobs`, each in a fresh course, and print submissions per minute.
-    The time limit per cell is 10 s here (30 s in a real run): the infinite loops wait
-    it out."""
+def bench(students=4, jobs=JOBS):
+    """Grade a class of right whole-course submissions (the course layout: every notebook,
+    the reference's normlib/ files; tools.synthetic.honest_class) twice, with one job and
+    with `jobs`, each in a fresh course, and print submissions per minute: the notebooks'
+    runs and the judge's, each in its OS sandbox, under the default grading limits."""
     rates = {}
     for n in (1, jobs):
         with tempfile.TemporaryDirectory() as tmp:
-            root = build_course(tmp, layout="unit")
-            release(root, ["unit1"])
-            make_class(root, "unit1", students)
-            collect(root, ["unit1"])
+            root = build_course(tmp, layout="course")
+            with contextlib.redirect_stdout(io.StringIO()):
+                release(root)
+                honest_class(root, COURSE, students)
+                collect(root)
             start = time.monotonic()
-            failed = autograde(root, ["unit1"], jobs=n, timeout=timeout)
+            failed = autograde(root, jobs=n)
             seconds = time.monotonic() - start
             rates[n] = students * 60 / seconds
-            print(f"BENCH {students} submissions, {n} job(s): {seconds:.0f} s, "
-                  f"{rates[n]:.1f} submissions/min ({failed} failed)\n")
-    print(f"{os.cpu_count()} cores: {rates[1]:.1f} submissions/min serial, "
-          f"{rates[jobs]:.1f} with {jobs} jobs ({rates[jobs] / rates[1]:.2f}x)")
+            print(f"BENCH {students} whole-course submissions, {n} job(s): {seconds:.0f} s, "
+                  f"{rates[n]:.2f} submissions/min ({failed} failed)\n")
+    print(f"{os.cpu_count()} cores: {rates[1]:.2f} whole-course submissions/min serial, "
+          f"{rates[jobs]:.2f} with {jobs} jobs ({rates[jobs] / rates[1]:.2f}x)")
 
 
 def main(argv=None):
@@ -337,11 +401,11 @@ def main(argv=None):
                              "and the judge's worker (default: the course's "
                              "c.GradingExecute.timeout)")
             sub.add_argument("--force", action="store_true", help="re-grade graded ones")
-            sub.add_argument("--no-sandbox", action="store_true", help="run the judge's "
-                             "workers without bubblewrap (only where student code may "
-                             "reach everything this user can)")
+            sub.add_argument("--no-sandbox", action="store_true", help="run the kernels "
+                             "and the judge's workers without bubblewrap (only where "
+                             "student code may reach everything this user can)")
     sub = steps.add_parser("bench")
-    sub.add_argument("--students", type=int, default=20)
+    sub.add_argument("--students", type=int, default=4)
     sub.add_argument("--jobs", type=int, default=JOBS)
     args = parser.parse_args(argv)
 

@@ -1,12 +1,14 @@
-"""Re-grade a submission with the judge; where nbgrader's score disagrees, the judge's
-score counts (written to the gradebook as the cell's manual score).
+"""Grade a submission with the judge: its score of each check is the grade (the check's
+auto score in the gradebook), and its verdict is written under the check in the
+autograded notebook, so that formgrader, feedback and the CSV show it.
 
-nbgrader runs a student's notebook top to bottom in one kernel, with the check cells and
-their hidden tests: a student's code there can patch what a check calls, or forge its
-output. Here every check cell of the assignment (hidden tests included, as solutions/
-has them) runs in the judge (tools/judge), which never runs student code: the
-submission's normlib files run in a worker process, which only computes the values the
-checks ask for. No notebook cell of the student's runs at all.
+nbgrader runs a student's notebook top to bottom in one kernel (in the OS sandbox), with
+the check cells' visible tests: a student's code there can patch what a check calls, or
+forge its output, so that run decides nothing. Here every check cell of the assignment
+(hidden tests included, as solutions/ has them) runs in the judge (tools/judge), which
+never runs student code: the submission's normlib files run in a worker process, which
+only computes the values the checks ask for. No notebook cell of the student's runs at
+all: the judge needs only the submission's normlib files.
 
 A check that runs over the time limit, or whose worker dies, fails; the worker is
 started again for the checks after it, so the rest of the submission is still graded.
@@ -98,26 +100,64 @@ def clean_results(root, assignment, student, limits=None, env=None, sandbox=True
         return run_checks(tmp, cells, limits, env, info["student_files"], sandbox)
 
 
+JUDGE = "The judge:"
+
+
+def verdict(passed, points, detail):
+    """What the judge writes under a check cell of the autograded notebook (and so in the
+    feedback)."""
+    if passed:
+        return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g}).\n"
+    return f"{JUDGE} failed ({0:g} / {points:g}): {detail}\n"
+
+
+def annotate(notebook, verdicts):
+    """Append each check cell's verdict {grade_id: (passed, text)} to its outputs in the autograded
+    notebook (the judge's words, under the notebook's own run of the visible checks)."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and grade_id in verdicts:
+            passed, text = verdicts[grade_id]
+            cell.outputs = [o for o in cell.outputs if not (  # a verdict of an earlier run
+                o.output_type == "stream" and o.text.startswith(JUDGE))]
+            cell.outputs.append(nbformat.v4.new_output(
+                "stream", name="stdout" if passed else "stderr", text=text))
+    nbformat.write(nb, notebook)
+
+
 def recheck(root, assignment, student, limits=None, env=None, sandbox=True):
-    """Compare the gradebook with the clean results of one submission (under the course's
-    grading limits, or these: tools.course.grading_limits); where the notebook's
-    (auto) score differs, set the clean score as the cell's manual score. Returns
-    (grade_id, notebook score, clean score, detail) of each disagreement, and of each
-    manual score differing from the clean one (set in formgrader, or by tampering)."""
+    """Grade one submission with the judge (under the course's grading limits, or these:
+    tools.course.grading_limits): the judge's score of each check is its auto score in the
+    gradebook (the grade), and its verdict is written under the check in the autograded
+    notebook (the feedback). Returns (grade_id, notebook score, judge's score, detail) of
+    each check where the notebook's run (visible checks only, in the student's kernel)
+    gave another score, and of each manual score differing from the judge's (set in
+    formgrader)."""
     from nbgrader.api import Gradebook
 
     info = load_course(root)["assignments"][assignment]
     clean = clean_results(root, assignment, student, limits, env, sandbox)
-    rows = []
+    rows, verdicts = [], {}
     with Gradebook(gradebook_url(root)) as gb:
+        # (made by nbgrader, unless it could not even start: no notebook it knows)
+        gb.update_or_create_submission(assignment, student)
         for e in of_notebooks(info["notebooks"]):
             grade = gb.find_grade(e.grade_id, e.notebook, assignment, student)
             passed, detail = clean[e.grade_id]
             score = e.points if passed else 0
             if grade.auto_score != score:
                 rows.append((e.grade_id, grade.auto_score, score, detail))
-                grade.manual_score = score
-            elif grade.manual_score is not None and grade.manual_score != score:
+                grade.auto_score = score
+            if grade.manual_score is not None and grade.manual_score != score:
                 rows.append((e.grade_id, grade.manual_score, score, "a manual score was set"))
+            verdicts.setdefault(e.notebook, {})[e.grade_id] = \
+                (passed, verdict(passed, e.points, detail))
         gb.db.commit()
+    folder = Path(root) / "autograded" / student / assignment
+    for stem, found in verdicts.items():
+        if (folder / f"{stem}.ipynb").is_file():
+            annotate(folder / f"{stem}.ipynb", found)
     return rows

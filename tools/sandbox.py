@@ -51,9 +51,14 @@ def _under(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def install(workdir, protected, memory_mb, file_mb):
+def install(workdir, protected, memory_mb, file_mb, source=None):
     """Limit this process (and what it starts) to grading one submission in workdir:
-    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB."""
+    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
+    source: a folder copied into workdir first (in the OS sandbox of tools/judge/box.py,
+    the submission's read-only copy, box.SOURCE)."""
+    if source is not None:
+        import shutil
+        shutil.copytree(source, workdir, dirs_exist_ok=True)
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

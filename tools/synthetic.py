@@ -1,7 +1,7 @@
 """A synthetic class for the grading pipeline: correct, stub, wrong and hostile
 submissions, made from an assignment's release the way a student would make them.
 tests/test_roundtrip.py grades every case and asserts each score; `tools.instructor
-bench` grades a class of them to time the pipeline.
+bench` grades a class of right submissions (honest_class) to time the pipeline.
 
 Each case is (assignment, edit): edit(folder) changes a copy of release/<assignment>/.
 A wrong or hostile file is the reference's with one function overridden at its end
@@ -15,7 +15,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-from tools.exercises import SOLUTIONS, by_number, student_files
+from tools.exercises import SOLUTIONS, by_number, student_files, unit
 from tools.grading import TAG as SKIP_TAG
 
 
@@ -146,26 +146,100 @@ MEMORY = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.zeros(1
 # 4200 MiB of address space (np.zeros: never touched, no memory used): more than the
 # default 4096 MiB a grading process gets, within a limit the instructor raised
 RESERVE = "import numpy as np\n_reserved = np.zeros(4200 << 20, dtype=np.uint8)"
-# Module-level code of a stub layer_norm.py that tries everything tools/sandbox.py
-# refuses, quietly: set its grades in the gradebook, drop a file outside its folder,
-# and take the reference's code from the course's source/ folder.
-INTRUDER = """
-import glob as _glob, sqlite3 as _sqlite3
+
+# Code that tries to bring the hidden tests into its feedback: a notebook cell printing the
+# kernel's input history, a custom exception handler printing the namespace's, a module
+# printing every caller's source (a profiler on every frame) and __main__.In; and an
+# output that would run a script in the feedback page. (Each prints LEAK, so that the
+# round trip sees it ran.)
+LEAK_MODULE = """
+import inspect as _inspect, sys as _sys
+_seen = set()
+
+
+def _leak(frame, event, arg):  # each notebook cell that calls a function, once
+    caller = frame.f_back
+    if event == "call" and caller is not None and caller.f_code not in _seen \
+            and "ipykernel" in caller.f_code.co_filename:
+        _seen.add(caller.f_code)
+        try:
+            print("LEAK caller:", _inspect.getsource(caller))
+        except Exception:
+            pass
+
+
+print("LEAK In:", getattr(_sys.modules["__main__"], "In", None))
+_sys.setprofile(_leak)
+"""
+LEAK_FIRST = "get_ipython().set_custom_exc((Exception,), lambda shell, *exc, **k: " \
+    "print('LEAK handler:', shell.user_ns.get('In')))\nprint('LEAK In:', In)"
+LEAK_LAST = "from IPython.display import HTML, display\nprint('LEAK In:', In)\n" \
+    "display(HTML('<script>document.title = \"owned\"</script>' \n" \
+    "             '<img src=x onerror=\"document.title = \\'owned\\'\">'))"
+# Module-level code of a right layer_norm.py that tries the escapes an audit hook cannot
+# stop, and prints what worked ("ESCAPED: [...]", empty if nothing did): write its grades
+# into the gradebook, or rename it; read the reference through a directory descriptor;
+# read other processes' memory; find other kernels' connection files; fork a process
+# (through the C library, past the audit hook) that would outlive grading. It also writes
+# beside the course (in the sandbox, a file system of its own: the round trip looks for
+# the file on the host).
+ESCAPER = """
+import ctypes as _ctypes, glob as _glob, os as _os, sqlite3 as _sqlite3
+_escaped = []
+
+
+def _try(name, action):
+    try:
+        if action() not in (None, -1, False):
+            _escaped.append(name)
+    except BaseException:
+        pass
+
+
+_course = _os.path.abspath("../../..")  # autograded/<student>/<assignment>/ at grading
+_try("wrote the gradebook", lambda: _sqlite3.connect(f"file:{_course}/gradebook.db?mode=rw",
+                                                   uri=True).execute(
+    "UPDATE grade SET manual_score = 100").rowcount > 0)
+_try("renamed the gradebook", lambda: _os.rename(_course + "/gradebook.db", _course + "/x.db"))
 try:
-    _db = _sqlite3.connect("../../../gradebook.db")
-    _db.execute("UPDATE grade SET manual_score = 100")
-    _db.commit()
-except Exception:
+    open(_course + "/../owned.txt", "w").write("owned")
+except OSError:
     pass
-try:
-    open("../../../owned.txt", "w").write("owned")
-except Exception:
-    pass
-try:
-    for _path in _glob.glob("../../../source/*/normlib/layer_norm.py"):
-        exec(open(_path).read())
-except Exception:
-    pass
+_try("read the reference", lambda: _os.read(_os.open(
+    "source/unit1/normlib/layer_norm.py", _os.O_RDONLY, dir_fd=_os.open(_course,
+                                                                        _os.O_RDONLY)), 100))
+_me = _os.getpid()
+_try("read another process's memory", lambda: [
+    open(f"/proc/{p}/mem", "rb") for p in _os.listdir("/proc") if p.isdigit()
+    and int(p) not in (1, _me)] or None)
+
+
+def _kernels():  # connection files, but its own
+    try:
+        from ipykernel.connect import get_connection_file
+        mine = get_connection_file()
+    except Exception:  # (not in a kernel: the judge's worker)
+        mine = None
+    return [p for p in _glob.glob("/tmp/**/kernel*.json", recursive=True) + _glob.glob(
+        _os.path.expanduser("~/.local/share/jupyter/runtime/*.json")) if p != mine] or None
+
+
+_try("found another kernel", _kernels)
+
+
+def _fork():
+    libc = _ctypes.CDLL(None)
+    pid = libc.fork()
+    if pid == 0:  # the child: renamed, and asleep for ten minutes
+        libc.prctl(15, b"escaper-child", 0, 0, 0)
+        import time
+        time.sleep(600)
+        _os._exit(0)
+    return pid
+
+
+_try("forked a process", _fork)
+print("ESCAPED:", _escaped)
 """
 
 
@@ -182,9 +256,33 @@ def _tamper_unit1(cells):
             cell["metadata"]["tags"] = [SKIP_TAG]
 
 
+def _code_cell(source):
+    return {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": source}
+
+
 def _patch_checks(cells):  # a cell at the top of the notebook that disarms the checks
-    cells.insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
-                     "execution_count": None, "source": PATCH_CELL})
+    cells.insert(1, _code_cell(PATCH_CELL))
+
+
+def _leak_cells(cells):
+    cells.insert(1, _code_cell(LEAK_FIRST))
+    cells.append(_code_cell(LEAK_LAST))
+
+
+def _duplicate_check(cells):  # a check cell copied and pasted in JupyterLab
+    i = next(i for i, c in enumerate(cells) if _grade_id(c))
+    cells.insert(i + 1, json.loads(json.dumps(cells[i])))
+
+
+def _rename_notebook(folder):  # saved as a copy, the original deleted
+    path = next(Path(folder).glob("[0-9]*.ipynb"))
+    path.rename(path.with_name(f"{path.stem}-Copy1.ipynb"))
+
+
+def _truncate_notebook(folder):  # an upload cut short
+    path = next(Path(folder).glob("[0-9]*.ipynb"))
+    path.write_text(path.read_text()[:5000])
 
 
 CASES = {
@@ -202,7 +300,12 @@ CASES = {
         "osexit": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward",
                                                                "import os\nos._exit(0)")),
         "renamed": reference_submission(1, layer_norm=RENAMED),
-        "intruder": lambda f: (Path(f) / LN).write_text((Path(f) / LN).read_text() + INTRUDER),
+        "leaker": both(reference_submission(1, layer_norm=override(LN, LEAK_MODULE)),
+                       lambda f: edit_notebook(f, _leak_cells)),
+        "escaper": reference_submission(1, layer_norm=override(LN, ESCAPER)),
+        "duplicated": both(reference_submission(1), lambda f: edit_notebook(f, _duplicate_check)),
+        "renamed-notebook": both(reference_submission(1), _rename_notebook),
+        "truncated": both(reference_submission(1), _truncate_notebook),
     },
     "unit2": {
         "reference": reference_submission(2),
@@ -232,10 +335,11 @@ CASES = {
 }
 
 
-def write_submission(root, assignment, case, folder):
-    """The submission of a case: release/<assignment>/ copied to folder, then edited."""
+def write_submission(root, assignment, case, folder, cases=None):
+    """The submission of a case: release/<assignment>/ copied to folder, then edited
+    (cases: {case: edit}, default CASES[assignment])."""
     shutil.copytree(Path(root) / "release" / assignment, folder)
-    CASES[assignment][case](folder)
+    (cases or CASES[assignment])[case](folder)
 
 
 def zip_folder(folder, path, enclosing=None):
@@ -248,23 +352,26 @@ def zip_folder(folder, path, enclosing=None):
                 z.write(file, str(Path(enclosing, rel) if enclosing else rel))
 
 
-def zip_class(root, assignment, students, staging):
-    """The submissions {student: case} of an assignment, written under staging/ and
-    zipped as an LMS download: one zip per student in downloaded/<assignment>/archive/,
-    named as an LMS names them, every other one with an enclosing folder."""
+def zip_class(root, assignment, students, staging, cases=None):
+    """The submissions {student: case} of an assignment (cases: as write_submission's),
+    written under staging/ and zipped as an LMS download: one zip per student in
+    downloaded/<assignment>/archive/, named as an LMS names them, every other one with an
+    enclosing folder."""
     archive = Path(root) / "downloaded" / assignment / "archive"
     archive.mkdir(parents=True, exist_ok=True)
     for i, (student, case) in enumerate(students.items()):
         folder = Path(staging) / assignment / student
-        write_submission(root, assignment, case, folder)
+        write_submission(root, assignment, case, folder, cases)
         zip_folder(folder, archive / f"{student}_{1000 + i}_{assignment}.zip",
                    enclosing=assignment if i % 2 else None)
 
 
-def make_class(root, assignment, n):
-    """n submissions of the assignment's cases, in turn (student ids: case name + number),
-    zipped as an LMS download (in downloaded/<assignment>/archive/, for `collect`)."""
-    cases = list(CASES[assignment])
-    students = {f"{cases[i % len(cases)].replace('-', '')}{i:02d}": cases[i % len(cases)]
-                for i in range(n)}
-    zip_class(root, assignment, students, Path(root) / "staging")
+def honest_class(root, assignment, n):
+    """n right submissions of an assignment of the course at root (the reference's text in
+    every file its students write, the notebooks as released), zipped as an LMS download
+    (in downloaded/<assignment>/archive/, for `collect`)."""
+    stems = json.loads((Path(root) / "course.json").read_text())["assignments"][assignment]
+    files = student_files(unit(stem) for stem in stems["notebooks"])
+    edit = with_files(**{Path(rel).stem: reference(rel) for rel in files})
+    zip_class(root, assignment, {f"student{i:02d}": "right" for i in range(n)},
+              Path(root) / "staging", {"right": edit})

@@ -4,8 +4,10 @@ The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. I
 
 - read-only: /usr (and its /bin, /lib links), the Python installation and the course's
   virtual environment, and the course's tools/ at /opt/grader/tools (the worker's code);
-- read-write: its submission's folder (a private copy, at /submission), a fresh /tmp and
-  /dev/shm, which vanish with it;
+- read-write: its working folder (/submission for the judge's worker, the notebook's own
+  path for a grading kernel), filled with a copy of the submission (read-only at
+  /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
+  vanish with it;
 - /proc of its own PID namespace (no other process exists there), a minimal /dev;
 - nothing else: not the course folder, the gradebook, solutions/, other submissions or
   their temporary files, nor the judge's. No network (not even the host's loopback).
@@ -35,6 +37,10 @@ from tools.exercises import REPO
 INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install " \
     "bubblewrap), or grade with --no-sandbox on a machine you do not mind student code reaching"
 
+# where the sandbox sees the submission's private copy (read-only), and the working folder
+# it copies it to: a fresh file system of DISK_MB MiB, as are /tmp and /dev/shm, so that
+# what student code writes is bounded in total and vanishes with the sandbox
+SOURCE, SUBMISSION, DISK_MB = "/opt/submission", "/submission", 256
 # the environment variables the worker keeps: its number of threads
 THREADS = tuple(threads(1))
 # seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
@@ -86,18 +92,25 @@ def bwrap():
     return shutil.which("bwrap")
 
 
-def command(worker_dir, argv, env):
-    """(the command that runs argv, a Python command line, in the sandbox with worker_dir
-    as its /submission; the file descriptor of its seccomp filter, to pass to it). env: the
-    variables the worker gets (nothing else of the judge's environment)."""
+def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), files=None):
+    """(the command that runs argv, a Python command line, in the sandbox; the file
+    descriptor of its seccomp filter, to pass to it). folder: the private copy of the
+    submission, seen read-only at SOURCE; inside: the working folder, a fresh file system of
+    size_mb MiB that the program fills from SOURCE before any student code
+    (tools.sandbox.install's source).
+    env: the variables it gets (nothing else of the caller's environment); binds: host
+    folders it may write, at the same path (a kernel's sockets); files: {path inside: host
+    file} it may read (matplotlib's font cache)."""
     python = Path(sys.executable)
     venv = Path(sys.prefix)
     ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
+    size = str(size_mb << 20)
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "grading",
             # first the fresh file systems, then the binds (the environment may be under
             # /tmp, as in a fresh clone's test run: a later mount would hide it)
-            "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+            "--size", size, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+            "--size", size, "--tmpfs", "/dev/shm"]
     for path in sorted(ro):
         args += ["--ro-bind", path, path]
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -106,8 +119,13 @@ def command(worker_dir, argv, env):
             args += ["--symlink", os.readlink(target), f"/{link}"]
         elif target.is_dir():
             args += ["--ro-bind", str(target), str(target)]
+    for inside_path, path in (files or {}).items():
+        args += ["--ro-bind", str(path), str(inside_path)]
+    for path in binds:
+        args += ["--bind", str(path), str(path)]
     args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools",
-             "--bind", str(worker_dir), "/submission", "--chdir", "/submission", "--clearenv"]
+             "--ro-bind", str(folder), SOURCE, "--size", size, "--tmpfs", str(inside),
+             "--chdir", str(inside), "--clearenv"]
     for name, value in {**env, "PYTHONPATH": "/opt/grader", "HOME": "/tmp",
                         "MPLCONFIGDIR": "/tmp", "PATH": "/usr/bin:/bin"}.items():
         args += ["--setenv", name, str(value)]
@@ -120,3 +138,4 @@ def command(worker_dir, argv, env):
             fd = os.dup(f.fileno())
         args += ["--seccomp", str(fd)]
     return [*args, "--", str(python), *argv], fd
+

@@ -81,7 +81,7 @@ class Judge:
         argv = ["-m", "tools.judge.worker", json.dumps(self.limits)]
         if self.sandbox:
             env = {k: v for k, v in os.environ.items() if k in box.THREADS}
-            command, fd = box.command(self.worker_dir, argv, env)
+            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE], env)
             fds, env, cwd = (fd,) if fd is not None else (), None, None
         else:
             command, fds, fd = [sys.executable, *argv], (), None
@@ -121,13 +121,19 @@ class Judge:
         from tools.check import run
 
         found = {}
+        deadline = time.monotonic() + self.limits["notebook_timeout"]
         for grade_id, source in cells:
+            if time.monotonic() >= deadline:
+                found[grade_id] = (False, f"not run: the submission ran over its "
+                                          f"{self.limits['notebook_timeout']} s limit")
+                continue
             if self.process is None or self.process.poll() is not None:
                 self.stop()
                 self.start()
                 budget = self.limits["timeout"] + self.limits["startup_timeout"]
             else:
                 budget = self.limits["timeout"]
+            budget = min(budget, deadline - time.monotonic())
             timer = threading.Timer(budget, self.process.kill)
             timer.start()
             start = time.monotonic()

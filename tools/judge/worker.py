@@ -4,8 +4,9 @@ normlib modules from its working directory and answers the judge's requests (too
 nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
 inside the sandbox (tools.judge.box).
 
-    python -m tools.judge.worker LIMITS_JSON
+    python -m tools.judge.worker LIMITS_JSON [SOURCE]
 
+SOURCE: the submission, copied into the working folder first (in the sandbox, box.SOURCE).
 LIMITS_JSON: the grading limits (tools.course.grading_limits); the worker installs
 tools/sandbox.py with them (its audit hook: no reading the protected folders, no
 processes) before any student code, as a second wall inside the OS sandbox.
@@ -29,7 +30,9 @@ def main():
 
     limits = json.loads(sys.argv[1])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
-    sandbox.install(os.getcwd(), limits["protected"], limits["memory_mb"], limits["file_mb"])
+    source = sys.argv[2] if len(sys.argv) > 2 else None
+    sandbox.install(os.getcwd(), limits["protected"], limits["memory_mb"], limits["file_mb"],
+                    source)
 
     try:
         Peer(reader, writer, WORKER_OPS).serve_forever()

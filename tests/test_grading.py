@@ -1,0 +1,112 @@
+"""tools/grading.py on its own: a grading kernel in the OS sandbox (BoxedKernelManager), the
+notebook's time limit, and the check cells run without their hidden tests.
+
+One notebook is run by GradingExecute as nbgrader runs it at autograde. Its cells report
+what the kernel sees, then spend the notebook's time limit: the cells after it are not
+run, and say so.
+"""
+
+import json
+import os
+import tempfile
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from tools.grading import FoldHiddenTests, GradingExecute
+from tools.judge import box
+from tools.markers import BEGIN_HIDDEN, END_HIDDEN
+
+PROBE = r"""
+import json, os, socket
+found = {"pid": os.getpid(), "cwd": os.getcwd(), "files": sorted(os.listdir("."))}
+open("written.txt", "w").write("x")
+found["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+found["host's /tmp"] = os.path.exists(SECRET) or os.path.exists(os.path.dirname(SECRET))
+try:
+    socket.create_connection(("127.0.0.1", int(PORT)), 2)
+    found["network"] = "reached"
+except OSError as error:
+    found["network"] = type(error).__name__
+try:
+    import ctypes
+    found["fork"] = ctypes.CDLL(None).fork()  # past the audit hook: seccomp's -1
+except Exception as error:
+    found["fork"] = type(error).__name__
+print(json.dumps(found))
+"""
+
+
+def run(tmp_path, cells, **settings):
+    notebook = new_notebook(cells=[new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    execute = GradingExecute(protected=[], box=box.bwrap() is not None, **settings)
+    out, _ = execute.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
+    return out.cells
+
+
+@pytest.mark.skipif(box.bwrap() is None, reason="bubblewrap is not installed: "
+                    "apt-get install bubblewrap (CI installs it)")
+def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    (tmp_path / "mine.txt").write_text("the submission's")
+    secret = tempfile.mkdtemp(prefix="host-")  # (in the host's /tmp, as a kernel's sockets)
+    probe = PROBE.replace("PORT", str(server.getsockname()[1])).replace(
+        "SECRET", repr(os.path.join(secret, "secret")))
+    try:
+        cells = run(tmp_path, [probe,
+                               "import os\nos._exit(0)", "print('restarted')"])
+    finally:
+        server.close()
+        os.rmdir(secret)
+    found = json.loads(cells[0].outputs[0].text)
+    # its own PID namespace (bubblewrap's init and the kernel), the notebook's path as
+    # its working folder, holding a private copy of the submission; its own /tmp
+    assert found["processes"] == [1, 2] and found["pid"] == 2
+    assert found["cwd"] == str(tmp_path) and found["files"] == ["mine.txt"]
+    assert not (tmp_path / "written.txt").exists()
+    assert found["host's /tmp"] is False
+    assert found["network"] != "reached" and found["fork"] == -1
+    # the kernel that died was restarted, in a sandbox again
+    assert [o.ename for o in cells[1].outputs] == ["DeadKernelError"]
+    assert cells[2].outputs[0].text == "restarted\n"
+    # nothing of it is left: no process names its folder
+    time.sleep(0.2)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(tmp_path).encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                left.append(pid)
+        except OSError:
+            pass
+    assert left == []
+
+
+def test_a_notebook_has_a_time_limit_of_its_own(tmp_path):
+    start = time.monotonic()
+    cells = run(tmp_path, ["import time\ntime.sleep(10)"] * 2 + ["print('ran')"],
+                timeout=2, notebook_timeout=3)
+    errors = [[o.ename for o in c.outputs if o.output_type == "error"] for c in cells]
+    assert errors[0] == ["CellTimeoutError"] and errors[2] == ["NotebookTimeoutError"], errors
+    # the second cell either had what was left of the 3 s, or none of it
+    assert errors[1] in (["CellTimeoutError"], ["NotebookTimeoutError"]), errors
+    assert "the notebook" in cells[1].outputs[-1].evalue
+    assert "not run" in cells[2].outputs[-1].evalue
+    assert time.monotonic() - start < 20
+
+
+def test_check_cells_run_without_their_hidden_tests():
+    check = new_code_cell(f"assert True\n{BEGIN_HIDDEN}\nassert secret\n{END_HIDDEN}\n",
+                          metadata={"nbgrader": {"grade": True, "grade_id": "ex1_1"}})
+    other = new_code_cell(f"{BEGIN_HIDDEN}\nkept\n{END_HIDDEN}\n")  # not a check: as it is
+    notebook = nbformat.v4.new_notebook(cells=[check, other])
+    out, _ = FoldHiddenTests().preprocess(notebook, {})
+    assert out.cells[0].source == "assert True\n# ... 1 lines of hidden tests, not shown ..."
+    assert out.cells[1].source == other.source
