@@ -18,10 +18,12 @@ from nbformat.v4 import new_code_cell, new_notebook
 from tools.grading import FoldHiddenTests, GradingExecute
 from tools.judge import box
 from tools.markers import BEGIN_HIDDEN, END_HIDDEN
+from tools.sandbox import cpu_seconds
 
 PROBE = r"""
-import json, os, socket
-found = {"pid": os.getpid(), "cwd": os.getcwd(), "files": sorted(os.listdir("."))}
+import json, os, resource, socket
+found = {"pid": os.getpid(), "cwd": os.getcwd(), "files": sorted(os.listdir(".")),
+         "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}
 open("written.txt", "w").write("x")
 found["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 found["host's /tmp"] = os.path.exists(SECRET) or os.path.exists(os.path.dirname(SECRET))
@@ -74,6 +76,7 @@ def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     assert not (tmp_path / "written.txt").exists()
     assert found["host's /tmp"] is False
     assert found["network"] != "reached" and found["fork"] == -1
+    assert found["cpu"] == cpu_seconds(GradingExecute().notebook_timeout)
     # the kernel that died was restarted, in a sandbox again
     assert [o.ename for o in cells[1].outputs] == ["DeadKernelError"]
     assert cells[2].outputs[0].text == "restarted\n"

@@ -40,6 +40,7 @@ from tools.synthetic import CASES, LEAK_LAST, zip_class
 
 TIMEOUT = 10  # seconds per cell here (30 by default): the loop case pays it twice
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
+JOBS = 3  # grading processes: one more than the 2 cores, to fill the time they wait
 UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
 POINTS = {a: {e.grade_id: e.points for e in exercises() if f"unit{e.unit}" == a} for a in UNITS}
 NOTEBOOK = {e.grade_id: e.notebook for e in exercises()}
@@ -70,6 +71,8 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # right code that tries to leak the hidden tests into its feedback, and to escape
     ("unit1", "leaker"): scores("unit1"),
     ("unit1", "escaper"): scores("unit1"),
+    # wrong code that forges its verdicts and disarms NumPy's private comparison
+    ("unit1", "forger"): nothing("unit1"),
     # right code; a notebook nbgrader cannot run whole, or at all: the judge grades the files
     ("unit1", "duplicated"): scores("unit1"),
     ("unit1", "renamed-notebook"): scores("unit1"),
@@ -121,7 +124,7 @@ def graded(tmp_path_factory):
         for assignment, cases in CASES.items():  # each case's student id is its name
             zip_class(root, assignment, {case: case for case in cases}, tmp / "staging")
         collect(root)
-        failed = autograde(root, jobs=2)  # with the limits of nbgrader_config_local.py
+        failed = autograde(root, jobs=JOBS)  # with the limits of nbgrader_config_local.py
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()

@@ -8,9 +8,10 @@ Authors and students:
 Instructors (docs/instructors.md):
     instructor  the commands: build, release, collect, autograde, feedback, export, bench
     course      the nbgrader course: layouts, assignments, the files each one grades
-    grading     nbgrader preprocessors: hardened execution, skipped experiments, feedback
-    sandbox     what a submission's code may do while it is graded
-    recheck     every check run by the judge; the judge's score counts
+    grading     nbgrader preprocessors: kernels in the OS sandbox, limits, no hidden
+                tests in the kernel, skipped experiments, feedback
+    sandbox     resource limits and an audit hook, inside the OS sandbox
+    recheck     every check run by the judge: its score is the grade, its verdict the feedback
     judge       the judge (checks, verdicts) and its sandboxed worker (student code)
     synthetic   a synthetic class (correct, stub, wrong, hostile) for tests and the bench
 """

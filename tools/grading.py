@@ -1,14 +1,16 @@
 """nbgrader preprocessors of the course (registered in nbgrader_config.py).
 
-GradingExecute: nbgrader's Execute, hardened for a class. Each kernel starts inside
-tools/sandbox.py (memory limit, no reads of the course or writes outside the submission's
-folder, no processes). A cell that runs over the time limit, kills its kernel (sys.exit is
-an ordinary error, os._exit or a crash is not) or runs out of memory gets an error output
-saying so, and the kernel is restarted for the next cell: that check scores 0 and the rest
-of the notebook is still graded (every check cell imports what it uses). nbgrader alone
-would interrupt and hope, and on a dead kernel drop the student's whole submission.
-Its settings are the course's grading limits (see LIMITS): the clean re-check
-(tools/recheck.py) reads the same ones, through tools.course.grading_limits.
+GradingExecute: nbgrader's Execute, hardened for a class. Each kernel runs in the OS
+sandbox (BoxedKernelManager: bubblewrap, tools/judge/box.py) and starts with
+tools/sandbox.py (resource limits, an audit hook as a second wall). A cell that runs over
+the time limit, kills its kernel (sys.exit is an ordinary error, os._exit or a crash is
+not) or runs out of memory gets an error output saying so, and the kernel is restarted
+for the next cell: the rest of the notebook still runs (every check cell imports what it
+uses); a notebook has a time limit of its own too. nbgrader alone would interrupt and
+hope, and on a dead kernel drop the student's whole submission. The notebook's scores
+decide nothing: the judge's are the grade (tools/recheck.py). Its settings are the
+course's grading limits (see LIMITS): the judge reads the same ones, through
+tools.course.grading_limits.
 
 SkipAtGrading: at autograde, cells tagged `skip-at-grading` (the long experiments, such
 as Unit 4's training runs) are replaced by a comment instead of being run: the graded
@@ -36,6 +38,7 @@ from traitlets import Bool, Integer, List, Unicode
 
 from tools.judge import box
 from tools.markers import fold_hidden
+from tools.sandbox import cpu_seconds
 
 TAG = "skip-at-grading"
 SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
@@ -123,7 +126,7 @@ class GradingExecute(Execute):
                 else (str(SANDBOX), None)
             line = (f"__import__('runpy').run_path({script!r})['install']"
                     f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb}, "
-                    f"{self.file_mb}, {source!r})")
+                    f"{self.file_mb}, {source!r}, {cpu_seconds(self.notebook_timeout)})")
             others = [a for a in self.extra_arguments if not a.startswith(_EXEC_LINES)]
             self.extra_arguments = [*others, _EXEC_LINES + line]
         return super().preprocess(nb, resources, km)

@@ -5,7 +5,7 @@ kernel with it) and in the clean re-check process (tools.recheck), before any st
 code. It sets:
 
 - resource limits: memory (address space: an allocation past it raises MemoryError),
-  size of any file written, no core dumps. These limits and the protected folders are
+  size of any file written, CPU time, no core dumps. These limits and the protected folders are
   the course's grading limits (tools.grading.GradingExecute's memory_mb, file_mb and
   protected, as the course's nbgrader config sets them), the same in both runs;
 - imports of normlib from the submission's folder only (not from an installed copy);
@@ -51,17 +51,32 @@ def _under(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def install(workdir, protected, memory_mb, file_mb, source=None):
-    """Limit this process (and what it starts) to grading one submission in workdir:
-    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
-    source: a folder copied into workdir first (in the OS sandbox of tools/judge/box.py,
-    the submission's read-only copy, box.SOURCE)."""
-    if source is not None:
-        import shutil
-        shutil.copytree(source, workdir, dirs_exist_ok=True)
+def limit(memory_mb, file_mb, cpu_s=None):
+    """This process's resource limits (inherited by what it starts): memory_mb MiB of address
+    space, files of file_mb MiB, cpu_s seconds of CPU time (all threads together; past it
+    the kernel kills the process), no core dumps."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cpu_s is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+
+
+def cpu_seconds(notebook_timeout):
+    """The CPU time of a grading process: its notebook's time limit on every core (the
+    wall-clock limits stop it first; this one holds even if they fail)."""
+    return notebook_timeout * (os.cpu_count() or 1)
+
+
+def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None):
+    """Limit this process (and what it starts) to grading one submission in workdir:
+    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
+    source: a folder copied into workdir first (in the OS sandbox of tools/judge/box.py,
+    the submission's read-only copy, box.SOURCE); cpu_s: seconds of CPU time (`limit`)."""
+    if source is not None:
+        import shutil
+        shutil.copytree(source, workdir, dirs_exist_ok=True)
+    limit(memory_mb, file_mb, cpu_s)
     workdir = _real(workdir)
     protected = [_real(p) for p in protected]
     writable = [workdir, _real(tempfile.gettempdir()), "/dev"]

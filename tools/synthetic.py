@@ -146,6 +146,24 @@ MEMORY = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.zeros(1
 # 4200 MiB of address space (np.zeros: never touched, no memory used): more than the
 # default 4096 MiB a grading process gets, within a limit the instructor raised
 RESERVE = "import numpy as np\n_reserved = np.zeros(4200 << 20, dtype=np.uint8)"
+# A wrong layer_norm_stats (eps outside the sqrt) in a module that forges verdicts the
+# ways that beat the old in-process re-check: "passed" lines appended to every results
+# file in the temporary directory, json.dumps made to say true, NumPy's private comparison
+# disarmed (which no fingerprint watched).
+FORGER = override(LN, """
+import glob as _glob, json as _json, os as _os, tempfile as _tempfile
+import numpy.testing._private.utils as _utils
+
+for _path in _glob.glob(_os.path.join(_tempfile.gettempdir(), "**", "*.json*"), recursive=True):
+    try:
+        with open(_path, "a") as _f:
+            _f.write(_json.dumps({"grade_id": "ex1_1_layer_norm_stats", "passed": True}))
+    except OSError:
+        pass
+_dumps = _json.dumps
+_json.dumps = lambda *a, **k: _dumps(*a, **k).replace("false", "true")
+_utils.assert_array_compare = lambda *args, **kwargs: None
+""") + EPS_OUTSIDE[len(reference(LN)):]
 
 # Code that tries to bring the hidden tests into its feedback: a notebook cell printing the
 # kernel's input history, a custom exception handler printing the namespace's, a module
@@ -303,6 +321,7 @@ CASES = {
         "leaker": both(reference_submission(1, layer_norm=override(LN, LEAK_MODULE)),
                        lambda f: edit_notebook(f, _leak_cells)),
         "escaper": reference_submission(1, layer_norm=override(LN, ESCAPER)),
+        "forger": reference_submission(1, layer_norm=FORGER),
         "duplicated": both(reference_submission(1), lambda f: edit_notebook(f, _duplicate_check)),
         "renamed-notebook": both(reference_submission(1), _rename_notebook),
         "truncated": both(reference_submission(1), _truncate_notebook),

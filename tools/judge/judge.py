@@ -16,13 +16,13 @@ import importlib.abc
 import importlib.machinery
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
 import time
 import types
 
+from tools import sandbox
 from tools.judge import box
 from tools.judge.peer import Peer, WorkerGone
 
@@ -100,13 +100,10 @@ class Judge:
             sys.path.insert(0, self.judge_dir)
 
     def _limit(self):
-        """In the worker, before it starts: its memory, the size of a file it writes, no
-        core dumps (the grading limits, as at autograde)."""
-        mib = 1 << 20
-        memory, size = self.limits["memory_mb"] * mib, self.limits["file_mb"] * mib
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        """In the worker, before it starts: its memory, the size of a file it writes, its
+        CPU time, no core dumps (the grading limits, as at autograde)."""
+        sandbox.limit(self.limits["memory_mb"], self.limits["file_mb"],
+                      sandbox.cpu_seconds(self.limits["notebook_timeout"]))
 
     def stop(self):
         if self.process:
