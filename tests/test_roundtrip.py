@@ -1,8 +1,8 @@
 """The instructor's pipeline end to end (tools/instructor.py), on the synthetic class of
 tools/synthetic.py: build the course (one assignment per unit), release it, collect the
-class from LMS zips, autograde it with two processes (each submission graded again by
-the judge, its code in a sandboxed worker), generate feedback, export the CSV, and check
-every score.
+class from LMS zips, autograde it with three processes (each notebook run in a kernel in
+the OS sandbox, without its hidden tests; every check graded by the judge, the student's
+code in a sandboxed worker), generate feedback, export the CSV, and check every score.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
 10 s a cell, and 8192 MiB a process, which one right submission needs (more than the
@@ -11,9 +11,12 @@ and the judge's, must give it full points.
 
 Every hardening case is one submission, graded in the same run as the others: an
 infinite loop deaf to interrupts, unbounded memory, sys.exit, os._exit, a killed kernel,
-a syntax error, a missing file, a renamed function, an edited and a deleted check cell,
-a notebook cell and a module that patch the checks, and code that reaches for the
-gradebook, the reference and the folders outside its own.
+a syntax error, a missing file, a renamed function, an edited, a deleted and a duplicated
+check cell, a renamed and a truncated notebook, a notebook cell and a module that patch
+the checks, a module that forges its verdicts, one that tries to leak the hidden tests
+into its feedback (and outputs a script), and one that tries to escape (the gradebook,
+the reference, other processes and kernels, a forked process). The honest students keep
+their scores; each of the others gets what its code deserves.
 """
 
 import contextlib

@@ -55,7 +55,7 @@ def gradebook_url(root):
 def grading_limits(root, **overrides):
     """{name: value} of the grading limits (tools.grading.LIMITS: timeout, startup_timeout,
     memory_mb, file_mb, protected) of the course at root, for both runs of a submission
-    (nbgrader's notebook run and tools.recheck's clean re-check): GradingExecute's
+    (nbgrader's notebook run and the judge's (tools.recheck)): GradingExecute's
     settings as nbgrader gets them from the course's nbgrader_config.py (the repository's
     settings, then this course's, then nbgrader_config_local.py), each override that is
     not None (the command line's --timeout) on top."""
@@ -104,7 +104,7 @@ def build_course(root, layout="unit"):
         "# grade the student's files holding each assignment's exercises, not the reference\n"
         f"c.Autograde.exclude_overwriting = {exclude!r}\n"
         "# what a student's code may not read or write at grading (tools/sandbox.py), in\n"
-        "# the notebook run and the clean re-check (tools.course.grading_limits)\n"
+        "# the notebook run and the judge (tools.course.grading_limits)\n"
         f"c.GradingExecute.protected = {[str(root), str(SOLUTIONS)]!r}\n"
         "load_subconfig('nbgrader_config_local.py')\n"
     )

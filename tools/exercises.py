@@ -14,8 +14,8 @@ An exercise is two things in solutions/, and the list below is built from them:
   class whose docstring says `Exercise N.M` (the stubs of the student edition say
   `Exercise N.M: implement name`).
 
-`make check`, the course builder (which student files each assignment grades), the clean
-re-check, the grades CSV, the graders' tests and the round trip all read `exercises()`;
+`make check`, the course builder (which student files each assignment grades), the
+judge, the grades CSV, the graders' tests and the round trip all read `exercises()`;
 adding an exercise adds it everywhere. `exercises()` fails, naming the exercise, where the
 two do not match (a check without a solution block, a name that differs, a block split
 over two files).

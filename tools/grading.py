@@ -45,7 +45,7 @@ SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
 SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
 _EXEC_LINES = "--IPKernelApp.exec_lines="
 # The grading limits: GradingExecute's settings that both runs of a submission use (the
-# notebook run here, the clean re-check in tools/recheck.py). Their defaults are defined
+# notebook run here, the judge's in tools/recheck.py). Their defaults are defined
 # below, once; an instructor sets them in the course's nbgrader_config_local.py
 # (c.GradingExecute.memory_mb = 8192), and tools.course.grading_limits reads them.
 LIMITS = ("timeout", "notebook_timeout", "startup_timeout", "memory_mb", "file_mb",
@@ -96,22 +96,23 @@ class BoxedKernelManager(AsyncKernelManager):
 
 
 class GradingExecute(Execute):
-    timeout = Integer(30, help="Seconds a cell (a check, in the clean re-check) may run "
+    timeout = Integer(30, help="Seconds a cell (a check, in the judge) may run "
                       "before it is stopped and scored as an error (the checks take a "
                       "second or two)").tag(config=True)
     notebook_timeout = Integer(300, help="Seconds a whole notebook may run (its cells "
                                "together; the judge's run of a whole submission, too): past "
                                "it, the cells left are not run, and say so").tag(config=True)
-    # startup_timeout (nbclient's, 60 s): for a kernel to start; the clean re-check gives
-    # a process's first check that much more than `timeout` (it imports normlib)
+    # startup_timeout (nbclient's, 60 s): for a kernel to start; the judge gives a
+    # worker's first check that much more than `timeout` (it imports normlib)
     interrupt_on_timeout = Bool(False)  # we restart instead: an interrupt can be caught
     protected = List(Unicode(), help="Folders the student's code may not read (outside "
                      "its own folder): the course directory, solutions/ (the course's "
                      "nbgrader_config.py sets them)").tag(config=True)
     memory_mb = Integer(4096, help="Address space of each grading process (a kernel, a "
-                        "clean re-check), MiB").tag(config=True)
+                        "judge's worker), MiB").tag(config=True)
     file_mb = Integer(64, help="Largest file a grading process may write, MiB").tag(config=True)
-    sandbox = Bool(True, help="Start each kernel in tools/sandbox.py").tag(config=True)
+    sandbox = Bool(True, help="Start each kernel in tools/sandbox.py (always, with "
+                   "box: it fills the sandbox's working folder)").tag(config=True)
     box = Bool(True, help="Start each kernel in the OS sandbox (BoxedKernelManager: "
                "bubblewrap); False only where student code may reach all this user "
                "can").tag(config=True)
@@ -120,7 +121,7 @@ class GradingExecute(Execute):
         self._deadline = None
         if self.box:
             self.kernel_manager_class = BoxedKernelManager
-        if self.sandbox:
+        if self.sandbox or self.box:
             workdir = resources["metadata"]["path"]
             script, source = (f"/opt/grader/tools/{SANDBOX.name}", box.SOURCE) if self.box \
                 else (str(SANDBOX), None)

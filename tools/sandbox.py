@@ -1,13 +1,15 @@
-"""What a submission's code may do while it is graded.
+"""What a submission's code may do while it is graded: the second wall, inside the OS
+sandbox (tools/judge/box.py, bubblewrap), which is the first.
 
 `install` runs first in every grading kernel (tools.grading.GradingExecute starts each
-kernel with it) and in the clean re-check process (tools.recheck), before any student
-code. It sets:
+kernel with it) and in the judge's worker (tools/judge/worker.py), before any student
+code. It copies the submission into the sandbox's working folder, then sets:
 
-- resource limits: memory (address space: an allocation past it raises MemoryError),
-  size of any file written, CPU time, no core dumps. These limits and the protected folders are
-  the course's grading limits (tools.grading.GradingExecute's memory_mb, file_mb and
-  protected, as the course's nbgrader config sets them), the same in both runs;
+- resource limits (`limit`): memory (address space: an allocation past it raises
+  MemoryError), size of any file written, CPU time, no core dumps. These limits and the
+  protected folders are the course's grading limits (tools.grading.GradingExecute's
+  memory_mb, file_mb, notebook_timeout and protected, as the course's nbgrader config
+  sets them), the same in both runs;
 - imports of normlib from the submission's folder only (not from an installed copy);
 - a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
   - reading anything under a protected folder (the course directory, solutions/) other
@@ -18,11 +20,9 @@ code. It sets:
   - starting a process (subprocess, os.system, exec, fork), signalling another process,
     opening an SQLite database (the gradebook).
 
-What it does not protect: code that leaves Python (ctypes, a compiled extension, a
-native library) is not seen by audit hooks, and a process running as root can raise its
-own limits. For a class you do not trust, run the grading as an unprivileged user in a
-container or VM as well; tools.recheck's clean-process scores and the gradebook check
-then still catch a grade that was changed.
+Code that leaves Python (ctypes, a compiled extension) is not seen by audit hooks: that is
+what the OS sandbox is for (no view of the course, seccomp against new processes). With
+--no-sandbox (no bubblewrap) this hook is the only wall.
 """
 
 import os
