@@ -170,7 +170,7 @@ def attempt(name, action):
     try:
         found[name] = ("allowed", repr(action())[:200])
     except Exception as error:
-        found[name] = ("refused", type(error).__name__)
+        found[name] = ("refused", type(error).__name__, str(error))
 
 
 course, judge_pid, secret, port = sys.argv[1:5]
@@ -187,7 +187,16 @@ attempt("write the environment", lambda: open(sys.executable, "ab"))
 attempt("write /usr", lambda: open("/usr/x", "w"))
 attempt("write its folder", lambda: open("/submission/mine.txt", "w").write("x"))
 attempt("write its folder's source", lambda: open("/opt/submission/mine.txt", "w"))
-attempt("fill its folder", lambda: open("/submission/big", "wb").write(bytes(300 << 20)))
+def fill():  # five files of 60 MiB each (no file-size limit here): 300 MiB
+    try:
+        for i in range(5):
+            with open(f"/submission/big{i}", "wb") as f:
+                f.write(bytes(60 << 20))
+    except OSError as error:
+        raise OSError(f"errno {error.errno}") from None
+
+
+attempt("fill its folder", fill)
 attempt("write /tmp", lambda: open("/tmp/mine.txt", "w").write("x"))
 attempt("write /dev/shm", lambda: open("/dev/shm/mine.txt", "w").write("x"))
 t = threading.Thread(target=lambda: found.setdefault("thread", "ran"))
@@ -227,7 +236,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
                        "the judge's memory", "connect to the host", "fork", "run a program",
                        "write the environment", "write /usr", "write its folder's source",
                        "fill its folder"}, found
-    assert found["fill its folder"][1] == "OSError"  # over box.DISK_MB
+    assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: box.DISK_MB
     assert found["fork"][1] == found["run a program"][1] == "PermissionError"
     assert found["uid"] == 65534 and found["thread"] == "ran"
     assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process

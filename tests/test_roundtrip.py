@@ -38,6 +38,7 @@ from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
 from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
+from tools.recheck import recheck
 from tools.student import secret_lines
 from tools.synthetic import CASES, LEAK_LAST, zip_class
 
@@ -170,8 +171,15 @@ def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
     text = feedback_text(root, "unit3", "patcher")
     assert "The judge: failed (0 / 3): AssertionError: Not equal to tolerance" in text
     assert text.count("The judge: passed, with the hidden tests") == len(POINTS["unit3"]) - 1
-    # once, though the notebook was graded twice (the judge replaces its earlier verdict)
     assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 2
+
+
+def test_grading_again_replaces_the_judges_verdicts(graded):
+    root, _ = graded
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert recheck(root, "unit1", "reference") == []  # the judge agrees with itself
+    text = json.dumps(json.loads(autograded(root, "unit1", "reference").read_text()))
+    assert text.count("The judge: passed") == 2  # one per check, not two
 
 
 def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):
@@ -372,7 +380,8 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(graded):
     audit hook (it would have slept for ten minutes)."""
     root, _ = graded
     outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
-    assert "ESCAPED: []" in outputs
+    escaped = re.findall(r"ESCAPED: [^\\]*", outputs)  # (up to the JSON's escaped newline)
+    assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
     assert (root / "gradebook.db").is_file()
     assert not list(root.parent.rglob("owned.txt"))
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or

@@ -85,9 +85,22 @@ class BoxedKernelManager(AsyncKernelManager):
         command, fd = box.command(folder, kernel_cmd[1:], env, inside=folder,
                                   binds=[self.sockets], files=font_cache())
         try:
-            await super()._async_launch_kernel(command, **kw, pass_fds=(fd,))
+            await super()._async_launch_kernel(command, **kw,
+                                               pass_fds=() if fd is None else (fd,))
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+
+    def sweep(self):
+        """Delete what the kernel wrote in its sockets folder (its audit hook refuses it;
+        native code could still write): only the sockets and the connection file stay."""
+        for path in Path(self.sockets).iterdir():
+            if path.name == "kernel.json" or (path.name.startswith("ipc-") and path.is_socket()):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart)
@@ -125,9 +138,11 @@ class GradingExecute(Execute):
             workdir = resources["metadata"]["path"]
             script, source = (f"/opt/grader/tools/{SANDBOX.name}", box.SOURCE) if self.box \
                 else (str(SANDBOX), None)
+            # (jupyter_client fills in {connection_file}: the kernel may not write beside it)
             line = (f"__import__('runpy').run_path({script!r})['install']"
                     f"({str(workdir)!r}, {list(self.protected)!r}, {self.memory_mb}, "
-                    f"{self.file_mb}, {source!r}, {cpu_seconds(self.notebook_timeout)})")
+                    f"{self.file_mb}, {source!r}, {cpu_seconds(self.notebook_timeout)}, "
+                    "[__import__('os').path.dirname('{connection_file}')])")
             others = [a for a in self.extra_arguments if not a.startswith(_EXEC_LINES)]
             self.extra_arguments = [*others, _EXEC_LINES + line]
         return super().preprocess(nb, resources, km)
@@ -141,6 +156,8 @@ class GradingExecute(Execute):
         return max(1, min(self.timeout, math.ceil(self._remaining())))
 
     def preprocess_cell(self, cell, resources, index):
+        if isinstance(self.km, BoxedKernelManager):
+            self.km.sweep()  # (the last cell's writes go with the folder, at shutdown)
         if cell.cell_type == "code" and self._remaining() <= 0:
             self._error(cell, "NotebookTimeoutError", f"the notebook ran over its "
                         f"{self.notebook_timeout} s limit: this cell was not run")

@@ -219,10 +219,11 @@ def grade_shard(root, todo, students, limits, force=False, env=None, sandbox=Tru
         for s in (s for s in group if s in students):
             try:  # the judge needs only the submission's normlib files
                 rows = recheck(root, a, s, limits, env, sandbox)
+                problems = notebook_problems(root, a, s)
             except Exception as error:  # (one submission's failure is its own)
+                zero_scores(root, a, s)  # not the notebook's: its run decides nothing
                 graded[a, s] = (f"failed: {type(error).__name__}: {error}", None)
                 continue
-            problems = notebook_problems(root, a, s)
             graded[a, s] = ("graded" if not problems else "partly graded: " + "; ".join(
                 problems) + " (every check graded from normlib/ by the judge)", rows)
     return graded
@@ -249,7 +250,8 @@ def notebook_problems(root, assignment, student):
                 problems.append(f"{stem}.ipynb: not a readable notebook "
                                 f"({type(error).__name__})")
                 continue
-            ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+            ids = [(c.metadata.get("nbgrader") or {}).get("grade_id")
+                   if isinstance(c.metadata.get("nbgrader"), dict) else None for c in nb.cells]
             twice = sorted({i for i in ids if i and ids.count(i) > 1})
             why = (f"a graded cell appears twice ({', '.join(twice)})" if twice else
                    "nbgrader could not run it (logs/autograde-*.log)")
@@ -257,14 +259,32 @@ def notebook_problems(root, assignment, student):
     return problems
 
 
+def zero_scores(root, assignment, student):
+    """Every check of a submission the judge could not grade scores 0 in the gradebook
+    (where nbgrader's notebook run had put its own scores)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(gradebook_url(root)) as gb:
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                grade.auto_score = 0
+        gb.db.commit()
+
+
 def save_statuses(root, statuses):
     """Merge {(assignment, student): status} into ROOT/grading_status.json (export reads
-    it)."""
+    it), written whole to a new file that then replaces the old one."""
     path = Path(root) / STATUS
     known = json.loads(path.read_text()) if path.is_file() else {}
     for (assignment, student), status in statuses.items():
         known.setdefault(assignment, {})[student] = status
-    path.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    new = path.with_suffix(".new")
+    new.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    os.replace(new, path)
 
 
 def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, sandbox=True):

@@ -92,8 +92,8 @@ def clean_results(root, assignment, student, limits=None, env=None, sandbox=True
     submission = root / "submitted" / student / assignment
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(root / "source" / assignment / "normlib", Path(tmp) / "normlib")
-        for rel in info["student_files"]:
-            if (submission / rel).is_file():
+        for rel in info["student_files"]:  # (a link is not the student's file: missing)
+            if (submission / rel).is_file() and not (submission / rel).is_symlink():
                 shutil.copy2(submission / rel, Path(tmp) / rel)
             else:  # a missing file: its checks fail, as at autograde
                 (Path(tmp) / rel).unlink()
@@ -101,14 +101,17 @@ def clean_results(root, assignment, student, limits=None, env=None, sandbox=True
 
 
 JUDGE = "The judge:"
+DETAIL_CHARS = 500  # of a failed check's reason, in its verdict
 
 
 def verdict(passed, points, detail):
     """What the judge writes under a check cell of the autograded notebook (and so in the
-    feedback)."""
+    feedback): one line. (detail may hold the submission's own text, an exception's
+    message: folded onto that line, it cannot pass for a verdict of its own.)"""
     if passed:
         return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g}).\n"
-    return f"{JUDGE} failed ({0:g} / {points:g}): {detail}\n"
+    detail = " | ".join(line.strip() for line in str(detail).splitlines() if line.strip())
+    return f"{JUDGE} failed ({0:g} / {points:g}): {detail[:DETAIL_CHARS]}\n"
 
 
 def annotate(notebook, verdicts):
@@ -121,8 +124,11 @@ def annotate(notebook, verdicts):
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and grade_id in verdicts:
             passed, text = verdicts[grade_id]
-            cell.outputs = [o for o in cell.outputs if not (  # a verdict of an earlier run
-                o.output_type == "stream" and o.text.startswith(JUDGE))]
+            for o in cell.outputs:  # an earlier run's verdict, or lines printed to look like one
+                if o.output_type == "stream":
+                    o.text = "".join(line for line in o.text.splitlines(keepends=True)
+                                     if not line.startswith(JUDGE))
+            cell.outputs = [o for o in cell.outputs if o.output_type != "stream" or o.text]
             cell.outputs.append(nbformat.v4.new_output(
                 "stream", name="stdout" if passed else "stderr", text=text))
     nbformat.write(nb, notebook)

@@ -68,15 +68,27 @@ def cpu_seconds(notebook_timeout):
     return notebook_timeout * (os.cpu_count() or 1)
 
 
-def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None):
+def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
+            readonly=()):
     """Limit this process (and what it starts) to grading one submission in workdir:
     no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
     source: a folder copied into workdir first (in the OS sandbox of tools/judge/box.py,
-    the submission's read-only copy, box.SOURCE); cpu_s: seconds of CPU time (`limit`)."""
-    if source is not None:
-        import shutil
-        shutil.copytree(source, workdir, dirs_exist_ok=True)
-    limit(memory_mb, file_mb, cpu_s)
+    the submission's read-only copy, box.SOURCE); cpu_s: seconds of CPU time (`limit`);
+    readonly: folders under the temporary directory it may not write (a kernel's
+    sockets). If any of it fails (a submission too large for its folder), the process
+    ends (exit status 70) rather than run student code unguarded."""
+    try:
+        limit(memory_mb, file_mb, cpu_s)
+        if source is not None:
+            import shutil
+            shutil.copytree(source, workdir, dirs_exist_ok=True, symlinks=True)
+        _guard(workdir, protected, readonly)
+    except BaseException:
+        os._exit(70)
+
+
+def _guard(workdir, protected, readonly):
+    """The audit hook, and normlib from the submission's folder only (see install)."""
     workdir = _real(workdir)
     protected = [_real(p) for p in protected]
     writable = [workdir, _real(tempfile.gettempdir()), "/dev"]
@@ -89,8 +101,10 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None):
         if any(_under(path, p) for p in protected) and not _under(path, workdir):
             refuse(f"reading {path}")
 
+    readonly = [_real(p) for p in readonly]
+
     def check_write(path):
-        if not any(_under(path, w) for w in writable):
+        if not any(_under(path, w) for w in writable) or any(_under(path, r) for r in readonly):
             refuse(f"writing {path} (outside the submission's folder)")
 
     def hook(event, args):
