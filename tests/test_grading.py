@@ -15,6 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tests.conftest import processes_naming
 from tools.grading import FoldHiddenTests, GradingExecute
 from tools.judge import box
 from tools.markers import BEGIN_HIDDEN, END_HIDDEN
@@ -98,14 +99,7 @@ def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     assert cells[3].outputs[0].text == "restarted\n"
     # nothing of it is left: no process names its folder
     time.sleep(0.2)
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if str(tmp_path).encode() in open(f"/proc/{pid}/cmdline", "rb").read():
-                left.append(pid)
-        except OSError:
-            pass
-    assert left == []
+    assert processes_naming(str(tmp_path)) == []
 
 
 def test_a_notebook_has_a_time_limit_of_its_own(tmp_path):

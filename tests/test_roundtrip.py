@@ -24,14 +24,13 @@ import csv
 import html
 import io
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
-from tests.conftest import exercise_param
+from tests.conftest import exercise_param, processes_naming
 from tools.course import SOLUTIONS, build_course, gradebook_url, load_course
 from tools.exercises import by_number, exercises
 from tools.grading import SKIPPED
@@ -386,11 +385,4 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(graded):
     assert not list(root.parent.rglob("owned.txt"))
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or
     # kernel whose command line names the course (its working folder is in it)
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            if comm == "escaper-child" or str(root).encode() in \
-                    Path(f"/proc/{pid}/cmdline").read_bytes():
-                left.append((pid, comm))
-    assert left == []
+    assert processes_naming("escaper-child") == processes_naming(str(root)) == []

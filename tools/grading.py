@@ -81,7 +81,7 @@ class BoxedKernelManager(AsyncKernelManager):
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         folder = kw.pop("cwd")  # the notebook's folder, its path inside the sandbox too
         # JPY_PARENT_PID=1: the kernel's parent in its PID namespace, which it must not poll
-        env = {**{k: v for k, v in os.environ.items() if k in box.THREADS}, "JPY_PARENT_PID": 1}
+        env = {**box.thread_env(), "JPY_PARENT_PID": 1}
         command, fd = box.command(folder, kernel_cmd[1:], env, inside=folder,
                                   binds=[self.sockets], files=font_cache())
         try:
@@ -199,6 +199,11 @@ class SkipAtGrading(NbGraderPreprocessor):  # (nbconvert's base class is disable
         return cell, resources
 
 
+def is_check(cell):
+    """Whether a notebook cell is a check (nbgrader's autograder tests)."""
+    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("grade"))
+
+
 class FoldHiddenTests(NbGraderPreprocessor):
     """At autograde, before the notebook runs: in every check cell (as nbgrader restored
     it, hidden tests included) the hidden-test block becomes one comment line. The
@@ -207,7 +212,7 @@ class FoldHiddenTests(NbGraderPreprocessor):
     the judge runs them all (tools/recheck.py), and its score is the grade."""
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+        if is_check(cell):
             cell.source = fold_hidden(cell.source)
         return cell, resources
 
@@ -222,7 +227,7 @@ class HideHiddenTests(FoldHiddenTests):
 
     def preprocess_cell(self, cell, resources, index):
         cell, resources = super().preprocess_cell(cell, resources, index)
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+        if is_check(cell):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     output.traceback = [f"{output.ename}: {output.evalue}"]

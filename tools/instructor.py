@@ -250,8 +250,8 @@ def notebook_problems(root, assignment, student):
                 problems.append(f"{stem}.ipynb: not a readable notebook "
                                 f"({type(error).__name__})")
                 continue
-            ids = [(c.metadata.get("nbgrader") or {}).get("grade_id")
-                   if isinstance(c.metadata.get("nbgrader"), dict) else None for c in nb.cells]
+            marks = [c.metadata.get("nbgrader") for c in nb.cells]
+            ids = [m.get("grade_id") for m in marks if isinstance(m, dict)]
             twice = sorted({i for i in ids if i and ids.count(i) > 1})
             why = (f"a graded cell appears twice ({', '.join(twice)})" if twice else
                    "nbgrader could not run it (logs/autograde-*.log)")
@@ -275,11 +275,17 @@ def zero_scores(root, assignment, student):
         gb.db.commit()
 
 
+def load_statuses(root):
+    """{assignment: {student: status}} of ROOT/grading_status.json ({} before autograde)."""
+    path = Path(root) / STATUS
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def save_statuses(root, statuses):
     """Merge {(assignment, student): status} into ROOT/grading_status.json (export reads
     it), written whole to a new file that then replaces the old one."""
     path = Path(root) / STATUS
-    known = json.loads(path.read_text()) if path.is_file() else {}
+    known = load_statuses(root)
     for (assignment, student), status in statuses.items():
         known.setdefault(assignment, {})[student] = status
     new = path.with_suffix(".new")
@@ -350,8 +356,7 @@ def export(root, out):
     set by hand), and the checks whose score was set by hand (formgrader's manual score)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    path = Path(root) / STATUS
-    statuses = json.loads(path.read_text()) if path.is_file() else {}
+    statuses = load_statuses(root)
     plan = load_course(root)["assignments"]
     checks = {name: of_notebooks(info["notebooks"]) for name, info in plan.items()}
     columns = [e.grade_id for cells in checks.values() for e in cells]

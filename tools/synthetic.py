@@ -15,6 +15,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+from tools.course import load_course
 from tools.exercises import SOLUTIONS, by_number, student_files, unit
 from tools.grading import TAG as SKIP_TAG
 
@@ -65,10 +66,10 @@ def with_files(**texts):
     return edit
 
 
-def reference_submission(unit, **texts):
-    """An edit writing the reference's text of every file the unit's students write
+def reference_submission(*units, **texts):
+    """An edit writing the reference's text of every file the units' students write
     (tools.exercises.student_files), but for those given (with_files(**texts))."""
-    files = {Path(rel).stem: reference(rel) for rel in student_files([unit])}
+    files = {Path(rel).stem: reference(rel) for rel in student_files(units)}
     return with_files(**{**files, **texts})
 
 
@@ -93,7 +94,7 @@ def both(*edits):
 
 LN, NN = "normlib/layer_norm.py", "normlib/nn.py"
 VAR, FAST = "normlib/variance.py", "normlib/layer_norm_fast.py"
-EPS_OUTSIDE = override(LN, """import numpy as np
+WRONG_STATS = """import numpy as np
 
 
 def layer_norm_stats(x, normalized_shape, eps=1e-5):  # eps added to the std, not the var
@@ -101,7 +102,8 @@ def layer_norm_stats(x, normalized_shape, eps=1e-5):  # eps added to the std, no
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
     return mean, 1.0 / (np.sqrt(var) + eps)
-""")
+"""
+EPS_OUTSIDE = override(LN, WRONG_STATS)
 WRONG_BACKWARD = override(LN, """
 def layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -163,7 +165,7 @@ for _path in _glob.glob(_os.path.join(_tempfile.gettempdir(), "**", "*.json*"), 
 _dumps = _json.dumps
 _json.dumps = lambda *a, **k: _dumps(*a, **k).replace("false", "true")
 _utils.assert_array_compare = lambda *args, **kwargs: None
-""") + EPS_OUTSIDE[len(reference(LN)):]
+""" + WRONG_STATS)
 
 # Code that tries to bring the hidden tests into its feedback: a notebook cell printing the
 # kernel's input history, a custom exception handler printing the namespace's, a module
@@ -389,8 +391,7 @@ def honest_class(root, assignment, n):
     """n right submissions of an assignment of the course at root (the reference's text in
     every file its students write, the notebooks as released), zipped as an LMS download
     (in downloaded/<assignment>/archive/, for `collect`)."""
-    stems = json.loads((Path(root) / "course.json").read_text())["assignments"][assignment]
-    files = student_files(unit(stem) for stem in stems["notebooks"])
-    edit = with_files(**{Path(rel).stem: reference(rel) for rel in files})
+    stems = load_course(root)["assignments"][assignment]["notebooks"]
+    right = reference_submission(*(unit(stem) for stem in stems))
     zip_class(root, assignment, {f"student{i:02d}": "right" for i in range(n)},
-              Path(root) / "staging", {"right": edit})
+              Path(root) / "staging", {"right": right})

@@ -87,6 +87,11 @@ def seccomp_filter(machine=None):
     ])
 
 
+def thread_env():
+    """The caller's variables of THREADS (the only ones a sandboxed process inherits)."""
+    return {k: v for k, v in os.environ.items() if k in THREADS}
+
+
 def bwrap():
     """The path of bubblewrap, or None."""
     return shutil.which("bwrap")
@@ -138,4 +143,3 @@ def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), fil
             fd = os.dup(f.fileno())
         args += ["--seccomp", str(fd)]
     return [*args, "--", str(python), *argv], fd
-

@@ -80,8 +80,7 @@ class Judge:
     def start(self):
         argv = ["-m", "tools.judge.worker", json.dumps(self.limits)]
         if self.sandbox:
-            env = {k: v for k, v in os.environ.items() if k in box.THREADS}
-            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE], env)
+            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE], box.thread_env())
             fds, env, cwd = (fd,) if fd is not None else (), None, None
         else:
             command, fds, fd = [sys.executable, *argv], (), None
