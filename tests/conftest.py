@@ -21,7 +21,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "solutions"))
 sys.path.insert(1, str(REPO))  # for `tools`
 
-from tools.exercises import by_number  # noqa: E402 (needs the path above)
+from tools.course import threads  # noqa: E402 (needs the path above)
+from tools.exercises import by_number  # noqa: E402
+
+# One thread per process for NumPy and torch, in this process (before torch is imported),
+# its xdist workers, their notebook kernels and every subprocess a test starts (a test
+# that needs more says so): `make test` runs two workers on two cores, and with more
+# threads than cores torch's OpenMP threads spin waiting for each other (a notebook cell
+# of small torch operations ran 20 times slower beside another worker).
+for name, value in threads(1).items():
+    os.environ.setdefault(name, value)
 
 
 def exercise_marks(*numbers):
