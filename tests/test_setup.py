@@ -32,6 +32,13 @@ def test_the_environment_has_no_slow_iri_checker():
     assert "iri" not in checker.checkers and "uri" in checker.checkers
 
 
+def test_the_tests_run_torch_on_one_thread_per_process():
+    """tests/conftest.py: two xdist workers on two cores, each with its kernels."""
+    import torch
+
+    assert torch.get_num_threads() == 1
+
+
 def test_ci_runs_make_test():
     assert "make test" in (REPO / ".ci" / "run").read_text()
     assert "make test" in (REPO / ".github" / "workflows" / "test.yml").read_text()
