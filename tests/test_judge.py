@@ -103,6 +103,26 @@ def test_a_forger_gets_what_its_code_deserves(tmp_path, case):
     assert set(results) == {"1.1", "1.2"}
 
 
+NO_TORCH = """
+import sys
+
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(*args, **kwargs):
+    assert "torch" not in sys.modules, "the worker imported torch"
+    return _reference_stats(*args, **kwargs)
+"""
+
+
+def test_the_worker_of_a_numpy_submission_never_imports_torch(tmp_path):
+    """(2.5 s of CPU a worker: tools/judge/wire.py imports torch only for a tensor.)"""
+    reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
+    results = judged(submission(tmp_path, layer_norm=reference + NO_TORCH))
+    assert set(results) == {"1.1", "1.2"}
+    assert all(passed for passed, _ in results.values()), results
+
+
 LEAK = """
 import gc, os, sys
 

@@ -7,7 +7,8 @@ and gradients across it. The same class runs on both sides.
   A side waiting for its reply serves the other side's requests meanwhile, so callbacks
   nest.
 - Objects that are not values cross as handles; the other side sees a proxy (`Remote`,
-  or `RemoteModule` for a torch module) whose attributes and calls are requests.
+  or `RemoteModule` for a torch module, in torch_proxies.py) whose attributes and calls
+  are requests.
 - A call whose tensor arguments require grad crosses as one autograd node (`Bridge`):
   the callee keeps the graph; backward sends the output gradients and gets the input
   gradients back (parameters' gradients accumulate on the callee's side, as they would).
@@ -15,6 +16,7 @@ and gradients across it. The same class runs on both sides.
   input a kernel must not touch) are copied back into the caller's, so the check sees it.
 """
 
+import contextlib
 import importlib
 import itertools
 import re
@@ -22,13 +24,14 @@ import tracemalloc
 import types
 
 import numpy as np
-import torch
 
 from tools.judge.wire import (
     Decoder,
     Encoder,
     ProtocolError,
     dumps,
+    is_tensor,
+    loaded_torch,
     raw_bytes,
     read_message,
     torch_class_name,
@@ -61,17 +64,17 @@ class WorkerGone(Exception):
     """The channel closed: the other process ended, was killed, or broke the protocol."""
 
 
-def _tensors(value):
+def tensors_in(value):
     """The tensors in a value, in the order Encoder meets them."""
-    if isinstance(value, torch.Tensor):
+    if is_tensor(value):
         yield value
     elif isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _tensors(k)
-            yield from _tensors(v)
+            yield from tensors_in(k)
+            yield from tensors_in(v)
 
 
 def _copy_back(original, value):
@@ -80,15 +83,15 @@ def _copy_back(original, value):
     if isinstance(original, np.ndarray) and isinstance(value, np.ndarray):
         if original.shape == value.shape and original.dtype == value.dtype:
             np.copyto(original, value)
-    elif isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor):
+    elif is_tensor(original) and is_tensor(value):
         if original.shape == value.shape and original.dtype == value.dtype:
-            with torch.no_grad():
+            with loaded_torch().no_grad():
                 original.copy_(value)
 
 
 def _replace_tensors(value, new):
     """value with its tensors replaced, in order, by those of the iterator `new`."""
-    if isinstance(value, torch.Tensor):
+    if is_tensor(value):
         return next(new)
     if isinstance(value, tuple):
         return tuple(_replace_tensors(v, new) for v in value)
@@ -97,25 +100,6 @@ def _replace_tensors(value, new):
     if isinstance(value, dict):
         return {_replace_tensors(k, new): _replace_tensors(v, new) for k, v in value.items()}
     return value
-
-
-class Bridge(torch.autograd.Function):
-    """A call to the other side as one node of this side's graph."""
-
-    @staticmethod
-    def forward(ctx, peer, frame, holder, *leaves):
-        reply = peer.send_request(frame)
-        ctx.peer, ctx.graph = peer, reply.get("graph")
-        outputs = list(_tensors(holder.setdefault("result", reply["value"])))
-        holder["outputs"] = outputs
-        ctx.mark_non_differentiable(*[t for t, d in zip(outputs, reply.get("diff", []))
-                                      if not d])
-        return tuple(outputs)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        got = ctx.peer.request("backward", ctx.graph, list(grads))
-        return (None, None, None, *got)
 
 
 class Remote:
@@ -146,69 +130,6 @@ class Remote:
         return f"<remote {self._info.get('type', 'object')}>"
 
 
-class RemoteModule(Remote, torch.nn.Module):
-    """A proxy of a torch.nn.Module on the other side. isinstance sees torch.nn.Module
-    (and a torch class such as torch.nn.Dropout as that class); every attribute is the
-    remote module's, except the parameters, which are local copies with their .grad:
-    changed in place (p.normal_()), they are sent back before the next request."""
-
-    _LOCAL = {"named_parameters", "parameters", "forward", "remote_peak_memory"}
-
-    def __init__(self, peer, handle, info):
-        Remote.__init__(self, peer, handle, info)
-        object.__setattr__(self, "_mirror", [])
-
-    def __getattribute__(self, name):
-        if name.startswith("_") or name in RemoteModule._LOCAL:
-            return object.__getattribute__(self, name)
-        self._push()
-        return self._peer.request("getattr", self, name)
-
-    def __getattr__(self, name):  # (private names not found locally)
-        raise AttributeError(name)
-
-    def __setattr__(self, name, value):
-        self._push()
-        self._peer.request("setattr", self, name, value)
-
-    def __delattr__(self, name):
-        raise AttributeError(f"cannot delete {name} of a graded module")
-
-    @property
-    def __class__(self):
-        name = self._info.get("torch_class")
-        return importlib.import_module("tools.judge.wire")._lookup(name) if name else RemoteModule
-
-    def __call__(self, *args, **kwargs):
-        self._push()
-        return self._peer.call(self, args, kwargs)
-
-    forward = __call__
-
-    def _push(self):
-        changed = {name: p for name, p, before in self._mirror if not torch.equal(p, before)}
-        if changed:
-            object.__setattr__(self, "_mirror", [])
-            self._peer.request("setparams", self, changed)
-
-    def named_parameters(self, *args, **kwargs):
-        self._push()
-        mirror = []
-        for name, value, grad in self._peer.request("params", self):
-            p = torch.nn.Parameter(value.detach(), requires_grad=value.requires_grad)
-            if grad is not None:
-                p.grad = grad.detach()
-            mirror.append((name, p, value.detach().clone()))
-        object.__setattr__(self, "_mirror", mirror)
-        return iter([(name, p) for name, p, _ in mirror])
-
-    def parameters(self, *args, **kwargs):
-        return iter([p for _, p in self.named_parameters()])
-
-    def __repr__(self):
-        return f"<remote module {self._info.get('type', '')}>"
-
-
 class Peer:
     """One end of a channel: `reader`, `writer` (binary streams); `serves` (the request
     kinds this side answers: the judge answers only callbacks into what it handed over)."""
@@ -226,7 +147,8 @@ class Peer:
         if key not in self._ids:
             handle = next(self._count)
             self._ids[key], self.exports[handle] = handle, obj
-        kind = ("module" if isinstance(obj, torch.nn.Module) else
+        torch = loaded_torch()
+        kind = ("module" if torch is not None and isinstance(obj, torch.nn.Module) else
                 "class" if isinstance(obj, type) else "callable" if callable(obj) else "object")
         return {"$": "obj", "id": self._ids[key], "kind": kind,
                 "type": type(obj).__name__, "torch_class": torch_class_name(type(obj))}
@@ -242,7 +164,10 @@ class Peer:
         info = {k: tree.get(k) for k in ("kind", "type", "torch_class")
                 if isinstance(tree.get(k), str)}
         if handle not in self.proxies:
-            cls = RemoteModule if info.get("kind") == "module" else Remote
+            if info.get("kind") == "module":
+                from tools.judge.torch_proxies import RemoteModule as cls
+            else:
+                cls = Remote
             self.proxies[handle] = cls(self, handle, info)
         return self.proxies[handle]
 
@@ -296,11 +221,14 @@ class Peer:
     def call(self, target, args, kwargs):
         """target(*args, **kwargs) on the other side, as one autograd node if grad is on
         and a tensor argument requires it."""
-        message, encoder = self.frame("call", target, args, kwargs, torch.is_grad_enabled())
-        leaves = [t for t in encoder.sources.values()
-                  if isinstance(t, torch.Tensor) and t.requires_grad]
-        if not (torch.is_grad_enabled() and leaves):
+        torch = loaded_torch()
+        grad = torch is not None and torch.is_grad_enabled()
+        message, encoder = self.frame("call", target, args, kwargs, grad)
+        leaves = [t for t in encoder.sources.values() if is_tensor(t) and t.requires_grad]
+        if not (grad and leaves):
             return self.send_request((message, encoder))["value"]
+        from tools.judge.torch_proxies import Bridge
+
         holder = {}
         outputs = Bridge.apply(self, (message, encoder), holder, *leaves)
         return _replace_tensors(holder["result"], iter(outputs))
@@ -351,14 +279,16 @@ class Peer:
     def _op_call(self, target, args, kwargs, grad):
         if not any(target is obj for obj in self.exports.values()):
             raise PermissionError("only what was handed over can be called")
-        leaves = [t for t in self._made.values() if isinstance(t, torch.Tensor) and t.requires_grad]
-        with torch.set_grad_enabled(bool(grad)):
+        leaves = [t for t in self._made.values() if is_tensor(t) and t.requires_grad]
+        # grad off needs torch; grad on is what a torch imported during the call starts with
+        torch = importlib.import_module("torch") if not grad else loaded_torch()
+        with torch.set_grad_enabled(bool(grad)) if torch else contextlib.nullcontext():
             value = target(*args, **kwargs)
         if isinstance(value, types.GeneratorType):
             value = list(value)
         if not (grad and leaves):
             return {"value": value}
-        outputs = list(_tensors(value))
+        outputs = list(tensors_in(value))
         graph = next(self._count)
         self.graphs[graph] = (leaves, outputs)
         return {"value": value, "graph": graph, "diff": [t.requires_grad for t in outputs]}
@@ -367,12 +297,11 @@ class Peer:
         if graph not in self.graphs:
             raise ValueError("no such graph (was it reset?)")
         leaves, outputs = self.graphs[graph]
-        pairs = [(o, g) for o, g in zip(outputs, grads)
-                 if o.requires_grad and isinstance(g, torch.Tensor)]
+        pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad and is_tensor(g)]
         for leaf in leaves:
             leaf.grad = None
         if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs],
+            loaded_torch().autograd.backward([o for o, _ in pairs], [g for _, g in pairs],
                                     retain_graph=True)
         return {"value": [leaf.grad for leaf in leaves]}
 
@@ -381,7 +310,7 @@ class Peer:
 
     def _op_setparams(self, module, values):
         params = dict(module.named_parameters())
-        with torch.no_grad():
+        with loaded_torch().no_grad():
             for name, value in values.items():
                 params[name].copy_(value)
         return {"value": None}
