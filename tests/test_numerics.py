@@ -186,7 +186,8 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
         for k in ("naive", "fast", "torch")]
     for r in rows:  # median ms, ratio to torch (torch's own is 1.00), MB, GB/s, of copy
         assert float(r[3]) > 0 and float(r[6]) >= 0 and r[7].endswith("%")
-        assert (r[4] == "1.00") == (r[2] == "torch")
+        # torch's own ratio is 1.00; another kernel's is positive (it may tie torch's)
+        assert r[4] == "1.00" if r[2] == "torch" else float(r[4]) > 0
         h, passes = int(r[0]), 2 if r[1] == "forward" else 5  # |x| = 8 rows * h * 4 bytes
         assert float(r[5]) == round(passes * 8 * h * 4 / 1e6, 1)
     assert "not timed" not in out
