@@ -125,9 +125,10 @@ class Encoder:
 
 def raw_bytes(a):
     """The bytes of an array or tensor as they cross (C order)."""
-    if is_tensor(a):
+    torch = loaded_torch()
+    if torch is not None and isinstance(a, torch.Tensor):
         t = a.detach().cpu().contiguous()
-        t = t.view(torch_dtypes()["int16"]) if t.dtype == torch_dtypes()["bfloat16"] else t
+        t = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
         return t.numpy().tobytes()
     return np.ascontiguousarray(a).tobytes()
 
