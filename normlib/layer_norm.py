@@ -1,5 +1,6 @@
-"""LayerNorm in NumPy: the statistics (Exercise 1.1), the forward (Exercise 1.2)
-and the backward (Exercise 2.1).
+"""LayerNorm in NumPy: the statistics (Exercise 1.1) and the forward (Exercise 1.2); the
+backward node by node (Exercise 2.1) and as one kernel (Exercise 2.2); the Jacobian
+(Exercise 2.3); what `.sum().backward()` sees (Exercise 2.4).
 
 Shapes. The input x has shape (*B, *S): S = normalized_shape, the k trailing dims
 normalized together, and B the leading dims, one normalization each. The
@@ -50,8 +51,29 @@ def layer_norm_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     raise NotImplementedError("Exercise 1.2: implement layer_norm_forward")
 
 
+def layer_norm_backward_staged(grad_output, x, eps=1e-5):
+    """Exercise 2.1: LayerNorm's backward, node by node through the graph of notebook 02.
+
+    The graph, for rows x (B, N) normalized over their last axis, without weight and bias:
+
+        mu = mean(x)   xc = x - mu   var = mean(xc ** 2)   rstd = (var + eps) ** -0.5
+        x_hat = xc * rstd
+
+    Args:
+        grad_output: (B, N), dL/dx_hat.
+        x: (B, N), float32 or float64.
+        eps: as in layer_norm_stats.
+    Returns:
+        A dict of the gradient of L with respect to each node, through every path from
+        that node to the loss (what autograd's `.grad` of that intermediate would hold):
+            "drstd": (B, 1)   "dvar": (B, 1)   "dxc": (B, N)   "dmu": (B, 1)   "dx": (B, N)
+        each with the dtype of x.
+    """
+    raise NotImplementedError("Exercise 2.1: implement layer_norm_backward_staged")
+
+
 def layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
-    """Exercise 2.1: LayerNorm backward, the compact formula.
+    """Exercise 2.2: LayerNorm backward, the compact formula.
 
     Args:
         grad_output: (*B, *S), dL/dy.
@@ -66,4 +88,33 @@ def layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight=Non
         dbias: (*S), dL/dbias summed over every leading dim; None if bias is None.
         All with the dtype of x.
     """
-    raise NotImplementedError("Exercise 2.1: implement layer_norm_backward")
+    raise NotImplementedError("Exercise 2.2: implement layer_norm_backward")
+
+
+def layer_norm_jacobian(x, eps=1e-5):
+    """Exercise 2.3: the Jacobian of x_hat = (x - mean) * rstd with respect to x, per row.
+
+    Args:
+        x: (*B, N), float32 or float64, each row normalized over its N values (the last
+            axis), without weight and bias.
+        eps: as in layer_norm_stats.
+    Returns:
+        J: (*B, N, N) with J[..., i, j] = d x_hat[..., i] / d x[..., j], the dtype of x.
+    """
+    raise NotImplementedError("Exercise 2.3: implement layer_norm_jacobian")
+
+
+def predicted_sum_gradients(x, eps=1e-5):
+    """Exercise 2.4: your prediction of dL/dx for L = x_hat.sum() (the upstream gradient
+    of `.sum().backward()`: all ones), for three implementations of x_hat over the last
+    axis of x, as notebook 02 defines them: the correct one, one whose variance is detached
+    from the graph, and one whose mean is detached (no weight or bias).
+
+    Args:
+        x: (*B, N), float32 or float64.
+        eps: as in layer_norm_stats.
+    Returns:
+        A dict {"correct": dx, "detached variance": dx, "detached mean": dx}, each dx of
+        shape (*B, N) and the dtype of x.
+    """
+    raise NotImplementedError("Exercise 2.4: implement predicted_sum_gradients")

@@ -25,12 +25,17 @@ def rms_norm_forward(x, normalized_shape, weight=None, eps=None):
 
 
 def rms_norm_backward(grad_output, x, normalized_shape, rrms, weight=None):
-    """Exercise 3.7: RMSNorm backward.
+    """Exercise 3.7: RMSNorm backward, derived as notebook 03 asks.
 
-    With x_hat = x * rrms and g = grad_output * weight (or grad_output without weight):
-        dx = rrms * (g - x_hat * mean(g * x_hat))   (means over the dims of S)
-        dweight = sum of grad_output * x_hat over every leading dim.
+    Args:
+        grad_output: (*B, *S), dL/dy.
+        x: (*B, *S), the forward's input.
+        normalized_shape: tuple of ints S.
+        rrms: (*B, 1, .., 1), saved by rms_norm_forward.
+        weight: (*S) or None, as given to the forward.
     Returns:
-        dx: (*B, *S); dweight: (*S), or None if weight is None. x's dtype.
+        dx: (*B, *S), dL/dx.
+        dweight: (*S), dL/dweight summed over every leading dim; None if weight is None.
+        Both with the dtype of x.
     """
     raise NotImplementedError("Exercise 3.7: implement rms_norm_backward")

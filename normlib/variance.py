@@ -50,11 +50,7 @@ def welford(x):
 
 def welford_merge(a, b):
     """Exercise 5.2: the Welford state of the union of two disjoint parts, from theirs
-    (Chan, Golub and LeVeque, 1979):
-        count = count_a + count_b
-        delta = mean_b - mean_a
-        mean  = mean_a + delta * count_b / count
-        m2    = m2_a + m2_b + delta^2 * count_a * count_b / count
+    alone (notebook 05 asks you to derive it).
 
     Args:
         a, b: states (count, mean, m2) as welford returns them; count an int >= 0 (a

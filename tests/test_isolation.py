@@ -2,7 +2,7 @@
 
 For each file students write, the reference normlib with that one file ending in a
 syntax error: exactly its exercises fail (with the SyntaxError), and the exercises whose
-reference calls one of them (Exercise.uses: 2.2 calls 1.2 and 2.1, 3.3-3.5 call 3.1),
+reference calls one of them (Exercise.uses: 2.5 calls 1.2 and 2.2, 3.3-3.5 call 3.1),
 and no other. Under three layouts:
 
 - `make check`: every exercise's visible check, run as tools.check runs it (in one
@@ -77,7 +77,7 @@ def test_the_files_students_write_are_those_of_the_exercises():
         "normlib/variance.py"]
     # what the reference's code calls (tools.exercises reads it from the code)
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
-        "1.2": ("1.1",), "2.2": ("1.2", "2.1"), "3.3": ("3.1",), "3.4": ("3.1",),
+        "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),
         "3.5": ("3.1",), "4.2": ("4.1",), "4.3": ("4.2",)}
 
 
@@ -115,7 +115,7 @@ def test_make_check_itself_on_one_broken_file(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     lines = [line for line in result.stdout.splitlines() if line.startswith("Exercise")]
     assert [line.split()[1] for line in lines if "pass" not in line.split()] == ["3.5"]
-    assert "SyntaxError" in result.stdout and "19 passed, 1 failed" in result.stdout
+    assert "SyntaxError" in result.stdout and "22 passed, 1 failed" in result.stdout
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_forward_saves_torchs_mean_and_rstd(shape, normalized_shape, dtype):
     assert_close(rstd, expected_rstd, "rstd")
 
 
-@exercise("2.1")
+@exercise("2.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
 def test_backward_matches_torch_autograd(shape, normalized_shape, dtype):
@@ -67,10 +67,10 @@ def test_backward_matches_torch_autograd(shape, normalized_shape, dtype):
     _, mean, rstd = layer_norm_forward(x, s, w, b)
     expected = torch_layer_norm_backward(dy, x, s, w, b)
     for name, actual, want in zip(("dx", "dw", "db"), layer_norm_backward(dy, x, s, mean, rstd, w, b), expected):
-        assert_close(actual, want, name, atol=1e-3 if s == (1,) else None)  # H=1: see ex 2.1
+        assert_close(actual, want, name, atol=1e-3 if s == (1,) else None)  # H=1: see ex 2.2
 
 
-@exercise("2.1")
+@exercise("2.2")
 def test_backward_none_for_absent_parameters():
     x, s, w, _ = make((3, 4), 4, np.float64)
     _, mean, rstd = layer_norm_forward(x, s)
@@ -79,7 +79,7 @@ def test_backward_none_for_absent_parameters():
     assert layer_norm_backward(np.ones_like(x), x, s, mean, rstd, w)[2] is None
 
 
-@exercise("2.1")
+@exercise("2.2")
 def test_backward_matches_finite_differences():
     x, s, w, b = make((3, 2, 5), (2, 5), np.float64)
     dy = np.random.default_rng(2).standard_normal(x.shape)
@@ -89,7 +89,7 @@ def test_backward_matches_finite_differences():
     assert relative_error(dx, numeric) < 1e-8  # central differences at h=1e-6: ~1e-10
 
 
-@exercise("2.1")
+@exercise("2.2")
 def test_sum_gradient_is_zero_but_random_gradient_is_not():
     """Why graded checks never use .sum(): its true dx is 0 for every input."""
     x, s, _, _ = make((4, 8), 8, np.float64)
@@ -100,7 +100,7 @@ def test_sum_gradient_is_zero_but_random_gradient_is_not():
     assert np.abs(dx_random).max() > 1e-2
 
 
-@exercise("2.2")
+@exercise("2.5")
 @pytest.mark.parametrize(
     "kwargs,shape",
     [({"normalized_shape": (3, 4)}, (2, 3, 4)), ({"normalized_shape": 5, "bias": False}, (3, 5)),
@@ -116,7 +116,7 @@ def test_module_gradcheck_float64(kwargs, shape):
     assert torch.autograd.gradcheck(module, (x,))
 
 
-@exercise("2.2")
+@exercise("2.5")
 @pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"elementwise_affine": False}, {"eps": 1e-3}])
 def test_module_matches_torch_module_and_state_dict_round_trips(kwargs):
     torch.manual_seed(0)
@@ -135,7 +135,7 @@ def test_module_matches_torch_module_and_state_dict_round_trips(kwargs):
     torch.testing.assert_close(fresh(x), theirs(x))
 
 
-@exercise("2.2")
+@exercise("2.5")
 def test_module_trains_like_torch():
     """A few SGD steps of a Linear + LayerNorm model: same losses and parameters."""
     torch.manual_seed(0)

@@ -4,7 +4,7 @@ a submission (nbgrader's notebook run, tools/recheck.py's clean re-check).
 
 The "big" submission of tools/synthetic.py (right, but its layer_norm_forward reserves
 4200 MiB of address space) shows both sides of a raised limit:
-- here, under the defaults (4096 MiB), the clean re-check fails Exercise 2.2 with a
+- here, under the defaults (4096 MiB), the clean re-check fails Exercise 2.5 with a
   MemoryError, so the submission does need the raised limit;
 - tests/test_roundtrip.py grades it in a course whose nbgrader_config_local.py raises the
   memory to 8192 MiB (and sets the time limit): full points in the notebook run, and the
@@ -19,7 +19,7 @@ from tools.instructor import JOBS, release
 from tools.recheck import clean_results
 from tools.synthetic import write_submission
 
-CHECK = "ex2_2_layer_norm_function"  # the check that calls layer_norm_forward
+CHECK = "ex2_5_layer_norm_function"  # the check that calls layer_norm_forward
 
 
 def test_limits_are_read_from_the_course_config_and_the_default_is_too_small(tmp_path):

@@ -178,7 +178,7 @@ def test_fast_kernels_allocate_no_full_size_temporary():
 
 def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
     benchmark.main(["--sizes", "16", "32", "--rows", "8", "--rounds", "1"])
-    out = capsys.readouterr().out
+    out, rms_out = capsys.readouterr().out.split("RMSNorm against LayerNorm")
     assert "float32" in out and "threads" in out and "memory copy:" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:2] in ("16", "32")]
     assert [(r[0], r[1], r[2]) for r in rows] == [
@@ -191,6 +191,24 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
         h, passes = int(r[0]), 2 if r[1] == "forward" else 5  # |x| = 8 rows * h * 4 bytes
         assert float(r[5]) == round(passes * 8 * h * 4 / 1e6, 1)
     assert "not timed" not in out
+    # then RMSNorm against LayerNorm: both times, and their ratio, per implementation
+    rows = [line.split() for line in rms_out.splitlines() if line.strip()[:2] in ("16", "32")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (h, p, k) for h in ("16", "32") for k in ("naive", "torch")
+        for p in ("forward", "forward+backward")]
+    for r in rows:  # RMSNorm ms, LayerNorm ms (to 1 us), their ratio (to 0.01)
+        rms, layer, ratio = float(r[3]), float(r[4]), float(r[5])
+        assert ratio > 0 and abs(rms - ratio * layer) <= 0.0005 * (1 + ratio) + 0.005 * layer
+
+
+def test_rms_comparison_leaves_out_a_pair_not_implemented(monkeypatch):
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Exercise 3.7: implement rms_norm_backward")
+
+    monkeypatch.setattr(benchmark.rms_norm, "rms_norm_backward", stub)
+    results = benchmark.rms_versus_layer_norm(sizes=(16,), rows=4, rounds=1)
+    assert [(r["implementation"], r["pass"]) for r in results] == [
+        ("naive", "forward"), ("torch", "forward"), ("torch", "forward+backward")]
 
 
 def test_benchmark_leaves_out_kernels_not_implemented(monkeypatch, capsys):

@@ -81,13 +81,13 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit1", "renamed-notebook"): scores("unit1"),
     ("unit1", "truncated"): scores("unit1"),
     ("unit2", "reference"): scores("unit2"),
-    # the autograd Function (2.2) runs the wrong backward too
-    ("unit2", "wrong-backward"): nothing("unit2"),
-    # eps outside the sqrt breaks 2.2's forward; the patched check passed it in the
+    # the autograd Function (2.5) runs the wrong backward (2.2) too; 2.1, 2.3 and 2.4 are right
+    ("unit2", "wrong-backward"): scores("unit2", "2.2", "2.5"),
+    # eps outside the sqrt breaks 2.5's forward; the patched check passed it in the
     # notebook, the judge did not
-    ("unit2", "tampered"): scores("unit2", "2.2"),
-    ("unit2", "killed"): scores("unit2", "2.2"),
-    ("unit2", "missing"): scores("unit2", "2.2"),  # no nn.py
+    ("unit2", "tampered"): scores("unit2", "2.5"),
+    ("unit2", "killed"): scores("unit2", "2.5"),
+    ("unit2", "missing"): scores("unit2", "2.5"),  # no nn.py
     ("unit2", "big"): scores("unit2"),  # within the memory the local config raised
     ("unit3", "reference"): scores("unit3"),
     ("unit3", "broken"): scores("unit3", "3.5"),  # syntax error in instance_norm.py
@@ -158,7 +158,7 @@ def test_the_judges_score_is_the_grade_whatever_the_notebook_said(graded):
                 grade = gb.find_grade(g, NOTEBOOK[g], assignment, student)
                 assert (grade.auto_score, grade.manual_score) == (expected[g], None), student
     # the checks the notebook passed after a patch, which the judge failed
-    assert "ex2_2_layer_norm_function: 4.0 in the notebook, 0 by the judge" in log
+    assert "ex2_5_layer_norm_function: 4.0 in the notebook, 0 by the judge" in log
     # the patcher's wrong GroupNorm, its comparison disarmed in the notebook, is caught by
     # the judge's own comparison, with the values that differ
     assert re.search(r"ex3_4_group_norm_forward: 3\.0 in the notebook, 0 by the judge "
@@ -247,10 +247,10 @@ ERRORS = {  # (assignment, student, check) -> what the autograded notebook and f
     ("unit1", "memory", "ex1_2_layer_norm_forward"): "MemoryError: Unable to allocate",
     ("unit1", "exits", "ex1_2_layer_norm_forward"): "SystemExit",
     ("unit1", "osexit", "ex1_2_layer_norm_forward"): "DeadKernelError: the kernel died",
-    ("unit2", "killed", "ex2_2_layer_norm_function"): "DeadKernelError: the kernel died",
+    ("unit2", "killed", "ex2_5_layer_norm_function"): "DeadKernelError: the kernel died",
     ("unit3", "broken", "ex3_5_instance_norm_forward"): "SyntaxError: invalid syntax "
                                                         "(instance_norm.py",
-    ("unit2", "missing", "ex2_2_layer_norm_function"): "ModuleNotFoundError: No module named "
+    ("unit2", "missing", "ex2_5_layer_norm_function"): "ModuleNotFoundError: No module named "
                                                        "'normlib.nn'",
     ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError: cannot import name "
                                                       "'layer_norm_forward'",
@@ -312,7 +312,7 @@ def test_feedback_says_what_failed_without_the_hidden_tests(graded):
     assert "check_backward(x, (4,), weight, bias)" in text  # the visible checks are shown
     assert "dx for x (2, 4) float32" in text and "Not equal to tolerance" in text  # and why
     assert "lines of hidden tests, not shown" in text
-    hidden = hidden_only_lines("ex2_1_layer_norm_backward")
+    hidden = hidden_only_lines("ex2_2_layer_norm_backward")
     assert len(hidden) > 10
     assert not [line for line in hidden if line in text]
 

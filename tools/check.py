@@ -2,7 +2,7 @@
 which exercises pass, fail, or are not yet implemented.
 
     python -m tools.check            every exercise
-    python -m tools.check 1.2 2.1    only these
+    python -m tools.check 1.2 2.2    only these
     python -m tools.check --hidden   with the hidden tests too (authors, on the reference)
 
 The checks are the graded cells of the notebooks, as solutions/ has them
@@ -38,7 +38,7 @@ def run(source, filename):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Check your normlib exercises.")
-    parser.add_argument("only", nargs="*", help="exercise numbers, e.g. 1.1 2.2")
+    parser.add_argument("only", nargs="*", help="exercise numbers, e.g. 1.1 2.5")
     parser.add_argument("--hidden", action="store_true", help="run the hidden tests too")
     args = parser.parse_args(argv)
     todo = [e for e in exercises() if not args.only or e.number in args.only]

@@ -109,7 +109,7 @@ def strip_solutions(text, filename="<source>"):
 
 
 def stubs(text, filename="<source>"):
-    """(exercise, name) of each solution block of a .py file's text, in order: ("2.2",
+    """(exercise, name) of each solution block of a .py file's text, in order: ("2.5",
     "LayerNormFunction.forward"), what its stub will say."""
     return STUB.findall(strip_solutions(text, filename))
 

@@ -337,7 +337,7 @@ CASES = {
             NN, "LayerNormFunction.forward",
             "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
         "missing": reference_submission(2, nn=None),
-        # right, but its forward needs more memory than the default (2.2 calls it)
+        # right, but its forward needs more memory than the default (2.5 calls it)
         "big": reference_submission(2, layer_norm=run_first(LN, "layer_norm_forward", RESERVE)),
     },
     "unit3": {

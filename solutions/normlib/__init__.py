@@ -1,6 +1,6 @@
 """normlib: normalization layers written in NumPy, wrapped as torch modules.
 
-- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1)
+- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.2)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
 - ``normlib.channels``       the per-channel affine and running statistics (provided)
 - ``normlib.batch_norm``     BatchNorm kernels (Exercise 3.3)
@@ -13,7 +13,7 @@
 - ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 5.5, 5.6)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
-                             kernels (Exercise 2.2)
+                             kernels (Exercise 2.5)
 - ``normlib.gradcheck``      a central-difference gradient checker for NumPy functions
 - ``normlib.testing``        what the exercise checks compare against
 - ``normlib.benchmark``      `make bench`: the LayerNorm kernels timed against torch

@@ -1,5 +1,6 @@
-"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.1) and fast (5.5,
-5.6) NumPy kernels against torch.nn.functional.layer_norm, in one run (not an exercise).
+"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (5.5,
+5.6) NumPy kernels against torch.nn.functional.layer_norm, in one run (not an exercise);
+then RMSNorm against LayerNorm (Unit 3's question), torch's and your naive kernels.
 
     make bench                          your normlib/, the table below
     python -m normlib.benchmark --sizes 1024 --rounds 5
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from normlib import layer_norm, layer_norm_fast
+from normlib import layer_norm, layer_norm_fast, rms_norm
 
 ROWS = 4096
 SIZES = (256, 1024, 4096)
@@ -126,6 +127,79 @@ def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
     return results, bandwidth
 
 
+def norm_kernels(x, weight, bias, grad_output):
+    """(implementation, norm, pass) -> a function of no argument: LayerNorm and RMSNorm,
+    torch's and your naive NumPy ones (Exercises 1.2 and 2.2, 3.6 and 3.7), forward and
+    forward plus backward; a NumPy kernel whose exercise raises NotImplementedError is left
+    out, with its LayerNorm or RMSNorm twin."""
+    h = x.shape[-1]
+    xt, wt, bt, dyt = (torch.from_numpy(a) for a in (x, weight, bias, grad_output))
+    xg = xt.clone().requires_grad_()
+    torch_forward = {"layer": lambda x: F.layer_norm(x, (h,), wt, bt),
+                     "rms": lambda x: F.rms_norm(x, (h,), wt)}
+
+    def torch_forward_backward(forward):
+        forward(xg).backward(dyt)
+        xg.grad = None
+
+    def numpy_layer():
+        y, mean, rstd = layer_norm.layer_norm_forward(x, (h,), weight, bias)
+        return layer_norm.layer_norm_backward(grad_output, x, (h,), mean, rstd, weight, bias)
+
+    def numpy_rms():
+        y, rrms = rms_norm.rms_norm_forward(x, (h,), weight)
+        return rms_norm.rms_norm_backward(grad_output, x, (h,), rrms, weight)
+
+    fns = {}
+    for norm, forward in torch_forward.items():
+        fns["torch", norm, "forward"] = lambda f=forward: f(xt)
+        fns["torch", norm, "forward+backward"] = lambda f=forward: torch_forward_backward(f)
+    numpy = {("naive", "layer", "forward"): lambda: layer_norm.layer_norm_forward(
+                 x, (h,), weight, bias),
+             ("naive", "rms", "forward"): lambda: rms_norm.rms_norm_forward(x, (h,), weight),
+             ("naive", "layer", "forward+backward"): numpy_layer,
+             ("naive", "rms", "forward+backward"): numpy_rms}
+    for pass_ in PASSES:
+        pair = {norm: numpy["naive", norm, pass_] for norm in ("layer", "rms")}
+        try:
+            for fn in pair.values():
+                fn()
+        except NotImplementedError:
+            continue
+        fns.update({("naive", norm, pass_): fn for norm, fn in pair.items()})
+    return fns
+
+
+def rms_versus_layer_norm(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
+    """RMSNorm's median time against LayerNorm's (both with a weight; LayerNorm also with a
+    bias), for (rows, H) inputs, H in sizes, in interleaved rounds. Returns a list of dicts
+    (H, implementation, pass, rms and layer seconds, ratio rms / layer)."""
+    results = []
+    for h in sizes:
+        rng = np.random.default_rng(seed)
+        x, dy = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))  # (R, H)
+        weight, bias = (rng.standard_normal(h).astype(dtype) for _ in range(2))  # (H,)
+        times = interleaved(norm_kernels(x, weight, bias, dy), rounds)
+        for implementation in ("naive", "torch"):
+            for pass_ in PASSES:
+                if (implementation, "rms", pass_) in times:
+                    rms, layer = (times[implementation, n, pass_] for n in ("rms", "layer"))
+                    results.append({"H": h, "implementation": implementation, "pass": pass_,
+                                    "rms": rms, "layer": layer, "ratio": rms / layer})
+    return results
+
+
+def rms_table(results):
+    """The results of rms_versus_layer_norm() as a text table."""
+    lines = ["RMSNorm against LayerNorm, in the same run",
+             f"{'H':>5}  {'pass':<17}{'kernels':<8}{'RMSNorm ms':>11}{'LayerNorm ms':>13}"
+             f"{'ratio':>7}"]
+    for r in results:
+        lines.append(f"{r['H']:>5}  {r['pass']:<17}{r['implementation']:<8}"
+                     f"{r['rms'] * 1e3:>11.3f}{r['layer'] * 1e3:>13.3f}{r['ratio']:>7.2f}")
+    return "\n".join(lines)
+
+
 def environment(dtype=np.float32, rows=ROWS):
     """One line on what was measured: rows, dtype, threads."""
     return (f"{rows} rows, {np.dtype(dtype).name}; torch {torch.__version__} on "
@@ -202,6 +276,8 @@ def main(argv=None):
                                                            for r in results}
     for kernel, pass_ in sorted(missing):
         print(f"not timed: the {kernel} {pass_} (its exercise raises NotImplementedError)")
+    print()
+    print(rms_table(rms_versus_layer_norm(args.sizes, args.rows, args.rounds)))
     if torch.cuda.is_available():
         print(fused_table())
 

@@ -7,7 +7,7 @@ converts back. CPU tensors only. An empty input never reaches a kernel: KernelFu
 runs empty_forward and empty_backward instead, torch's result (see _validation).
 
 Each of Unit 3's modules imports its kernels when it runs, not when this module is
-imported: a broken batch_norm.py breaks BatchNorm1d, not LayerNorm (Exercise 2.2).
+imported: a broken batch_norm.py breaks BatchNorm1d, not LayerNorm (Exercise 2.5).
 """
 
 import torch
@@ -37,7 +37,7 @@ def to_tensor(a):
 
 
 class LayerNormFunction(torch.autograd.Function):
-    """Exercise 2.2: LayerNorm as a torch.autograd.Function over the NumPy kernels.
+    """Exercise 2.5: LayerNorm as a torch.autograd.Function over the NumPy kernels.
 
     Usage: LayerNormFunction.apply(input, normalized_shape, weight, bias, eps), where
     input is (*B, *S), normalized_shape the tuple S, weight and bias (*S) or None.
@@ -117,7 +117,7 @@ class LayerNorm(torch.nn.Module):
         check_layer_norm_args(
             to_numpy(input), self.normalized_shape, to_numpy(self.weight), to_numpy(self.bias)
         )
-        if input.numel() == 0:  # torch's result, without Exercise 2.2's function
+        if input.numel() == 0:  # torch's result, without Exercise 2.5's function
             return KernelFunction.apply(empty_forward, empty_backward, input, self.weight,
                                         self.bias)
         return LayerNormFunction.apply(
@@ -135,7 +135,7 @@ class LayerNorm(torch.nn.Module):
 
 
 class KernelFunction(torch.autograd.Function):
-    """Any layer of Unit 3 under autograd (provided; Exercise 2.2 wrote LayerNorm's).
+    """Any layer of Unit 3 under autograd (provided; Exercise 2.5 wrote LayerNorm's).
 
     Usage: KernelFunction.apply(forward, backward, input, weight, bias), where
         forward(x, weight, bias) -> (y, *saved)      NumPy arrays in and out

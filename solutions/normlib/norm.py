@@ -49,8 +49,8 @@ def normalize_backward(grad_x_hat, x_hat, rstd, axes):
         rstd: x's shape with `axes` set to 1, saved by the forward.
         axes: the forward's axes.
     Returns:
-        dx: x's shape, dL/dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), the means
-            over `axes` (Unit 2's formula, with the group given by axes).
+        dx: x's shape, dL/dx: the input gradient of Unit 2's compact backward, with the
+            group given by `axes` instead of the trailing dims. x_hat's dtype.
     """
     ### BEGIN SOLUTION
     g_mean = grad_x_hat.mean(axis=axes, keepdims=True)  # (.., 1 on axes, ..)

@@ -122,7 +122,7 @@ def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
 
 def layer_norm_backward_tolerances(x, normalized_shape, eps=1e-5):
     """{"dx", "dweight", "dbias"}: the tolerances of LayerNorm's backward on x (*B, *S)
-    (Exercises 2.1, 5.6): two stages, forward and backward. dweight and dbias sum over the
+    (Exercises 2.2, 5.6): two stages, forward and backward. dweight and dbias sum over the
     rows, so their length is the number of rows; dbias, the sum of grad_output, does not
     depend on x, so not on its condition either."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -190,6 +190,48 @@ def torch_layer_norm_backward(grad_output, x, normalized_shape, weight=None, bia
     return tuple(None if t is None else _rounded(t.grad, x.dtype) for t in (xt, wt, bt))
 
 
+def torch_layer_norm_nodes(grad_output, x, eps=1e-5):
+    """torch autograd's gradient at each node of notebook 02's LayerNorm graph (rows x
+    (B, N), no weight or bias) under grad_output = dL/dx_hat: the `.grad` of each
+    intermediate, computed exactly (float64) and rounded to x's dtype, in the order
+    backprop reaches them: {"drstd", "dvar", "dxc", "dmu", "dx"} (Exercise 2.1)."""
+    xt = _exact(x, requires_grad=True)  # (B, N)
+    mu = xt.mean(dim=-1, keepdim=True)  # (B, 1)
+    xc = xt - mu  # (B, N)
+    var = (xc * xc).mean(dim=-1, keepdim=True)  # (B, 1)
+    rstd = (var + eps) ** -0.5  # (B, 1)
+    nodes = {"drstd": rstd, "dvar": var, "dxc": xc, "dmu": mu}
+    for t in nodes.values():
+        t.retain_grad()
+    (xc * rstd).backward(_exact(grad_output))
+    return {name: _rounded(t.grad, x.dtype) for name, t in {**nodes, "dx": xt}.items()}
+
+
+def x_hat_detached_variance(x, eps=1e-5):
+    """x_hat over the last axis of the tensor x, with a bug: the variance is detached from
+    the graph, so backward treats it as a constant (notebook 02, Exercise 2.4)."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True).detach()  # the bug
+    return (x - mean) * torch.rsqrt(var + eps)
+
+
+def x_hat_detached_mean(x, eps=1e-5):
+    """x_hat over the last axis of the tensor x, with a bug: the mean is detached from the
+    graph, so backward treats it as a constant (notebook 02, Exercise 2.4)."""
+    mean = x.mean(dim=-1, keepdim=True).detach()  # the bug
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) * torch.rsqrt(var + eps)
+
+
+def x_hat_correct(x, eps=1e-5):
+    """x_hat over the last axis of the tensor x: torch's LayerNorm without weight or bias."""
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+
+
+X_HAT = {"correct": x_hat_correct, "detached variance": x_hat_detached_variance,
+         "detached mean": x_hat_detached_mean}  # Exercise 2.4's three implementations
+
+
 def torch_normalize(x, axes, eps=1e-5):
     """x_hat, mean, var (biased) and rstd of x over `axes` (kept as size 1), computed
     exactly (float64) and rounded to x's dtype: what normlib.norm.normalize_forward
@@ -230,7 +272,7 @@ def guard_inputs(**arrays):
 def torch_norms():
     """Inside the block, normlib.transformer builds its norms with torch.nn.LayerNorm and
     torch.nn.RMSNorm instead of normlib.nn's: Unit 4's checks grade the Add & Norm wiring
-    alone, whatever the state of Exercises 2.2, 3.6 and 3.7."""
+    alone, whatever the state of Exercises 2.5, 3.6 and 3.7."""
     import normlib.transformer as transformer
 
     saved = transformer.norm_classes

@@ -56,7 +56,44 @@ def forward_float64_inside(x, normalized_shape, weight=None, bias=None, eps=1e-5
     return y.astype(x.dtype), mean, rstd
 
 
-# Exercise 2.1: layer_norm_backward ----------------------------------------------------------
+# Exercise 2.1: layer_norm_backward_staged ---------------------------------------------------
+
+
+def staged_float64_inside(grad_output, x, eps=1e-5):
+    """Every node in float64, cast back at the end; rstd through np.reciprocal."""
+    g, x64 = grad_output.astype(np.float64), x.astype(np.float64)  # (B, N)
+    n = x.shape[-1]
+    mu = x64.mean(axis=-1, keepdims=True)
+    xc = x64 - mu
+    var = np.mean(xc**2, axis=-1, keepdims=True)
+    rstd = np.reciprocal(np.sqrt(var + eps))
+    drstd = np.einsum("bn,bn->b", g, xc)[:, None]  # (B, 1)
+    dvar = drstd * -0.5 * (var + eps) ** -1.5
+    dxc = rstd * g + dvar * xc * (2 / n)
+    dmu = -np.sum(dxc, axis=-1, keepdims=True)
+    dx = dxc + np.repeat(dmu / n, n, axis=-1)
+    grads = {"drstd": drstd, "dvar": dvar, "dxc": dxc, "dmu": dmu, "dx": dx}
+    return {name: a.astype(x.dtype) for name, a in grads.items()}
+
+
+def staged_through_x_hat(grad_output, x, eps=1e-5):
+    """The same gradients, each simplified with x_hat = xc * rstd and sum(x_hat) = 0,
+    in another order of operations, dict built key by key."""
+    n = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    rstd = (np.mean(xc * xc, axis=-1, keepdims=True) + eps) ** -0.5
+    x_hat = xc * rstd
+    proj = np.mean(grad_output * x_hat, axis=-1, keepdims=True)  # (B, 1)
+    grads = {}
+    grads["drstd"] = n * proj / rstd
+    grads["dvar"] = -0.5 * n * proj * rstd**2
+    grads["dxc"] = rstd * (grad_output - x_hat * proj)
+    grads["dmu"] = -rstd * np.sum(grad_output, axis=-1, keepdims=True)
+    grads["dx"] = grads["dxc"] + grads["dmu"] / n
+    return grads
+
+
+# Exercise 2.2: layer_norm_backward ----------------------------------------------------------
 
 
 def backward_staged(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
@@ -96,7 +133,52 @@ def backward_sums(grad_output, x, normalized_shape, mean, rstd, weight=None, bia
     return dx, dweight, dbias
 
 
-# Exercise 2.2: LayerNormFunction ------------------------------------------------------------
+# Exercise 2.3: layer_norm_jacobian ----------------------------------------------------------
+
+
+def jacobian_by_rows(x, eps=1e-5):
+    """Row i of J is the compact backward under the upstream gradient e_i, in float64."""
+    n = x.shape[-1]
+    x64 = x.astype(np.float64)
+    xc = x64 - x64.mean(axis=-1, keepdims=True)
+    rstd = 1 / np.sqrt(np.var(x64, axis=-1, keepdims=True) + eps)
+    x_hat = xc * rstd  # (*B, N)
+    J = np.empty(x.shape + (n,))
+    for i in range(n):
+        g = np.zeros(n)
+        g[i] = 1.0
+        J[..., i, :] = rstd * (g - g.mean() - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
+    return J.astype(x.dtype)
+
+
+def jacobian_einsum(x, eps=1e-5):
+    """rstd/N (N I - 1 1^T - x_hat x_hat^T) with np.einsum and np.identity."""
+    n = x.shape[-1]
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = (np.var(x, axis=-1, keepdims=True) + eps) ** -0.5
+    x_hat = (x - mean) * rstd
+    inner = n * np.identity(n, dtype=x.dtype) - 1 - np.einsum("...i,...j->...ij", x_hat, x_hat)
+    return rstd[..., None] / n * inner
+
+
+# Exercise 2.4: predicted_sum_gradients ------------------------------------------------------
+
+
+def predictions_from_compact(x, eps=1e-5):
+    """The compact formula with g = 1, each bug dropping its term, in float64."""
+    x64 = x.astype(np.float64)
+    rstd = 1 / np.sqrt(x64.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x64 - x64.mean(axis=-1, keepdims=True)) * rstd
+    g = np.ones_like(x64)
+    mean_term = g.mean(axis=-1, keepdims=True)
+    variance_term = x_hat * (g * x_hat).mean(axis=-1, keepdims=True)
+    dx = {"correct": rstd * (g - mean_term - variance_term),
+          "detached variance": rstd * (g - mean_term),
+          "detached mean": rstd * (g - variance_term)}
+    return {name: a.astype(x.dtype) for name, a in dx.items()}
+
+
+# Exercise 2.5: LayerNormFunction ------------------------------------------------------------
 
 
 class FunctionCtxAttributes(torch.autograd.Function):
@@ -141,9 +223,18 @@ RIGHT = {
         "fused scale and shift": forward_fused_order,
         "float64 inside": forward_float64_inside,
     },
-    "2.1": {
+    "2.2": {
         "staged, float64 inside": backward_staged,
         "sums and einsum": backward_sums,
     },
-    "2.2": {"arrays kept on ctx": FunctionCtxAttributes},
+    "2.1": {
+        "float64 inside": staged_float64_inside,
+        "simplified through x_hat": staged_through_x_hat,
+    },
+    "2.3": {
+        "rows from the backward of unit vectors": jacobian_by_rows,
+        "einsum and identity": jacobian_einsum,
+    },
+    "2.4": {"compact formula with g = 1": predictions_from_compact},
+    "2.5": {"arrays kept on ctx": FunctionCtxAttributes},
 }

@@ -126,7 +126,40 @@ def forward_bias_only_with_weight(x, normalized_shape, weight=None, bias=None, e
     return y, mean, rstd
 
 
-# Exercise 2.1: layer_norm_backward ----------------------------------------------------------
+# Exercise 2.1: layer_norm_backward_staged ---------------------------------------------------
+
+
+def _staged(grad_output, x, eps, mistake):
+    """The staged backward with one mistake at one node."""
+    n = x.shape[-1]
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    var = (xc * xc).sum(axis=-1, keepdims=True) / (n - 1 if mistake == "unbiased" else n)
+    rstd = 1.0 / np.sqrt(var + eps)
+    drstd = grad_output * xc if mistake == "drstd_not_summed" else (
+        (grad_output * xc).sum(axis=-1, keepdims=True))
+    power = {"dvar_sign": 0.5 * rstd**3, "dvar_rstd_squared": -0.5 * rstd**2}
+    dvar = power.get(mistake, -0.5 * rstd**3) * drstd
+    via_var = {"no_var_path": 0.0, "no_2_over_n": xc * dvar}.get(mistake, 2.0 / n * xc * dvar)
+    dxc = grad_output * rstd + via_var
+    dmu = -dxc if mistake == "dmu_not_summed" else -dxc.sum(axis=-1, keepdims=True)
+    dx = {"no_mean_path": dxc, "dmu_not_divided": dxc + dmu}.get(mistake, dxc + dmu / n)
+    return {"drstd": drstd, "dvar": dvar, "dxc": dxc, "dmu": dmu, "dx": dx}
+
+
+def _staged_with(mistake):
+    def layer_norm_backward_staged(grad_output, x, eps=1e-5):
+        return _staged(grad_output, x, eps, mistake)
+
+    return layer_norm_backward_staged
+
+
+def staged_returns_tuple(grad_output, x, eps=1e-5):
+    result = _staged(grad_output, x, eps, None)
+    return tuple(result.values())
+
+
+# Exercise 2.2: layer_norm_backward ----------------------------------------------------------
 
 
 def _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias, mistake):
@@ -171,7 +204,59 @@ def _backward_with(mistake):
     return backward
 
 
-# Exercise 2.2: LayerNormFunction ------------------------------------------------------------
+# Exercise 2.3: layer_norm_jacobian ----------------------------------------------------------
+
+
+def _jacobian(x, eps, mistake):
+    n = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    var = (xc * xc).sum(axis=-1, keepdims=True) / (n - 1 if mistake == "unbiased" else n)
+    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1)
+    x_hat = xc * rstd
+    eye = np.eye(n) if mistake == "eye_float64" else np.eye(n, dtype=x.dtype)
+    mean_term = 0.0 if mistake == "no_mean_term" else 1.0 / n
+    outer = x_hat[..., :, None] * x_hat[..., None, :]
+    if mistake == "no_variance_term":
+        outer = 0.0 * outer
+    if mistake == "outer_over_batch":
+        outer = np.einsum("...i,...j->ij", x_hat, x_hat)
+    scale = 1.0 if mistake == "no_rstd" else rstd[..., None]
+    return scale * (eye - mean_term - outer / n)
+
+
+def _jacobian_with(mistake):
+    def layer_norm_jacobian(x, eps=1e-5):
+        return _jacobian(x, eps, mistake)
+
+    return layer_norm_jacobian
+
+
+# Exercise 2.4: predicted_sum_gradients ------------------------------------------------------
+
+
+def _predictions(x, eps, variance, mean):
+    """{"correct": 0, "detached variance": variance(rstd), "detached mean": mean(rstd)}."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)  # (*B, 1)
+    full = np.broadcast_to(rstd, x.shape).astype(x.dtype)  # (*B, N)
+    return {"correct": np.zeros_like(x), "detached variance": variance(full),
+            "detached mean": mean(full)}
+
+
+def _predictions_with(variance, mean):
+    def predicted_sum_gradients(x, eps=1e-5):
+        return _predictions(x, eps, variance, mean)
+
+    return predicted_sum_gradients
+
+
+def predictions_rstd_not_broadcast(x, eps=1e-5):
+    result = _predictions(x, eps, np.zeros_like, lambda full: full)
+    result["detached mean"] = result["detached mean"][..., :1]  # (*B, 1)
+    return result
+
+
+# Exercise 2.5: LayerNormFunction ------------------------------------------------------------
 
 
 class _Function(torch.autograd.Function):
@@ -332,7 +417,7 @@ WRONG = {
         "affine before normalizing": forward_affine_before_normalizing,
         "bias ignored without weight": forward_bias_only_with_weight,
     },
-    "2.1": {
+    "2.2": {
         "missing mean term": _backward_with("no_mean_term"),
         "missing variance term": _backward_with("no_variance_term"),
         "dweight from x, not x_hat": _backward_with("dweight_from_x"),
@@ -343,7 +428,36 @@ WRONG = {
         "writes into grad_output": backward_writes_into_grad_output,
         "dbias lost when there is no weight": backward_no_dbias_without_weight,
     },
-    "2.2": {
+    "2.1": {
+        "dxc without the path through the variance": _staged_with("no_var_path"),
+        "dx without the path through the mean": _staged_with("no_mean_path"),
+        "dvar with the wrong sign": _staged_with("dvar_sign"),
+        "dvar with rstd squared, not cubed": _staged_with("dvar_rstd_squared"),
+        "the 2/N of the mean of squares missing": _staged_with("no_2_over_n"),
+        "dmu not divided by N into dx": _staged_with("dmu_not_divided"),
+        "drstd not summed over the row": _staged_with("drstd_not_summed"),
+        "dmu not summed over the row": _staged_with("dmu_not_summed"),
+        "unbiased variance in the forward": _staged_with("unbiased"),
+        "a tuple, not a dict": staged_returns_tuple,
+    },
+    "2.3": {
+        "missing the mean term (11^T / N)": _jacobian_with("no_mean_term"),
+        "missing the variance term (x_hat x_hat^T / N)": _jacobian_with("no_variance_term"),
+        "rstd factor missing": _jacobian_with("no_rstd"),
+        "unbiased variance": _jacobian_with("unbiased"),
+        "outer product summed over the batch": _jacobian_with("outer_over_batch"),
+        "float64 np.eye makes a float32 input's J float64": _jacobian_with("eye_float64"),
+    },
+    "2.4": {
+        "zero for all three (.sum() shows nothing)": _predictions_with(np.zeros_like,
+                                                                       np.zeros_like),
+        "rstd for both bugs": _predictions_with(lambda full: full, lambda full: full),
+        "the two bugs swapped": _predictions_with(lambda full: full, np.zeros_like),
+        "ones, without rstd, for the detached mean": _predictions_with(np.zeros_like,
+                                                                       np.ones_like),
+        "rstd not broadcast over the row": predictions_rstd_not_broadcast,
+    },
+    "2.5": {
         "dweight and dbias swapped": FunctionSwapsParamGrads,
         "three gradients for five inputs": FunctionThreeGrads,
         "no parameter gradients": FunctionNoParamGrads,

@@ -1,0 +1,203 @@
+"""The student derives: no graded answer appears before its check. The student edition's
+notebooks, read in course order up to each exercise's check cell, and the files of its
+normlib/ that students write (stubs and the code provided beside them: a student opens them
+at any time) hold neither the code nor the closed form that an exercise asks the student to
+find. (normlib/testing.py is the checks' own comparison code, which grading replaces with the
+course's copy; it computes the exact results with torch.)
+
+ANSWERS gives, for each exercise whose answer is derived (a formula, or the step that makes
+the code general), patterns of that answer in code, in LaTeX and in prose. A pattern is a
+regular expression matched against a cell's or a file's text with all whitespace and LaTeX
+spacing removed, so line breaks and spacing cannot hide it. After the check, the notebook may show the
+answer (it does: "your kernel matches, so you have derived ...").
+
+DEFINITIONS names the exercises whose formula is the definition the student implements,
+taught before them on purpose, with the reason. Every exercise is in exactly one of the two.
+"""
+
+import json
+import re
+
+import pytest
+
+from tools.exercises import REPO, exercises, notebooks, student_files
+
+ANSWERS = {
+    "1.1": [  # the group's axes built from normalized_shape, for any number of dims
+        r"range\([\w.]*ndim-len\(normalized_shape\)", r"range\(-len\(normalized_shape\)",
+        r"range\(-1,-len\(normalized_shape\)-1,-1\)",
+    ],
+    "2.1": [  # the staged table's gradients, assembled
+        r"d\\mu=-\\sumdx_c", r"dx_c\\mathrel\{\+\}=\\tfrac\{2\}\{N\}", r"dmu=-dxc\.sum\(",
+        r"dx=dxc\+dmu/", r"dvar=-0\.5\*\(var\+eps\)\*\*-1\.5\*drstd", r"dvar=-0\.5\*rstd\*\*3",
+        r"dxc=dxc\+2/N\*xc\*dvar", r"dxc=grad_output\*rstd\+",
+    ],
+    "2.2": [  # the compact formula
+        r"g-\\overline\{g\}-\\hat\{x\}", r"\(g-g_mean-x_hat\*gx_mean\)",
+        r"g-mean\(g\)-x_hat\*mean\(g\*x_hat\)", r"\(g-g\.mean\([^)]*\)-x_hat\*\(g\*x_hat\)\.mean",
+    ],
+    "2.3": [  # the Jacobian's closed form
+        r"I-\\tfrac\{1\}\{N\}\\mathbf\{1\}\\mathbf\{1\}\^\\top", r"I-11ᵀ/N", r"x̂x̂ᵀ/N",
+        r"torch\.eye\(\w+\)-torch\.outer\(ones,ones\)", r"eye-1\.0/n-outer/n",
+    ],
+    "2.4": [  # what .sum().backward() gives the two bugs
+        r"dx=\\mathrm\{rstd\}\\cdot\\mathbf\{1\}", r"detachedmeangives\$\\mathrm\{rstd\}",
+        r"detachedmean.{0,20}rstd\*?1", r'"detachedmean":np\.broadcast_to\(rstd',
+    ],
+    "3.2": [  # Unit 2's compact formula, over any axes
+        r"rstd\*\(g-g\.mean\(axis=axes", r"\(g\*x_hat\)\.mean\(axis=axes",
+        r"rstd\*\(g-mean\(g\)-x_hat\*mean\(g\*x_hat\)\)",
+    ],
+    "3.7": [  # RMSNorm's compact backward and its Jacobian
+        r"\\mathrm\{rrms\}\\Big\(g_j-\\hat\{x\}_j", r"rrms\*\(g-x_hat\*\(g\*x_hat\)\.mean",
+        r"rrms\*\(g-x_hat\*mean\(g\*x_hat\)\)", r"\\mathrm\{rrms\}\(I-\\tfrac1N",
+        r"-\\frac\{\\mathrm\{rrms\}\^3x_j\}\{N\}\\sum",
+    ],
+    "5.2": [  # Chan, Golub and LeVeque's merge of M2
+        r"\\delta\^2\\frac\{n_an_b\}\{n\}", r"delta\^2\*count_a\*count_b/count",
+        r"delta\*\*2\*\w+\*\w+/\w+",
+    ],
+}
+DEFINITIONS = {
+    "1.2": "LayerNorm's formula is the unit's subject, stated in section 1",
+    "2.5": "a torch.autograd.Function's contract (what forward saves, one gradient per "
+           "argument) is the specification",
+    "3.1": "Unit 1's standardization, over given axes",
+    "3.3": "BatchNorm's definition and torch's running-statistics rule are the specification",
+    "3.4": "GroupNorm's definition: which axes, after which reshape",
+    "3.5": "InstanceNorm's definition and torch's running-statistics rule",
+    "3.6": "RMSNorm's definition, with torch's eps=None",
+    "4.1": "the Post-LN and Pre-LN blocks are the definitions being compared",
+    "4.2": "the encoder layer's wiring, from the two blocks' definitions",
+    "4.3": "a stack of layers, with Pre-LN's final norm as its definition",
+    "5.1": "Welford's update is the named algorithm's definition; the exercise is its "
+           "vectorized float32 implementation",
+    "5.3": "the recipe (upcast, compute in float32, round once) is the specification",
+    "5.4": "the same recipe for RMSNorm",
+    "5.5": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
+    "5.6": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
+           "the exercise is its memory traffic",
+}
+EDITION = REPO / "notebooks"
+STUBS = REPO / "normlib"
+
+
+def flat(text):
+    """text without whitespace and LaTeX's spacing commands (\\, \\; \\! \\quad): what the
+    patterns are matched against."""
+    return re.sub(r"\s+|\\[,;:!]|\\q?quad", "", text)
+
+
+def found_in(text, number):
+    """The patterns of exercise number's answer that text holds."""
+    return [p for p in ANSWERS.get(number, []) if re.search(p, flat(text))]
+
+
+def cells_before_checks(folder=EDITION):
+    """{number: [(where, source)]}: every cell a student reads before that exercise's check,
+    in course order (earlier notebooks whole, then its own notebook up to the check)."""
+    seen, before = [], {}
+    for path in notebooks(folder):
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            source = "".join(cell["source"])
+            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+            number = next((e.number for e in exercises() if e.grade_id == grade_id), None)
+            if number and cell["metadata"]["nbgrader"].get("grade"):
+                before[number] = list(seen)
+            seen.append((f"{path.name} cell {i}", source))
+    return before
+
+
+def leaks(folder=EDITION, stubs=STUBS):
+    """(exercise, where, pattern) of every answer shown too early."""
+    found = []
+    for number, cells in cells_before_checks(folder).items():
+        for where, source in cells:
+            found += [(number, where, p) for p in found_in(source, number)]
+    for path in [stubs / f.removeprefix("normlib/") for f in student_files()]:
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        for number in ANSWERS:
+            found += [(number, path.name, p) for p in found_in(text, number)]
+    return found
+
+
+def test_every_exercise_is_either_derived_or_a_definition():
+    numbers = {e.number for e in exercises()}
+    assert set(ANSWERS) | set(DEFINITIONS) == numbers
+    assert not set(ANSWERS) & set(DEFINITIONS)
+    assert len(ANSWERS) >= 8 and all(ANSWERS.values())
+
+
+def test_the_student_edition_shows_no_answer_before_its_check():
+    assert leaks() == []
+
+
+def test_each_answer_is_shown_after_its_check_in_the_solutions():
+    """The patterns are live: most derived answers are revealed in the notebook right after
+    their check (or computed there, in the reference's code), so a pattern that matches
+    nothing anywhere would be a check that cannot fail."""
+    texts = [flat("".join(c["source"])) for path in notebooks()
+             for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    texts += [flat(p.read_text()) for p in sorted((REPO / "solutions" / "normlib").glob("*.py"))]
+    for number, patterns in ANSWERS.items():
+        assert any(re.search(p, t) for p in patterns for t in texts), number
+
+
+def plant(tmp_path, notebook, before_grade_id, source):
+    """A copy of the student edition's notebooks with a markdown cell of source planted
+    just before the check cell before_grade_id of notebook."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for path in notebooks(EDITION):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if path.name == notebook:
+            i = next(i for i, c in enumerate(nb["cells"])
+                     if c["metadata"].get("nbgrader", {}).get("grade_id") == before_grade_id)
+            nb["cells"].insert(i, {"cell_type": "markdown", "metadata": {}, "source": source})
+        (folder / path.name).write_text(json.dumps(nb))
+    return folder
+
+
+# what this course showed before issue 14, each before its exercise's check
+OLD = [
+    ("01_layernorm_forward.ipynb", "ex1_1_layer_norm_stats", "1.1",
+     "    axes = tuple(range(x_int.ndim - len(normalized_shape), x_int.ndim))"),
+    ("02_layernorm_backward.ipynb", "ex2_2_layer_norm_backward", "2.2",
+     "dx_compact = rstd * (g - g_mean - x_hat * gx_mean)  # (B, N)"),
+    ("02_layernorm_backward.ipynb", "ex2_2_layer_norm_backward", "2.2",
+     r"\mathrm{rstd}\,\Big(g \;-\; \overline{g} \;-\; \hat{x}\;\overline{g\,\hat{x}}\Big)"),
+    ("02_layernorm_backward.ipynb", "ex2_1_layer_norm_backward_staged", "2.1",
+     "| $x_c = x - \\mu$ | difference | $dx \\mathrel{+}= dx_c$, $\\;d\\mu = -\\sum dx_c$ |"),
+    ("02_layernorm_backward.ipynb", "ex2_3_layer_norm_jacobian", "2.3",
+     r"J \;=\; \mathrm{rstd}\,\Big(I - \tfrac{1}{N}\mathbf{1}\mathbf{1}^\top - "
+     r"\tfrac{1}{N}\hat{x}\hat{x}^\top\Big)"),
+    ("02_layernorm_backward.ipynb", "ex2_4_predicted_sum_gradients", "2.4",
+     "and so is that of a detached variance; a detached mean gives $\\mathrm{rstd}$."),
+    ("03_normalization_family.ipynb", "ex3_7_rms_norm_backward", "3.7",
+     "dx = rrms * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # (4, 6)"),
+    ("05_numerics_and_speed.ipynb", "ex5_2_welford_merge", "5.2",
+     r"M_2 = M_{2,a} + M_{2,b} + \delta^2\,\frac{n_a n_b}{n}."),
+]
+
+
+@pytest.mark.parametrize("notebook,grade_id,number,source", OLD,
+                         ids=[f"{n}-{i}" for i, (_, _, n, _) in enumerate(OLD)])
+def test_an_answer_planted_before_its_check_is_found(tmp_path, notebook, grade_id, number,
+                                                     source):
+    found = leaks(plant(tmp_path, notebook, grade_id, source))
+    assert [(n, p) for n, _, p in found if n == number], found
+
+
+def test_an_answer_in_a_stub_docstring_is_found(tmp_path):
+    stubs = tmp_path / "normlib"
+    stubs.mkdir()
+    (stubs / "rms_norm.py").write_text(
+        '"""Exercise 3.7: RMSNorm backward.\n\n    dx = rrms * (g - x_hat * mean(g * x_hat))"""\n')
+    (stubs / "norm.py").write_text(
+        "    dx: x's shape, dL/dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), the means\n")
+    (stubs / "variance.py").write_text("        m2    = m2_a + m2_b + delta^2 * count_a * "
+                                       "count_b / count\n")
+    found = {n for n, _, _ in leaks(EDITION, stubs)}
+    assert found == {"2.2", "3.2", "3.7", "5.2"}
