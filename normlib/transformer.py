@@ -1,4 +1,4 @@
-"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 4: Exercises 4.1, 4.2, 4.3).
+"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 4: Exercises 4.1 to 4.5).
 
 A transformer layer wraps each sublayer F (self-attention, feed-forward) in a residual
 connection and a norm. Post-LN, the original Transformer's, normalizes after the addition:
@@ -264,8 +264,35 @@ def grad_norms_at_init(num_layers, norm_first, seed=0, d_model=64, nhead=4,
     x = torch.randn(batch, seq, d_model, dtype=dtype)  # (N, S, E)
     target = torch.randn(batch, seq, d_model, dtype=dtype)  # (N, S, E)
     with one_thread():
-        F.mse_loss(encoder(x), target).backward()
-    return np.array([layer.linear2.weight.grad.norm().item() for layer in encoder.layers])
+        return linear2_grad_norms(encoder, x, target)
+
+
+def final_norm_gain(stream, eps=1e-5):
+    """Exercise 4.4: how much the final LayerNorm of a Pre-LN stack (weight 1, bias 0, as at
+    initialization) can scale a gradient that flows back through it, token by token.
+
+    Args:
+        stream: (*B, E) tensor, E >= 3: the residual stream x_L entering the final norm.
+        eps: the norm's eps.
+    Returns:
+        (*B,) tensor of stream's dtype: for each token, the largest ||J^T g|| / ||g|| over
+        upstream gradients g, J the norm's Jacobian at that token (J's spectral norm).
+    """
+    raise NotImplementedError("Exercise 4.4: implement final_norm_gain")
+
+
+def linear2_grad_norms(encoder, x, target):
+    """Exercise 4.5: the gradient-norm profile of a stack, layer by layer.
+
+    Args:
+        encoder: a TransformerEncoder; its parameters' .grad may hold earlier gradients.
+        x: (N, S, E) input; target: (N, S, E), what the output is compared with.
+    Returns:
+        NumPy float64 array (num_layers,), layer 1 first: the Frobenius norm of the
+        gradient of F.mse_loss(encoder(x), target) with respect to each layer's
+        linear2.weight, of this loss alone (not added to earlier gradients).
+    """
+    raise NotImplementedError("Exercise 4.5: implement linear2_grad_norms")
 
 
 def grad_norm_profile(num_layers, norm_first, seeds=(0, 1, 2), **sizes):

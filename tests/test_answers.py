@@ -53,6 +53,10 @@ ANSWERS = {
         r"rrms\*\(g-x_hat\*mean\(g\*x_hat\)\)", r"\\mathrm\{rrms\}\(I-\\tfrac1N",
         r"-\\frac\{\\mathrm\{rrms\}\^3x_j\}\{N\}\\sum",
     ],
+    "4.4": [  # the final norm's gain is its rstd
+        r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
+        r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
+    ],
     "5.2": [  # Chan, Golub and LeVeque's merge of M2
         r"\\delta\^2\\frac\{n_an_b\}\{n\}", r"delta\^2\*count_a\*count_b/count",
         r"delta\*\*2\*\w+\*\w+/\w+",
@@ -70,6 +74,8 @@ DEFINITIONS = {
     "4.1": "the Post-LN and Pre-LN blocks are the definitions being compared",
     "4.2": "the encoder layer's wiring, from the two blocks' definitions",
     "4.3": "a stack of layers, with Pre-LN's final norm as its definition",
+    "4.5": "the profile's definition (each layer's Frobenius norm of dLoss/dW2) is the "
+           "specification; the exercise is computing it with autograd",
     "5.1": "Welford's update is the named algorithm's definition; the exercise is its "
            "vectorized float32 implementation",
     "5.3": "the recipe (upcast, compute in float32, round once) is the specification",
@@ -127,7 +133,7 @@ def test_every_exercise_is_either_derived_or_a_definition():
     numbers = {e.number for e in exercises()}
     assert set(ANSWERS) | set(DEFINITIONS) == numbers
     assert not set(ANSWERS) & set(DEFINITIONS)
-    assert len(ANSWERS) >= 8 and all(ANSWERS.values())
+    assert len(ANSWERS) >= 9 and all(ANSWERS.values())
 
 
 def test_the_student_edition_shows_no_answer_before_its_check():
@@ -177,6 +183,8 @@ OLD = [
      "and so is that of a detached variance; a detached mean gives $\\mathrm{rstd}$."),
     ("03_normalization_family.ipynb", "ex3_7_rms_norm_backward", "3.7",
      "dx = rrms * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # (4, 6)"),
+    ("04_add_and_norm.ipynb", "ex4_4_final_norm_gain", "4.4",
+     "sees a stream of unit scale at every depth. Your gain is $\\mathrm{rstd}$, the same."),
     ("05_numerics_and_speed.ipynb", "ex5_2_welford_merge", "5.2",
      r"M_2 = M_{2,a} + M_{2,b} + \delta^2\,\frac{n_a n_b}{n}."),
 ]

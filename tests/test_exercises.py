@@ -33,8 +33,8 @@ NEW_CHECK = ("# Exercise 3.8: layer_scale (2 points)\n"
 def test_every_exercise_is_read_with_its_check_file_and_function():
     found = by_number()
     assert list(found) == ["1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5", "3.1", "3.2",
-                           "3.3", "3.4", "3.5", "3.6", "3.7", "4.1", "4.2", "4.3", "5.1",
-                           "5.2", "5.3", "5.4", "5.5", "5.6"]
+                           "3.3", "3.4", "3.5", "3.6", "3.7", "4.1", "4.2", "4.3", "4.4",
+                           "4.5", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6"]
     e = found["3.4"]
     assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
         "group_norm_forward", "ex3_4_group_norm_forward", 3, "03_normalization_family",
@@ -44,7 +44,7 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
     for e in found.values():
         assert e.source.startswith(f"# Exercise {e.number}: {e.name} ({e.points} point")
         assert e.hidden and e.hidden not in e.visible and "HIDDEN" not in e.visible
-    assert sum(e.points for e in found.values()) == 67
+    assert sum(e.points for e in found.values()) == 71
 
 
 def test_the_readme_table_is_the_registrys():
@@ -65,7 +65,7 @@ def test_the_authors_table_counts_the_variants():
         assert rows[number][:4] == [number, str(e.points), e.file, e.name]
         assert rows[number][4:6] == [str(len(WRONG[number])), str(len(RIGHT[number]))]
     assert rows["3.3"][6:] == ["3.1"]
-    assert "23 exercises, 67 points" in result.stdout
+    assert "25 exercises, 71 points" in result.stdout
 
 
 def files_matching(pattern):

@@ -106,6 +106,8 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "4.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
         "4.2": ["norm over the wrong axis"],
         "4.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
+        "4.4": ["1 / RMS without centring", "rstd squared"],
+        "4.5": ["gradients accumulate over calls (no zero_grad)", "summed loss, not mean"],
         "5.1": ["one-pass shortcut"],
         "5.2": ["unweighted mean", "missing between-group term", "n squared in the denominator",
                 "one-pass merge through sums of squares"],

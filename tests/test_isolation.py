@@ -115,7 +115,7 @@ def test_make_check_itself_on_one_broken_file(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     lines = [line for line in result.stdout.splitlines() if line.startswith("Exercise")]
     assert [line.split()[1] for line in lines if "pass" not in line.split()] == ["3.5"]
-    assert "SyntaxError" in result.stdout and "22 passed, 1 failed" in result.stdout
+    assert "SyntaxError" in result.stdout and f"{len(exercises()) - 1} passed, 1 failed" in result.stdout
 
 
 @pytest.fixture(scope="module")

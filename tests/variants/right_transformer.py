@@ -4,7 +4,9 @@ tolerances. Targets as in wrong_transformer.py."""
 
 import copy
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 import normlib.transformer as reference
 
@@ -120,6 +122,46 @@ class StackBuiltInALoop(reference.TransformerEncoder):
         return x
 
 
+# Exercise 4.4: final_norm_gain ---------------------------------------------------------------
+
+
+def gain_from_the_jacobian(stream, eps=1e-5):
+    """The largest singular value of Unit 2's closed-form Jacobian, token by token."""
+    e = stream.shape[-1]
+    x = stream.double()
+    rstd = torch.rsqrt(x.var(dim=-1, unbiased=False, keepdim=True) + eps)  # (*B, 1)
+    x_hat = (x - x.mean(dim=-1, keepdim=True)) * rstd  # (*B, E)
+    eye = torch.eye(e, dtype=x.dtype)
+    J = rstd[..., None] * (eye - 1 / e - x_hat[..., :, None] * x_hat[..., None, :] / e)
+    return torch.linalg.matrix_norm(J, ord=2).to(stream.dtype)  # (*B,)
+
+
+def gain_float64_inside(stream, eps=1e-5):
+    """1 / sqrt(var + eps), the variance as a mean of squared deviations, in float64."""
+    x = stream.double()
+    xc = x - x.mean(dim=-1, keepdim=True)
+    return (1 / torch.sqrt(xc.pow(2).mean(dim=-1) + eps)).to(stream.dtype)
+
+
+# Exercise 4.5: linear2_grad_norms ------------------------------------------------------------
+
+
+def profile_autograd_grad(encoder, x, target):
+    """torch.autograd.grad on the linear2 weights: no .grad read or written."""
+    weights = [layer.linear2.weight for layer in encoder.layers]
+    grads = torch.autograd.grad(F.mse_loss(encoder(x), target), weights)
+    return np.array([float(torch.linalg.matrix_norm(g)) for g in grads], dtype=np.float64)
+
+
+def profile_grads_set_to_none(encoder, x, target):
+    """.grad set to None by hand, the loss written out, norms as sqrt(sum of squares)."""
+    for p in encoder.parameters():
+        p.grad = None
+    ((encoder(x) - target) ** 2).mean().backward()
+    return np.array([layer.linear2.weight.grad.pow(2).sum().sqrt().item()
+                     for layer in encoder.layers])
+
+
 RIGHT = {
     "4.1": {"explicit if/else": add_norm_if_else,
             "one residual line, norm placed by conditionals": add_norm_one_path},
@@ -127,4 +169,8 @@ RIGHT = {
             "torch's forward written inline": LayerInline},
     "4.3": {"deep copies of one layer, torch.nn.Sequential": StackOfDeepCopies,
             "appended in a loop, forward by index": StackBuiltInALoop},
+    "4.4": {"the spectral norm of the closed-form Jacobian": gain_from_the_jacobian,
+            "float64 inside": gain_float64_inside},
+    "4.5": {"torch.autograd.grad": profile_autograd_grad,
+            "grads set to None, loss written out": profile_grads_set_to_none},
 }

@@ -15,6 +15,7 @@ exercises a student cannot choose the axis, so this variant shows that the check
 it (the axis mistake itself is graded in Units 1 and 3).
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -185,6 +186,68 @@ class StackWithFinalNormAlways(_Stack):
         self.norm = final()  # Post-LN too: a second norm after the last layer's own
 
 
+# Exercise 4.4: final_norm_gain ---------------------------------------------------------------
+
+
+def gain_inverse_norm(stream, eps=1e-5):
+    """1 / ||x - mean||: the sqrt(E) forgotten."""
+    xc = stream - stream.mean(dim=-1, keepdim=True)
+    return 1 / torch.sqrt((xc * xc).sum(dim=-1) + eps)
+
+
+def gain_inverse_rms(stream, eps=1e-5):
+    """1 / RMS(x): the mean not subtracted (right only for tokens of mean 0)."""
+    return torch.rsqrt(stream.pow(2).mean(dim=-1) + eps)
+
+
+def gain_unbiased(stream, eps=1e-5):
+    return torch.rsqrt(stream.var(dim=-1) + eps)
+
+
+def gain_squared(stream, eps=1e-5):
+    """rstd squared: the gain of the variance, not of the normalized values."""
+    return 1 / (stream.var(dim=-1, unbiased=False) + eps)
+
+
+def gain_keepdim(stream, eps=1e-5):
+    return torch.rsqrt(stream.var(dim=-1, unbiased=False, keepdim=True) + eps)
+
+
+def gain_without_eps(stream, eps=1e-5):
+    return torch.rsqrt(stream.var(dim=-1, unbiased=False))
+
+
+# Exercise 4.5: linear2_grad_norms ------------------------------------------------------------
+
+
+def _profile(encoder, x, target, mistake):
+    if mistake != "accumulates":
+        encoder.zero_grad()
+    reduction = "sum" if mistake == "sum_loss" else "mean"
+    F.mse_loss(encoder(x), target, reduction=reduction).backward()
+    layers = list(encoder.layers)
+    if mistake == "reversed":
+        layers = layers[::-1]
+    if mistake == "last_only":
+        layers = layers[-1:]
+    name = "linear1" if mistake == "linear1" else "linear2"
+    tensors = [getattr(layer, name).weight for layer in layers]
+    if mistake != "weights":
+        tensors = [t.grad for t in tensors]
+    return np.array([t.norm().item() for t in tensors])
+
+
+def _profile_with(mistake):
+    def linear2_grad_norms(encoder, x, target):
+        return _profile(encoder, x, target, mistake)
+
+    return linear2_grad_norms
+
+
+def profile_as_list(encoder, x, target):
+    return list(_profile(encoder, x, target, None))
+
+
 WRONG = {
     "4.1": {
         "norm in the wrong place": add_norm_post_ln_norms_the_sublayer,
@@ -203,5 +266,22 @@ WRONG = {
         "one layer repeated": StackOfOneLayer,
         "final norm in Post-LN too": StackWithFinalNormAlways,
         "layer options not passed on": StackDroppingOptions,
+    },
+    "4.4": {
+        "1 / ||x - mean||, sqrt(E) forgotten": gain_inverse_norm,
+        "1 / RMS without centring": gain_inverse_rms,
+        "unbiased variance": gain_unbiased,
+        "rstd squared": gain_squared,
+        "keepdim: (*B, 1)": gain_keepdim,
+        "eps left out": gain_without_eps,
+    },
+    "4.5": {
+        "gradients accumulate over calls (no zero_grad)": _profile_with("accumulates"),
+        "summed loss, not mean": _profile_with("sum_loss"),
+        "linear1 instead of linear2": _profile_with("linear1"),
+        "norms of the weights, not their gradients": _profile_with("weights"),
+        "last layer first": _profile_with("reversed"),
+        "the last layer only": _profile_with("last_only"),
+        "a list, not a NumPy array": profile_as_list,
     },
 }
