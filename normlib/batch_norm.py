@@ -1,5 +1,5 @@
-"""BatchNorm in NumPy (Exercise 3.3): one mean and variance per channel, over the batch
-and every spatial position, with torch's running statistics.
+"""BatchNorm in NumPy (Exercises 3.3 and 3.8): one mean and variance per channel, over the
+batch and every spatial position, with torch's running statistics.
 
 Shapes: x (N, C) or (N, C, *spatial); weight, bias, running_mean, running_var (C,);
 the saved rstd (1, C, 1, .., 1).
@@ -8,7 +8,7 @@ the saved rstd (1, C, 1, .., 1).
 import numpy as np
 
 from .channels import channel_affine, channel_affine_backward, per_channel, update_running
-from .norm import normalize_backward, normalize_forward
+from .norm import normalize_forward
 
 
 def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,
@@ -32,15 +32,19 @@ def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias
 
 
 def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
-    """BatchNorm backward (provided: the view of normalize_backward).
+    """Exercise 3.8: BatchNorm backward, in training mode and in evaluation mode, derived as
+    notebook 03 asks.
 
-    Returns dx (x's shape), dweight and dbias ((C,) or None). In training the statistics
-    depend on x (normalize_backward over the batch-norm axes); in eval mode they are
-    constants and dx = dL/dx_hat * rstd.
+    Args:
+        grad_output: (N, C, *), dL/dy.
+        x_hat: (N, C, *), saved by batch_norm_forward.
+        rstd: (1, C, 1, .., 1), saved by batch_norm_forward: the batch's in training mode,
+            the running statistics' in evaluation mode.
+        weight, bias: (C,) or None, as given to the forward.
+        training: the forward's mode.
+    Returns:
+        dx: (N, C, *), dL/dx.
+        dweight, dbias: (C,), summed over every axis but 1; None where weight or bias is.
+        All with x_hat's dtype.
     """
-    g, dweight, dbias = channel_affine_backward(grad_output, x_hat, weight, bias)
-    if training:
-        dx = normalize_backward(g, x_hat, rstd, (0, *range(2, x_hat.ndim)))  # (N, C, *)
-    else:
-        dx = g * rstd  # (N, C, *)
-    return dx, dweight, dbias
+    raise NotImplementedError("Exercise 3.8: implement batch_norm_backward")

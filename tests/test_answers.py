@@ -53,6 +53,10 @@ ANSWERS = {
         r"rrms\*\(g-x_hat\*mean\(g\*x_hat\)\)", r"\\mathrm\{rrms\}\(I-\\tfrac1N",
         r"-\\frac\{\\mathrm\{rrms\}\^3x_j\}\{N\}\\sum",
     ],
+    "3.8": [  # BatchNorm's backward, in evaluation mode above all
+        r"twomeantermsvanish", r"dx=\\mathrm\{rstd\}\\cdotg", r"dx_eval=dy\*weight/np\.sqrt",
+        r"returng\*rstd,dweight,dbias", r"dx=g\*rstd#\(N,C,\*\)",
+    ],
     "4.4": [  # the final norm's gain is its rstd
         r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
         r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
@@ -133,7 +137,7 @@ def test_every_exercise_is_either_derived_or_a_definition():
     numbers = {e.number for e in exercises()}
     assert set(ANSWERS) | set(DEFINITIONS) == numbers
     assert not set(ANSWERS) & set(DEFINITIONS)
-    assert len(ANSWERS) >= 9 and all(ANSWERS.values())
+    assert len(ANSWERS) >= 10 and all(ANSWERS.values())
 
 
 def test_the_student_edition_shows_no_answer_before_its_check():
@@ -183,6 +187,8 @@ OLD = [
      "and so is that of a detached variance; a detached mean gives $\\mathrm{rstd}$."),
     ("03_normalization_family.ipynb", "ex3_7_rms_norm_backward", "3.7",
      "dx = rrms * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # (4, 6)"),
+    ("03_normalization_family.ipynb", "ex3_8_batch_norm_backward", "3.8",
+     "two mean terms vanish and $dx = \\mathrm{rstd} \\cdot g$ with the running `rstd`:"),
     ("04_add_and_norm.ipynb", "ex4_4_final_norm_gain", "4.4",
      "sees a stream of unit scale at every depth. Your gain is $\\mathrm{rstd}$, the same."),
     ("05_numerics_and_speed.ipynb", "ex5_2_welford_merge", "5.2",

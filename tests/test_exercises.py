@@ -17,12 +17,12 @@ NEW_FILE = '''"""A new exercise (tests/test_exercises.py)."""
 
 
 def layer_scale(x, gamma):
-    """Exercise 3.8: x scaled by gamma."""
+    """Exercise 3.9: x scaled by gamma."""
     ### BEGIN SOLUTION
     return x * gamma
     ### END SOLUTION
 '''
-NEW_CHECK = ("# Exercise 3.8: layer_scale (2 points)\n"
+NEW_CHECK = ("# Exercise 3.9: layer_scale (2 points)\n"
              "from normlib.layer_scale import layer_scale\n"
              "assert layer_scale(2, 3) == 6\n"
              "### BEGIN HIDDEN TESTS\n"
@@ -33,7 +33,7 @@ NEW_CHECK = ("# Exercise 3.8: layer_scale (2 points)\n"
 def test_every_exercise_is_read_with_its_check_file_and_function():
     found = by_number()
     assert list(found) == ["1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5", "3.1", "3.2",
-                           "3.3", "3.4", "3.5", "3.6", "3.7", "4.1", "4.2", "4.3", "4.4",
+                           "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "4.1", "4.2", "4.3", "4.4",
                            "4.5", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6"]
     e = found["3.4"]
     assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
@@ -44,7 +44,7 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
     for e in found.values():
         assert e.source.startswith(f"# Exercise {e.number}: {e.name} ({e.points} point")
         assert e.hidden and e.hidden not in e.visible and "HIDDEN" not in e.visible
-    assert sum(e.points for e in found.values()) == 71
+    assert sum(e.points for e in found.values()) == 74
 
 
 def test_the_readme_table_is_the_registrys():
@@ -65,7 +65,7 @@ def test_the_authors_table_counts_the_variants():
         assert rows[number][:4] == [number, str(e.points), e.file, e.name]
         assert rows[number][4:6] == [str(len(WRONG[number])), str(len(RIGHT[number]))]
     assert rows["3.3"][6:] == ["3.1"]
-    assert "25 exercises, 71 points" in result.stdout
+    assert "26 exercises, 74 points" in result.stdout
 
 
 def files_matching(pattern):
@@ -95,7 +95,7 @@ def course_copy(tmp_path):
     return tmp_path / "solutions"
 
 
-def add_check(folder, source, grade_id="ex3_8_layer_scale", points=2):
+def add_check(folder, source, grade_id="ex3_9_layer_scale", points=2):
     path = next(folder.glob("03_*.ipynb"))
     notebook = json.loads(path.read_text())
     notebook["cells"].append({
@@ -109,7 +109,7 @@ def test_adding_an_exercise_is_a_solution_block_and_a_check_cell(course_copy):
     """The README's worked example: nothing else names the exercise."""
     (course_copy / "normlib" / "layer_scale.py").write_text(NEW_FILE)
     add_check(course_copy, NEW_CHECK)
-    new = by_number(course_copy)["3.8"]
+    new = by_number(course_copy)["3.9"]
     assert (new.name, new.file, new.module, new.unit, new.points, new.stubs) == (
         "layer_scale", "normlib/layer_scale.py", "normlib.layer_scale", 3, 2, ("layer_scale",))
     assert new.hidden == "assert layer_scale(1, 0) == 0\n"
@@ -117,18 +117,18 @@ def test_adding_an_exercise_is_a_solution_block_and_a_check_cell(course_copy):
 
 
 @pytest.mark.parametrize("change,message", [
-    ("check only", r"Exercise 3.8 \(03_normalization_family\) has no solution block"),
-    ("block only", r"solution blocks without a check cell: Exercise 3.8"),
-    ("other name", r"Exercise 3.8: the check says layer_scaling \(2 points\), .*layer_scale"),
+    ("check only", r"Exercise 3.9 \(03_normalization_family\) has no solution block"),
+    ("block only", r"solution blocks without a check cell: Exercise 3.9"),
+    ("other name", r"Exercise 3.9: the check says layer_scaling \(2 points\), .*layer_scale"),
     ("other points", r"the nbgrader metadata 5 points"),
-    ("no title", r"check ex3_8_layer_scale does not start with"),
+    ("no title", r"check ex3_9_layer_scale does not start with"),
 ])
 def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, change, message):
     if change != "check only":
         (course_copy / "normlib" / "layer_scale.py").write_text(NEW_FILE)
     if change != "block only":
         source = {"other name": NEW_CHECK.replace("layer_scale (", "layer_scaling ("),
-                  "no title": NEW_CHECK.replace("# Exercise 3.8: ", "# ")}.get(change, NEW_CHECK)
+                  "no title": NEW_CHECK.replace("# Exercise 3.9: ", "# ")}.get(change, NEW_CHECK)
         add_check(course_copy, source, points=5 if change == "other points" else 2)
     with pytest.raises(ValueError, match=message):
         exercises(course_copy)

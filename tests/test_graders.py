@@ -106,6 +106,7 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "4.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
         "4.2": ["norm over the wrong axis"],
         "4.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
+        "3.8": ["evaluation mode with the batch terms", "missing mean term"],
         "4.4": ["1 / RMS without centring", "rstd squared"],
         "4.5": ["gradients accumulate over calls (no zero_grad)", "summed loss, not mean"],
         "5.1": ["one-pass shortcut"],

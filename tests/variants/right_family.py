@@ -121,6 +121,29 @@ def rms_norm_backward_staged(grad_output, x, normalized_shape, rrms, weight=None
     return dx.astype(x.dtype), dweight
 
 
+# Exercise 3.8: batch_norm_backward -----------------------------------------------------------
+
+
+def batch_norm_backward_channels_first(grad_output, x_hat, rstd, weight=None, bias=None,
+                                       training=False):
+    """Channels moved first and flattened to (C, M), sums in float64, N = M terms per channel."""
+    c = x_hat.shape[1]
+    dy = np.moveaxis(grad_output, 1, 0).reshape(c, -1).astype(np.float64)  # (C, M)
+    xh = np.moveaxis(x_hat, 1, 0).reshape(c, -1).astype(np.float64)  # (C, M)
+    r = rstd.reshape(c, 1).astype(np.float64)  # (C, 1)
+    g = dy * (1.0 if weight is None else weight.reshape(c, 1))  # (C, M)
+    if training:
+        m = g.shape[1]
+        dx = r / m * (m * g - g.sum(axis=1, keepdims=True) - xh * (g * xh).sum(axis=1,
+                                                                              keepdims=True))
+    else:
+        dx = g * r
+    dx = np.moveaxis(dx.reshape((c, x_hat.shape[0]) + x_hat.shape[2:]), 0, 1)
+    dweight = None if weight is None else (dy * xh).sum(axis=1).astype(x_hat.dtype)
+    dbias = None if bias is None else dy.sum(axis=1).astype(x_hat.dtype)
+    return dx.astype(x_hat.dtype), dweight, dbias
+
+
 RIGHT = {
     "3.1": {"float64 inside": lambda x, axes, eps: _float64_stats(x, axes, eps),
             "moveaxis and np.var": normalize_moveaxis},
@@ -130,4 +153,5 @@ RIGHT = {
     "3.5": {"float64 with ddof": instance_norm_float64},
     "3.6": {"np.linalg.norm in float64": rms_norm_norm},
     "3.7": {"staged in float64": rms_norm_backward_staged},
+    "3.8": {"channels first, flattened, float64 sums": batch_norm_backward_channels_first},
 }

@@ -202,6 +202,35 @@ def _rms_norm_backward(mistake):
     return backward
 
 
+# Exercise 3.8: batch_norm_backward -----------------------------------------------------------
+
+
+def _bn_backward(grad_output, x_hat, rstd, weight, bias, training, mistake):
+    axes = (0, *range(2, x_hat.ndim))
+    sum_axes = (0,) if mistake == "batch_axis_only" else axes
+    if mistake == "channel_axis":
+        axes = tuple(range(1, x_hat.ndim))
+    shape = (1, -1) + (1,) * (x_hat.ndim - 2)
+    dweight = None if weight is None else (grad_output * x_hat).sum(axis=sum_axes)
+    dbias = None if bias is None else grad_output.sum(axis=sum_axes)
+    g = grad_output if weight is None or mistake == "weight_ignored" else (
+        grad_output * weight.reshape(shape))
+    if mistake == "batch_axis_only":
+        axes = (0,)
+    if not training and mistake != "eval_like_training":
+        return g * rstd, dweight, dbias
+    g_mean = 0 if mistake == "no_mean_term" else g.mean(axis=axes, keepdims=True)
+    gx_mean = 0 if mistake == "no_variance_term" else (g * x_hat).mean(axis=axes, keepdims=True)
+    return rstd * (g - g_mean - x_hat * gx_mean), dweight, dbias
+
+
+def _bn_backward_with(mistake):
+    def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
+        return _bn_backward(grad_output, x_hat, rstd, weight, bias, training, mistake)
+
+    return batch_norm_backward
+
+
 WRONG = {
     "3.1": {
         "unbiased variance": normalize_unbiased,
@@ -250,5 +279,13 @@ WRONG = {
         "dweight from x, not x_hat": _rms_norm_backward("dweight from x"),
         "dweight summed over axis 0 only": _rms_norm_backward("dweight over axis 0 only"),
         "weight ignored in dx": _rms_norm_backward("weight ignored"),
+    },
+    "3.8": {
+        "evaluation mode with the batch terms": _bn_backward_with("eval_like_training"),
+        "missing mean term": _bn_backward_with("no_mean_term"),
+        "missing variance term": _bn_backward_with("no_variance_term"),
+        "means over the batch axis only, not the positions": _bn_backward_with("batch_axis_only"),
+        "means over the channels (LayerNorm's group)": _bn_backward_with("channel_axis"),
+        "weight ignored in dx": _bn_backward_with("weight_ignored"),
     },
 }
