@@ -34,10 +34,13 @@ def instance_norm_forward(x, running_mean=None, running_var=None, weight=None, b
 
 def instance_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None,
                            use_input_stats=True):
-    """InstanceNorm backward (provided): dx (x's shape), dweight and dbias ((C,) or None)."""
+    """InstanceNorm backward (provided): dx (x's shape), dweight and dbias ((C,) or None).
+    With the running statistics (use_input_stats=False) the layer normalizes as BatchNorm
+    does in evaluation mode, so its backward is batch_norm_backward's (Exercise 3.8)."""
+    if not use_input_stats:
+        from .batch_norm import batch_norm_backward
+
+        return batch_norm_backward(grad_output, x_hat, rstd, weight, bias, training=False)
     g, dweight, dbias = channel_affine_backward(grad_output, x_hat, weight, bias)
-    if use_input_stats:
-        dx = normalize_backward(g, x_hat, rstd, tuple(range(2, x_hat.ndim)))  # (N, C, *)
-    else:
-        dx = g * rstd  # (N, C, *)
+    dx = normalize_backward(g, x_hat, rstd, tuple(range(2, x_hat.ndim)))  # (N, C, *)
     return dx, dweight, dbias

@@ -285,7 +285,7 @@ def test_batch_norm_backward_matches_torch(shape, dtype, affine, training):
     assert_grads(actual, grads(xt, wt, bt), ("dx", "dweight", "dbias"))
 
 
-@exercise("3.2", "3.5")
+@exercise("3.2", "3.5", "3.8")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", INSTANCE_SHAPES)
 @pytest.mark.parametrize("affine", ["both", "none"])
@@ -423,8 +423,8 @@ MODULES = [  # (id, class name, constructor args, kwargs, input shape)
     ("rms-list-eps", "RMSNorm", ([3, 5],), {"eps": 1e-5}, (2, 4, 3, 5)),
     ("rms-no-affine", "RMSNorm", (5,), {"elementwise_affine": False}, (3, 5)),
 ]
-EXERCISES = {"BatchNorm1d": ("3.3", "3.8"), "BatchNorm2d": ("3.3", "3.8"), "InstanceNorm1d": ("3.5",),
-             "InstanceNorm2d": ("3.5",), "GroupNorm": ("3.4",), "RMSNorm": ("3.6", "3.7")}
+EXERCISES = {"BatchNorm1d": ("3.3", "3.8"), "BatchNorm2d": ("3.3", "3.8"), "InstanceNorm1d": ("3.5", "3.8"),
+             "InstanceNorm2d": ("3.5", "3.8"), "GroupNorm": ("3.4",), "RMSNorm": ("3.6", "3.7")}
 MODULE_PARAMS = [pytest.param(*m[1:], id=m[0], marks=exercise_marks(*EXERCISES[m[1]]))
                  for m in MODULES]
 

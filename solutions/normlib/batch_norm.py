@@ -8,7 +8,6 @@ the saved rstd (1, C, 1, .., 1).
 import numpy as np
 
 from .channels import channel_affine, channel_affine_backward, per_channel, update_running
-from .norm import normalize_forward
 
 
 def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,
@@ -28,6 +27,8 @@ def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias
         rstd: (1, C, 1, .., 1), 1 / sqrt(var + eps) of the statistics used.
     Saved for backward: x_hat and rstd.
     """
+    from .norm import normalize_forward  # here: a broken norm.py leaves the backward alone
+
     ### BEGIN SOLUTION
     if training:
         axes = (0, *range(2, x.ndim))  # every axis but the channels
