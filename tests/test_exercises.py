@@ -11,7 +11,16 @@ import sys
 import pytest
 
 from tools.course import assignments
-from tools.exercises import REPO, SOLUTIONS, by_number, exercises, readme_table, student_files
+from tools.exercises import (
+    REPO,
+    SOLUTIONS,
+    Question,
+    by_number,
+    exercises,
+    questions,
+    readme_table,
+    student_files,
+)
 
 NEW_FILE = '''"""A new exercise (tests/test_exercises.py)."""
 
@@ -132,3 +141,54 @@ def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, ch
         add_check(course_copy, source, points=5 if change == "other points" else 2)
     with pytest.raises(ValueError, match=message):
         exercises(course_copy)
+
+
+# written questions ---------------------------------------------------------------------------
+
+
+def test_the_written_questions_are_read_with_their_points_and_units():
+    found = questions()
+    assert [q.number for q in found] == ["1.1", "2.1", "3.1", "3.2", "4.1", "5.1"]
+    assert {q.unit for q in found} == {1, 2, 3, 4, 5} and sum(q.points for q in found) == 12
+    assert found[1] == Question("2.1", "q2_1_sum_hides", 2, "02_layernorm_backward")
+    result = subprocess.run([sys.executable, "-m", "tools.exercises"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    assert "6 written questions graded by hand, 12 points: 1.1, 2.1, 3.1, 3.2, 4.1, 5.1" \
+        in result.stdout
+
+
+def answer_cells(folder):
+    """{grade_id: source} of every written-answer cell of folder's notebooks."""
+    return {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"])
+            for path in sorted(folder.glob("[0-9]*.ipynb"))
+            for c in json.loads(path.read_text())["cells"]
+            if c["cell_type"] == "markdown" and c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_each_model_answer_has_a_rubric_and_sources_and_the_student_sees_none():
+    model, student = answer_cells(SOLUTIONS), answer_cells(REPO / "notebooks")
+    assert set(model) == set(student) == {q.grade_id for q in questions()}
+    for grade_id, text in model.items():
+        q = next(q for q in questions() if q.grade_id == grade_id)
+        assert "**Model answer.**" in text and "**Sources.**" in text, grade_id
+        assert f"**Rubric ({q.points} points).**" in text, grade_id
+        assert student[grade_id] == "YOUR ANSWER HERE"
+
+
+@pytest.mark.parametrize("change,message", [
+    ("not a solution", "is not a written answer"),
+    ("no points", "is not a written answer"),
+    ("bad id", "is not a written answer"),
+    ("other unit", "Question 4.9 belongs to another unit"),
+])
+def test_a_malformed_written_question_is_refused(course_copy, change, message):
+    path = next(course_copy.glob("03_*.ipynb"))
+    notebook = json.loads(path.read_text())
+    meta = {"grade": True, "solution": change != "not a solution", "locked": False,
+            "points": 0 if change == "no points" else 2, "schema_version": 3,
+            "grade_id": {"bad id": "question_9", "other unit": "q4_9_x"}.get(change, "q3_9_x")}
+    notebook["cells"].append({"cell_type": "markdown", "source": "answer",
+                              "metadata": {"nbgrader": meta}})
+    path.write_text(json.dumps(notebook))
+    with pytest.raises(ValueError, match=message):
+        questions(course_copy)

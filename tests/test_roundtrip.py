@@ -32,7 +32,7 @@ from nbgrader.api import Gradebook
 
 from tests.conftest import exercise_param, processes_naming
 from tools.course import SOLUTIONS, build_course, gradebook_url, load_course
-from tools.exercises import by_number, exercises
+from tools.exercises import by_number, exercises, questions
 from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
@@ -47,6 +47,8 @@ JOBS = 3  # grading processes: one more than the 2 cores, to fill the time they 
 UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
 POINTS = {a: {e.grade_id: e.points for e in exercises() if f"unit{e.unit}" == a} for a in UNITS}
 NOTEBOOK = {e.grade_id: e.notebook for e in exercises()}
+# the written answers of each assignment, graded by hand: {grade_id: points}
+WRITTEN = {a: {q.grade_id: q.points for q in questions() if f"unit{q.unit}" == a} for a in UNITS}
 
 
 def scores(assignment, *zeroed):
@@ -189,7 +191,8 @@ def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded)
     assert set(rows) == {(a, s) for a in UNITS for s in students}
     for (assignment, student), row in rows.items():
         expected = EXPECTED.get((assignment, student))
-        assert float(row["max_score"]) == sum(POINTS[assignment].values())
+        assert float(row["max_score"]) == sum(POINTS[assignment].values()) + sum(
+            WRITTEN[assignment].values())
         if expected is None:  # this student submitted no work for the assignment
             assert (row["submitted"], row["status"], float(row["score"])) == ("no", "missing", 0)
             continue
@@ -201,6 +204,45 @@ def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded)
                 want = expected[g] if other == assignment else None
                 assert (float(row[g]) if row[g] else None) == want, (student, g)
         assert row["overridden"] == ""  # no score was set by hand
+        # the reference students answered the written questions: blank until a grader
+        # scores them, never 0, and the status says so; the others left them as released
+        # ("YOUR ANSWER HERE"), which nbgrader scores 0
+        waiting = len(WRITTEN[assignment]) if student == "reference" else 0
+        assert all(row[q] == ("" if waiting else "0.0") for q in WRITTEN[assignment]), row
+        if waiting:
+            assert row["status"].endswith(f"; {waiting} written answer{'s' * (waiting > 1)} "
+                                          "to grade by hand"), row["status"]
+        else:
+            assert "by hand" not in row["status"], row["status"]
+
+
+def test_a_written_answer_graded_by_hand_reaches_the_csv(graded, tmp_path):
+    """Autograde leaves each written answer to a grader (formgrader lists the submission as
+    needing manual grading); a score set by hand, here through the gradebook API as
+    formgrader sets it, is the answer's points in the CSV and counts in the total."""
+    root, _ = graded
+    grade_id, points = next(iter(WRITTEN["unit2"].items()))
+    notebook = next(q.notebook for q in questions() if q.grade_id == grade_id)
+    with Gradebook(gradebook_url(root)) as gb:
+        submission = gb.find_submission("unit2", "reference")
+        grade = gb.find_grade(grade_id, notebook, "unit2", "reference")
+        assert submission.needs_manual_grade and grade.needs_manual_grade
+        assert (grade.auto_score, grade.manual_score, grade.max_score) == (None, None, points)
+        grade.manual_score = 1.5
+        gb.db.commit()
+    try:
+        export(root, tmp_path / "grades.csv")
+    finally:
+        with Gradebook(gradebook_url(root)) as gb:
+            gb.find_grade(grade_id, notebook, "unit2", "reference").manual_score = None
+            gb.db.commit()
+    rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(
+        (tmp_path / "grades.csv").open())}
+    row = rows["unit2", "reference"]
+    assert float(row[grade_id]) == 1.5 and row["overridden"] == ""
+    assert float(row["score"]) == sum(EXPECTED["unit2", "reference"].values()) + 1.5
+    assert row["status"] == "graded", row["status"]  # nothing left to grade by hand
+    assert rows["unit3", "reference"]["status"].endswith("to grade by hand")  # still waits
 
 
 def cell(path, grade_id):
@@ -293,7 +335,8 @@ def test_experiments_are_skipped_at_grading_and_checks_never(graded):
     cells = json.loads(autograded(root, "unit4", "reference").read_text())["cells"]
     for i in tagged:
         assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
-    checks = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
+    checks = [c for c in cells if c["cell_type"] == "code"
+              and c["metadata"].get("nbgrader", {}).get("grade")]
     assert checks and all(c["outputs"] for c in checks)
     assert cell(autograded(root, "unit1", "tampered"), "ex1_2_layer_norm_forward")["outputs"]
 

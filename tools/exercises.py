@@ -14,6 +14,12 @@ An exercise is two things in solutions/, and the list below is built from them:
   class whose docstring says `Exercise N.M` (the stubs of the student edition say
   `Exercise N.M: implement name`).
 
+A written question is a markdown cell in a numbered notebook with nbgrader metadata
+`grade: true`, `solution: true`, `points` and a `grade_id` `q<unit>_<n>_<name>`: the
+student's answer, graded by hand (formgrader, or the gradebook API); in solutions/ it holds
+the model answer, its rubric and its sources between solution markers. `questions()` lists
+them; autograde leaves them to be graded by hand, and the grades CSV shows them.
+
 `make check`, the course builder (which student files each assignment grades), the
 judge, the grades CSV, the graders' tests and the round trip all read `exercises()`;
 adding an exercise adds it everywhere. `exercises()` fails, naming the exercise, where the
@@ -27,6 +33,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -34,6 +41,18 @@ from tools.markers import TITLE, split_check, stubs
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    number: str  # "2.1": Question 2.1
+    grade_id: str  # the answer cell's nbgrader id: "q2_1_sum_hides"
+    points: int
+    notebook: str  # the notebook's stem
+
+    @property
+    def unit(self):
+        return int(self.number.split(".")[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,13 +100,36 @@ def unit(notebook):
     return int(Path(notebook).stem.split("_")[0])
 
 
-def _check_cells(folder):
-    """(notebook stem, cell metadata, source) of every graded cell, in unit order."""
+def _graded_cells(folder, cell_type):
+    """(notebook stem, cell metadata, source) of every graded cell of cell_type ("code":
+    the checks; "markdown": the written answers), in unit order."""
     for path in notebooks(folder):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             meta = cell["metadata"].get("nbgrader", {})
-            if meta.get("grade"):
+            if meta.get("grade") and cell["cell_type"] == cell_type:
                 yield path.stem, meta, "".join(cell["source"])
+
+
+@functools.cache
+def questions(folder=SOLUTIONS):
+    """Every written question of the course in folder, in notebook order."""
+    found = []
+    for notebook, meta, _ in _graded_cells(folder, "markdown"):
+        match = re.fullmatch(r"q(\d+)_(\d+)_\w+", meta.get("grade_id", ""))
+        if not (match and meta.get("solution") and meta.get("points")):
+            raise ValueError(f"{notebook}: the graded markdown cell {meta.get('grade_id')!r} "
+                             "is not a written answer: solution, points and a grade_id "
+                             "q<unit>_<n>_<name>")
+        number = f"{match.group(1)}.{match.group(2)}"
+        if int(match.group(1)) != unit(notebook):
+            raise ValueError(f"{notebook}: Question {number} belongs to another unit")
+        found.append(Question(number, meta["grade_id"], meta["points"], notebook))
+    return tuple(found)
+
+
+def questions_of(stems, folder=SOLUTIONS):
+    """The written questions of these notebooks (stems), in order."""
+    return [q for q in questions(folder) if q.notebook in stems]
 
 
 def _solution_blocks(folder):
@@ -108,7 +150,7 @@ def _solution_blocks(folder):
 def exercises(folder=SOLUTIONS):
     """Every exercise of the course in folder (default solutions/), in notebook order."""
     blocks, found = _solution_blocks(folder), []
-    for notebook, meta, source in _check_cells(folder):
+    for notebook, meta, source in _graded_cells(folder, "code"):
         title = TITLE.match(source)
         if not title:
             raise ValueError(f"{notebook}: check {meta['grade_id']} does not start with "
@@ -196,6 +238,9 @@ def main(argv=None):
               + " ".join(e.uses))
     total = sum(e.points for e in exercises())
     print(f"\n{len(exercises())} exercises, {total} points")
+    written = sum(q.points for q in questions())
+    print(f"{len(questions())} written questions graded by hand, {written} points: "
+          + ", ".join(q.number for q in questions()))
     return 0
 
 

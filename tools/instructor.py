@@ -42,7 +42,7 @@ from tools.course import (
     nbgrader,
     threads,
 )
-from tools.exercises import of_notebooks
+from tools.exercises import of_notebooks, questions_of
 from tools.judge import box
 from tools.recheck import recheck
 from tools.student import leaks
@@ -351,22 +351,27 @@ def feedback(root, names=(), exchange=False):
 
 def export(root, out):
     """One row per student and assignment: whether it was submitted, its status (graded;
-    partly graded: why; failed: why; missing: not submitted), the total, each check's
-    points (blank where the check is not part of the assignment; the judge's score, or one
-    set by hand), and the checks whose score was set by hand (formgrader's manual score)."""
+    partly graded: why; failed: why; missing: not submitted; and how many written answers
+    still wait to be graded by hand), the total, each check's points (blank where the check
+    is not part of the assignment; the judge's score, or one set by hand), each written
+    answer's points (blank until graded by hand: never a 0 it did not earn; 0 where the
+    answer cell was left as released), and the checks whose score was set by hand
+    (formgrader's manual score)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     statuses = load_statuses(root)
     plan = load_course(root)["assignments"]
     checks = {name: of_notebooks(info["notebooks"]) for name, info in plan.items()}
+    written = {name: questions_of(info["notebooks"]) for name, info in plan.items()}
     columns = [e.grade_id for cells in checks.values() for e in cells]
+    answers = [q.grade_id for qs in written.values() for q in qs]
     with Gradebook(gradebook_url(root)) as gb, open(out, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["assignment", "student_id", "submitted", "status", "score",
-                         "max_score", *columns, "overridden"])
+                         "max_score", *columns, *answers, "overridden"])
         for name, cells in checks.items():
             for student in sorted(s.id for s in gb.students):
-                points, overridden = {}, []
+                points, overridden, waiting = {}, [], 0
                 for e in cells:
                     try:
                         grade = gb.find_grade(e.grade_id, e.notebook, name, student)
@@ -375,11 +380,28 @@ def export(root, out):
                     points[e.grade_id] = grade.score
                     if grade.manual_score is not None:
                         overridden.append(e.grade_id)
+                submitted = bool(points)
+                for q in written[name] if submitted else []:
+                    try:
+                        grade = gb.find_grade(q.grade_id, q.notebook, name, student)
+                    except MissingEntry:  # the answer cell was deleted: nothing to grade
+                        points[q.grade_id] = 0
+                        continue
+                    if grade.manual_score is not None:
+                        points[q.grade_id] = grade.manual_score
+                    elif grade.needs_manual_grade:  # answered: a grader's to score
+                        waiting += 1
+                    else:  # left as released ("YOUR ANSWER HERE"): nbgrader's 0
+                        points[q.grade_id] = grade.auto_score
                 status = statuses.get(name, {}).get(student) or \
-                    ("graded" if points else "missing")
-                writer.writerow([name, student, "yes" if points else "no", status,
-                                 sum(points.values()), sum(e.points for e in cells),
-                                 *(points.get(c, "") for c in columns), " ".join(overridden)])
+                    ("graded" if submitted else "missing")
+                if waiting:
+                    status += f"; {waiting} written answer{'s' * (waiting > 1)} to grade by hand"
+                maximum = sum(e.points for e in cells) + sum(q.points for q in written[name])
+                writer.writerow([name, student, "yes" if submitted else "no", status,
+                                 sum(points.values()), maximum,
+                                 *(points.get(c, "") for c in columns + answers),
+                                 " ".join(overridden)])
     print(f"grades: {out}")
 
 

@@ -85,6 +85,17 @@ def _grade_id(cell):
     return cell["metadata"].get("nbgrader", {}).get("grade_id")
 
 
+def answer_questions(folder):
+    """Write an answer into every written-answer cell of the assignment's notebook (the
+    release leaves "YOUR ANSWER HERE", which nbgrader scores 0 without a grader)."""
+    def write(cells):
+        for cell in cells:
+            meta = cell["metadata"].get("nbgrader", {})
+            if cell["cell_type"] == "markdown" and meta.get("grade") and meta.get("solution"):
+                cell["source"] = "My answer: the mean term cancels the direct one."
+    edit_notebook(folder, write)
+
+
 def both(*edits):
     def edit(folder):
         for e in edits:
@@ -308,7 +319,7 @@ def _truncate_notebook(folder):  # an upload cut short
 CASES = {
     # (assignment, edit) by student id
     "unit1": {
-        "reference": reference_submission(1),
+        "reference": both(reference_submission(1), answer_questions),
         "stubs": with_files(),
         "tampered": both(reference_submission(1, layer_norm=EPS_OUTSIDE),
                          lambda f: edit_notebook(f, _tamper_unit1)),
@@ -329,7 +340,7 @@ CASES = {
         "truncated": both(reference_submission(1), _truncate_notebook),
     },
     "unit2": {
-        "reference": reference_submission(2),
+        "reference": both(reference_submission(2), answer_questions),
         "wrong-backward": reference_submission(2, layer_norm=WRONG_BACKWARD),
         "tampered": both(reference_submission(2, layer_norm=EPS_OUTSIDE),
                          lambda f: edit_notebook(f, _patch_checks)),
@@ -341,13 +352,13 @@ CASES = {
         "big": reference_submission(2, layer_norm=run_first(LN, "layer_norm_forward", RESERVE)),
     },
     "unit3": {
-        "reference": reference_submission(3),
+        "reference": both(reference_submission(3), answer_questions),
         "broken": reference_submission(3, instance_norm=override("normlib/instance_norm.py",
                                                                  "def (:\n")),
         "patcher": reference_submission(3, group_norm=PATCHER),
     },
     "unit4": {
-        "reference": reference_submission(4),
+        "reference": both(reference_submission(4), answer_questions),
         "stubs": with_files(),
     },
     "unit5": {  # one submission (grading time): half right, half shortcuts with right values

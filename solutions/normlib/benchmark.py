@@ -104,6 +104,15 @@ def kernels(x, weight, bias, grad_output):
     return fns
 
 
+def inputs(rows, h, dtype, seed):
+    """x (rows, h), weight (h,), bias (h,) and an upstream gradient (rows, h): standard
+    normal samples of dtype, the same for a seed whatever the kernels timed."""
+    rng = np.random.default_rng(seed)
+    x, dy = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))  # (R, H)
+    weight, bias = (rng.standard_normal(h).astype(dtype) for _ in range(2))  # (H,)
+    return x, weight, bias, dy
+
+
 def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
     """Time every kernel for (rows, H) inputs, H in sizes. Returns (results, bandwidth):
     results a list of dicts (H, kernel, pass, seconds, ratio, bytes of the model, gbps,
@@ -113,9 +122,7 @@ def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
     best = max(bandwidth.values())
     results = []
     for h in sizes:
-        rng = np.random.default_rng(seed)
-        x, dy = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))  # (R, H)
-        weight, bias = (rng.standard_normal(h).astype(dtype) for _ in range(2))  # (H,)
+        x, weight, bias, dy = inputs(rows, h, dtype, seed)
         times = interleaved(kernels(x, weight, bias, dy), rounds)
         for (kernel, pass_), seconds in sorted(times.items(), key=lambda kv: (
                 PASSES.index(kv[0][1]), KERNELS.index(kv[0][0]))):
@@ -176,9 +183,7 @@ def rms_versus_layer_norm(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, se
     (H, implementation, pass, rms and layer seconds, ratio rms / layer)."""
     results = []
     for h in sizes:
-        rng = np.random.default_rng(seed)
-        x, dy = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))  # (R, H)
-        weight, bias = (rng.standard_normal(h).astype(dtype) for _ in range(2))  # (H,)
+        x, weight, bias, dy = inputs(rows, h, dtype, seed)
         times = interleaved(norm_kernels(x, weight, bias, dy), rounds)
         for implementation in ("naive", "torch"):
             for pass_ in PASSES:
