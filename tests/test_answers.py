@@ -106,13 +106,13 @@ def found_in(text, number):
 def cells_before_checks(folder=EDITION):
     """{number: [(where, source)]}: every cell a student reads before that exercise's check,
     in course order (earlier notebooks whole, then its own notebook up to the check)."""
+    numbers = {e.grade_id: e.number for e in exercises()}  # the checks' grade_ids
     seen, before = [], {}
     for path in notebooks(folder):
         for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
             source = "".join(cell["source"])
-            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
-            number = next((e.number for e in exercises() if e.grade_id == grade_id), None)
-            if number and cell["metadata"]["nbgrader"].get("grade"):
+            number = numbers.get(cell["metadata"].get("nbgrader", {}).get("grade_id"))
+            if number:
                 before[number] = list(seen)
             seen.append((f"{path.name} cell {i}", source))
     return before

@@ -207,6 +207,18 @@ def torch_layer_norm_nodes(grad_output, x, eps=1e-5):
     return {name: _rounded(t.grad, x.dtype) for name, t in {**nodes, "dx": xt}.items()}
 
 
+
+def torch_layer_norm_jacobian(x, eps=1e-5):
+    """torch.autograd.functional.jacobian of LayerNorm without weight or bias, row by row,
+    over the last axis of x (NumPy or torch, (*B, N)), computed in float64: a float64
+    tensor (*B, N, N) (Exercises 2.3 and 4.4)."""
+    x = x.detach() if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+    n = x.shape[-1]
+    rows = x.double().reshape(-1, n)  # (rows, N)
+    layer_norm = lambda row: torch.nn.functional.layer_norm(row, (n,), eps=eps)  # noqa: E731
+    J = torch.stack([torch.autograd.functional.jacobian(layer_norm, row) for row in rows])
+    return J.reshape(*x.shape, n)  # (*B, N, N)
+
 def x_hat_detached_variance(x, eps=1e-5):
     """x_hat over the last axis of the tensor x, with a bug: the variance is detached from
     the graph, so backward treats it as a constant (notebook 02, Exercise 2.4)."""
