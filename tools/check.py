@@ -4,6 +4,10 @@ which exercises pass, fail, or are not yet implemented.
     python -m tools.check            every exercise
     python -m tools.check 1.2 2.2    only these
     python -m tools.check --hidden   with the hidden tests too (authors, on the reference)
+    python -m tools.check --all      exit 1 unless every exercise passes (CI, on the reference)
+
+Exit status: 1 if a check failed, else 0: exercises not yet implemented are work to do, not
+errors (with --all they count as failures too).
 
 The checks are the graded cells of the notebooks, as solutions/ has them
 (tools.exercises), without the hidden tests the grader adds: what your notebook's check
@@ -40,6 +44,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Check your normlib exercises.")
     parser.add_argument("only", nargs="*", help="exercise numbers, e.g. 1.1 2.5")
     parser.add_argument("--hidden", action="store_true", help="run the hidden tests too")
+    parser.add_argument("--all", action="store_true",
+                        help="exit 1 unless every exercise passes (not only when one fails)")
     args = parser.parse_args(argv)
     todo = [e for e in exercises() if not args.only or e.number in args.only]
     if not todo:
@@ -60,7 +66,12 @@ def main(argv=None):
         "the visible checks; grading adds hidden ones"
     print(f"\n{counts['pass']} passed, {counts['FAIL']} failed, "
           f"{counts['todo']} not yet implemented ({which})")
-    return 0 if counts["pass"] == len(todo) else 1
+    if counts["FAIL"]:
+        print("Fix the failures first: each message above says which case and where.")
+    elif counts["todo"]:
+        print("Nothing failed. The exercises not yet implemented are still stubs in normlib/: "
+              "write them, then run make check again.")
+    return 1 if counts["FAIL"] or (args.all and counts["todo"]) else 0
 
 
 if __name__ == "__main__":
