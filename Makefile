@@ -15,7 +15,7 @@ INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
-.PHONY: lab check bench test student outputs clean \
+.PHONY: lab check bench test student outputs screenshots clean \
 	course release collect autograde feedback grades grading-bench formgrader
 
 # Create the virtual environment if missing and install the pinned packages and
@@ -35,13 +35,10 @@ $(INSTALLED): pyproject.toml
 		> /dev/null || true
 	touch $@
 
-# JupyterLab on the course, with nbgrader's instructor panels (formgrader,
-# create-assignment) switched off by tools/jupyter_student/. (Jupyter refuses root
-# unless told: containers and CI machines often run as root.)
+# JupyterLab on the course, opened on notebooks/, with nbgrader's menu cut to what works for
+# a student (tools/lab.py says what and why).
 lab: $(INSTALLED)
-	JUPYTER_CONFIG_PATH=$(CURDIR)/tools/jupyter_student $(VENV)/bin/jupyter lab \
-		--ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/notebooks \
-		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(PY) -m tools.lab $(LAB_ARGS)
 
 # Which exercises pass: your normlib/ against each exercise's visible checks (EX=1.1 for one).
 check: $(INSTALLED)
@@ -63,6 +60,12 @@ test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
+
+# Authors: docs/screenshots/, JupyterLab as a student sees it (tests/test_browser.py's
+# steps; needs Chromium).
+screenshots: $(INSTALLED)
+	COURSE_SCREENSHOTS=$(CURDIR)/docs/screenshots COURSE_REQUIRE_BROWSER=1 \
+		$(PY) -m pytest tests/test_browser.py
 
 # Authors: regenerate the student edition (notebooks/, normlib/) from solutions/.
 student: $(INSTALLED)

@@ -36,14 +36,15 @@ def get(port, path, timeout=5):
         return e.code, ""
 
 
-def _start(target, cwd, port, make_vars):
+def _start(target, cwd, port, make_vars, env):
     """`make target` with a Jupyter server on port; the process once it answers there, or
     None if it exited first (another process, e.g. a test's kernel, took the port)."""
     args = (f"--no-browser --port={port} --ServerApp.port_retries=0 --ServerApp.ip=127.0.0.1 "
             f"--IdentityProvider.token={TOKEN}")
     server = subprocess.Popen(["make", "--no-print-directory", target, f"LAB_ARGS={args}",
                                *make_vars], cwd=cwd, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+                              stderr=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 90
     while server.poll() is None:
         try:
@@ -57,14 +58,14 @@ def _start(target, cwd, port, make_vars):
 
 
 @contextlib.contextmanager
-def serving(target, cwd, *make_vars):
-    """Run `make target` (a Jupyter server) until it answers on a free port, and yield the
-    port; stop it afterwards. Other tests start kernels that take ports at random, so a
+def serving(target, cwd, *make_vars, env=None):
+    """Run `make target` (a Jupyter server; env: more environment variables) until it
+    answers on a free port, and yield the port; stop it afterwards. Other tests start kernels that take ports at random, so a
     port found free may be taken before Jupyter binds it: the server then exits (no port
     retries) and starts again on another."""
     for _ in range(3):
         port = free_port()
-        server = _start(target, cwd, port, make_vars)
+        server = _start(target, cwd, port, make_vars, env)
         if server is not None:
             break
     else:
@@ -76,16 +77,56 @@ def serving(target, cwd, *make_vars):
         server.wait(timeout=30)
 
 
+def redirect(port, path):
+    """Where the server sends a request for path (its Location header)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", f"{path}?token={TOKEN}")
+    response = connection.getresponse()
+    return response.status, response.getheader("Location")
+
+
+STUDENT_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+               "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list",
+               "@jupyterlab/apputils-extension:announcements"]
+
+
 def test_make_lab_serves_the_course():
     with serving("lab", REPO) as port:
         status, body = get(port, "/api/contents/notebooks")
         assert status == 200 and "01_layernorm_forward.ipynb" in body
+        status, location = redirect(port, "/")
+        assert status == 302 and location.startswith("/lab/tree/notebooks"), location
         status, page = get(port, "/lab")
         assert status == 200
         disabled = re.search(r'"disabledExtensions": \[([^\]]*)\]', page).group(1)
-        assert '"@jupyter/nbgrader:formgrader"' in disabled
-        assert '"@jupyter/nbgrader:create-assignment"' in disabled
+        for plugin in STUDENT_OFF:  # what does not work for a student on their own
+            assert f'"{plugin}"' in disabled, plugin
+        assert '"@jupyter/nbgrader:validate-assignment"' not in disabled
         assert get(port, "/formgrader")[0] == 404  # the server extension is off
+
+
+def test_the_assignment_list_is_on_only_with_an_exchange(tmp_path, monkeypatch):
+    """tools.lab: an exchange (nbgrader's Exchange.root, a folder that exists) switches the
+    assignment list back on; without one the panel would only show errors."""
+    from jupyterlab_server.config import get_static_page_config
+
+    from tools.lab import config_path, exchange_root
+
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.Exchange.root = {str(tmp_path / 'exchange')!r}\n")
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(config))
+    assert exchange_root() is None  # configured, but the folder does not exist
+    (tmp_path / "exchange").mkdir()
+    assert exchange_root() == tmp_path / "exchange"
+    for exchange, listed in [(None, False), (tmp_path / "exchange", True)]:
+        monkeypatch.setenv("JUPYTER_CONFIG_PATH", config_path(exchange))
+        disabled = get_static_page_config()["disabledExtensions"]
+        on = {name for name, off in disabled.items() if not off}
+        assert ("@jupyter/nbgrader:assignment-list" in on) == listed
+        assert {name for name in STUDENT_OFF if disabled.get(name)} == \
+            set(STUDENT_OFF) - ({"@jupyter/nbgrader:assignment-list"} if listed else set())
 
 
 def test_the_formgrader_serves_a_built_course(tmp_path):

@@ -258,21 +258,50 @@ def autograded(root, assignment, student):
     return next((root / "autograded" / student / assignment).glob("[0-9]*.ipynb"))
 
 
+def demonstrated_errors():
+    """The ids of the solution cells whose reference output is an error (a demonstrated
+    error, e.g. torch's BatchNorm refusing one value per channel)."""
+    return {c["id"] for path in SOLUTIONS.glob("[0-9]*.ipynb")
+            for c in json.loads(path.read_text())["cells"]
+            if any(o["output_type"] == "error" for o in c.get("outputs", []))}
+
+
 def test_no_cell_but_a_check_fails_at_grading(graded):
     # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
     # them defines would fail in every student's feedback. Each unit's reference (unit5's
     # one submission, right but for two checks): no error outside the check cells, the
-    # cells tagged raises-exception (a demonstrated error) and the NotImplementedError of
-    # a "your turn" function the submission left unwritten.
+    # demonstrated errors and the NotImplementedError of a "your turn" function the
+    # submission left unwritten.
     root, _ = graded
+    demonstrated = demonstrated_errors()
+    assert demonstrated, "the course demonstrates errors (torch's refusals): none found"
     for assignment in UNITS:
         student = "reference" if (assignment, "reference") in EXPECTED else "mixed"
         cells = json.loads(autograded(root, assignment, student).read_text())["cells"]
         errors = [(c.get("id"), o["ename"]) for c in cells for o in c.get("outputs", [])
                   if o["output_type"] == "error" and o["ename"] != "NotImplementedError"
                   and not c["metadata"].get("nbgrader", {}).get("grade")
-                  and "raises-exception" not in c["metadata"].get("tags", [])]
+                  and c.get("id") not in demonstrated]
         assert errors == [], f"{assignment}, {student}: errors in cells {errors}"
+
+
+def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
+    # the stub submissions, as graded: every error but a demonstrated one is a stub's, shown as one line saying
+    # which exercise is not yet implemented (normlib.notebook, the course's copy), in a
+    # cell tagged raises-exception (JupyterLab's Run All goes on past it)
+    root, _ = graded
+    demonstrated = demonstrated_errors()
+    for assignment in ("unit1", "unit4"):
+        cells = json.loads(autograded(root, assignment, "stubs").read_text())["cells"]
+        failed = [c for c in cells if c["id"] not in demonstrated
+                  and any(o["output_type"] == "error" for o in c.get("outputs", []))]
+        assert len(failed) >= 3, assignment
+        for c in failed:
+            (error,) = [o for o in c["outputs"] if o["output_type"] == "error"]
+            assert error["ename"] == "NotImplementedError", (assignment, c["id"], error)
+            assert len(error["traceback"]) == 1 and "is not yet implemented" in \
+                error["traceback"][0], (assignment, c["id"], error["traceback"])
+            assert "raises-exception" in c["metadata"].get("tags", []), (assignment, c["id"])
 
 
 def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):

@@ -16,6 +16,8 @@
                              kernels (Exercise 2.5)
 - ``normlib.gradcheck``      a central-difference gradient checker for NumPy functions
 - ``normlib.testing``        what the exercise checks compare against
+- ``normlib.notebook``       the notebooks' IPython extension: a stub shows as "not yet
+                             implemented", in one line
 - ``normlib.benchmark``      `make bench`: the LayerNorm kernels timed against torch
 """
 
@@ -23,7 +25,7 @@ import importlib
 
 __all__ = ["batch_norm", "benchmark", "channels", "functional", "gradcheck", "group_norm",
            "instance_norm", "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm",
-           "rms_norm", "testing", "transformer", "variance"]
+           "notebook", "rms_norm", "testing", "transformer", "variance"]
 
 
 def __getattr__(name):

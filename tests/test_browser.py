@@ -1,0 +1,191 @@
+"""A student's first hour, in a real browser: `make lab` on a temporary copy of the course,
+driven by Playwright in headless Chromium, asserted from the page.
+
+1. The lab opens on notebooks/, with no news pop-up and an Nbgrader menu holding only
+   Validate (no formgrader, course list or assignment list: no broken panel).
+2. Notebook 01 opens with the Python kernel, and its formulas render (MathJax).
+3. Run All on the stubs runs every code cell: each unfinished check says in one line that
+   its exercise is not yet implemented, and the figures still show.
+4. With the reference normlib/ dropped in, Run All passes every check, and once the written
+   question has an answer Validate says the notebook passes.
+
+Each step saves a screenshot under the test's temporary folder; `make screenshots` copies
+them to docs/screenshots/ (COURSE_SCREENSHOTS). Without Chromium (/usr/bin/chromium, or
+COURSE_CHROMIUM) the test is skipped, unless COURSE_REQUIRE_BROWSER=1 (CI) makes that a
+failure.
+"""
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_lab import TOKEN, serving
+
+CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
+NOTEBOOK = "01_layernorm_forward.ipynb"
+COPIED = ("Makefile", "pyproject.toml", "nbgrader_config.py", "notebooks", "normlib", "tools")
+TIMEOUT_MS = 60_000  # any one wait; the whole test takes about 30 s on 2 cores
+
+
+def chromium_or_skip():
+    if CHROMIUM.exists():
+        return
+    message = (f"no Chromium at {CHROMIUM}: install it (Debian/Ubuntu: apt-get install "
+               "chromium) or set COURSE_CHROMIUM to a Chromium binary to run the browser test")
+    if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the student edition, as a student clones it (file times kept, so that
+    `make lab` finds the environment up to date)."""
+    root = tmp_path / "course"
+    root.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
+    for name in COPIED:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=ignore)
+        else:
+            shutil.copy2(source, root / name)
+    return root
+
+
+def code_cells(page):
+    """Each code cell's (prompt, output text) of the open notebook, read with textContent
+    (cells outside the viewport have no innerText)."""
+    return page.eval_on_selector_all(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell",
+        "cells => cells.map(c => [c.querySelector('.jp-InputPrompt').textContent.trim(),"
+        " (c.querySelector('.jp-OutputArea') || {textContent: ''}).textContent])")
+
+
+def run_all(page):
+    """Run > Run All Cells, then wait until every code cell has run: each prompt shows its
+    execution count ([*]: while queued or running)."""
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    page.wait_for_function(
+        "() => { const p = [...document.querySelectorAll("
+        "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];"
+        " return p.length > 0 && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }",
+        timeout=TIMEOUT_MS)
+    return code_cells(page)
+
+
+def checks(path):
+    """The indexes, among the code cells, of the notebook's graded check cells."""
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    return [i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get("grade")]
+
+
+def answer_written_questions(page):
+    """Type an answer into each written question's cell (Validate wants one)."""
+    questions = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) "
+                             ".jp-MarkdownCell:has-text('YOUR ANSWER HERE')")
+    for _ in range(questions.count()):
+        questions.first.click()  # select the cell,
+        page.keyboard.press("Enter")  # edit its markdown source
+        page.wait_for_selector(".jp-MarkdownCell.jp-mod-active .cm-editor.cm-focused")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("An answer written in the browser test.")
+        page.keyboard.press("Control+Enter")  # render it
+    assert questions.count() == 0
+
+
+def shoot(page, folder, name, locator=None):
+    """A screenshot of the page, scrolled to locator first if given."""
+    if locator is not None:
+        locator.scroll_into_view_if_needed()
+    page.screenshot(path=str(folder / f"{name}.png"))
+
+
+def test_a_students_first_hour(course, tmp_path):
+    chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    graded = checks(course / "notebooks" / NOTEBOOK)
+    env = {"PYTHONPATH": str(course)}  # the kernel imports the copy's normlib/
+    with serving("lab", course, f"VENV={REPO / '.venv'}", env=env) as port, \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(TIMEOUT_MS)
+
+        # 1. The lab opens on notebooks/ (the address a student is given, and its file list).
+        page.goto(f"http://127.0.0.1:{port}/?token={TOKEN}&reset")
+        page.wait_for_selector(f".jp-DirListing-item:has-text('{NOTEBOOK}')")
+        assert re.search(r"/lab/tree/notebooks/?(\?|$)", page.url), page.url
+        assert page.text_content(".jp-BreadCrumbs").strip("/ ") == "notebooks"
+        shoot(page, shots, "1-lab-opens-on-notebooks")
+
+        # 2. Notebook 01 with the Python kernel; the formulas render.
+        page.dblclick(f".jp-DirListing-item:has-text('{NOTEBOOK}')")
+        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) mjx-container")
+        page.wait_for_function(
+            "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+            ".jp-Notebook-ExecutionIndicator')?.getAttribute('data-status') === 'idle'")
+        kernel = page.text_content(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-KernelName")
+        assert "Python" in kernel, kernel
+        shoot(page, shots, "2-notebook-01")
+
+        # 3. Run All on the stubs: every code cell runs.
+        cells = run_all(page)
+        outputs = [text for _, text in cells]
+        for i in graded:
+            assert "is not yet implemented" in outputs[i] and "Traceback" not in outputs[i], \
+                outputs[i]
+        unfinished = [text for text in outputs if "NotImplementedError" in text]
+        assert all("not yet implemented" in text for text in unfinished), unfinished
+        assert "max_error is not yet implemented" in "".join(outputs)  # the "your turn"
+        assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedImage img") \
+            .count() >= 1
+        check = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell") \
+            .nth(graded[0]).locator(".jp-OutputArea")
+        shoot(page, shots, "3-run-all-on-the-stubs", check)
+
+        # 4. The reference normlib/ dropped in (autoreload picks it up), Run All, Validate.
+        for path in (REPO / "solutions" / "normlib").glob("*.py"):
+            shutil.copy(path, course / "normlib" / path.name)
+        cells = run_all(page)
+        for i in graded:
+            assert "the visible checks pass" in cells[i][1], cells[i][1]
+        shoot(page, shots, "4-checks-pass", check)
+        answer_written_questions(page)
+        page.click(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar :text-is('Validate')")
+        dialog = page.wait_for_selector(".jp-Dialog-content:has-text('Success')",
+                                        timeout=TIMEOUT_MS)
+        assert "Your notebook passes all the tests" in dialog.text_content()
+        shoot(page, shots, "5-validate")
+        page.click(".jp-Dialog-button:has-text('OK')")
+
+        # 5. No broken panel: the Nbgrader menu holds Validate alone, no news pop-up.
+        page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+        items = page.eval_on_selector_all(
+            ".lm-Menu:not(.lm-mod-hidden) .lm-Menu-itemLabel", "e => e.map(x => x.textContent)")
+        page.keyboard.press("Escape")
+        assert not any(re.search(r"Formgrader|Course List|Assignment List", item)
+                       for item in items), items
+        body = page.text_content("body")
+        for broken in ("Error fetching courses", "no available formgrader services",
+                       "exchange directory does not exist", "official Jupyter news"):
+            assert broken not in body
+        browser.close()
+
+    if os.environ.get("COURSE_SCREENSHOTS"):
+        out = Path(os.environ["COURSE_SCREENSHOTS"])
+        out.mkdir(parents=True, exist_ok=True)
+        for shot in sorted(shots.glob("*.png")):
+            shutil.copy(shot, out / shot.name)

@@ -1,0 +1,72 @@
+"""`make lab`: JupyterLab on the course as a student should first see it.
+
+    python -m tools.lab [jupyter lab flags]      (make lab LAB_ARGS="...")
+
+- It opens on `notebooks/` (`LabApp.default_url`: JupyterLab's own setting overrides
+  `ServerApp.default_url`, so the latter alone lands on the repository root).
+- nbgrader's menu keeps only what works for the student (tools/jupyter_student/):
+  Validate. The formgrader and create-assignment are instructors' panels, the course list
+  lists formgrader services; the assignment list (fetch and submit) needs an exchange, so
+  it is switched back on only when one is configured (`exchange/`, the higher-priority
+  config folder).
+- JupyterLab's news pop-up ("get notified about official Jupyter news?") is off.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.course import REPO
+
+STUDENT_CONFIG = REPO / "tools" / "jupyter_student"
+NOTEBOOKS_URL = "/lab/tree/notebooks"
+
+
+def exchange_root():
+    """The nbgrader exchange folder the assignment list would use, if it exists (None
+    otherwise): nbgrader's setting (`Exchange.root`), read from the configuration files it
+    reads (the Jupyter config folders and the course's nbgrader_config.py), as its
+    assignment-list server extension does."""
+    from jupyter_core.paths import jupyter_config_path
+    from nbgrader.apps import NbGrader
+    from nbgrader.exchange.default.exchange import Exchange
+
+    app = NbGrader()
+    app.config_file_paths.extend(jupyter_config_path())
+    app.load_config_file()
+    root = Path(Exchange(config=app.config).root)
+    return root if root.is_dir() else None
+
+
+def config_path(exchange):
+    """JUPYTER_CONFIG_PATH: the student settings, under the exchange ones when there is
+    an exchange (the first folder wins)."""
+    folders = [STUDENT_CONFIG / "exchange"] if exchange else []
+    return os.pathsep.join(str(f) for f in [*folders, STUDENT_CONFIG])
+
+
+def command(args):
+    """The `jupyter lab` command line (Jupyter refuses root unless told: containers and CI
+    machines often run as root)."""
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    return [sys.executable, "-m", "jupyter", "lab",
+            f"--ServerApp.root_dir={REPO}", f"--LabApp.default_url={NOTEBOOKS_URL}",
+            *root, *args]
+
+
+def main(argv=None):
+    args = sys.argv[1:] if argv is None else argv
+    os.chdir(REPO)
+    exchange = exchange_root()
+    print(f"nbgrader exchange: {exchange or 'none (the assignment list is hidden)'}",
+          flush=True)
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": config_path(exchange)}
+    try:
+        return subprocess.call(command(args), env=env)
+    except KeyboardInterrupt:  # Ctrl-C: JupyterLab, which got it too, stops on its own
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
