@@ -87,7 +87,7 @@ def redirect(port, path):
 
 STUDENT_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list",
-               "@jupyterlab/apputils-extension:announcements"]
+               "@jupyter/nbgrader:menu", "@jupyterlab/apputils-extension:announcements"]
 
 
 def test_make_lab_serves_the_course():
@@ -124,9 +124,10 @@ def test_the_assignment_list_is_on_only_with_an_exchange(tmp_path, monkeypatch):
         monkeypatch.setenv("JUPYTER_CONFIG_PATH", config_path(exchange))
         disabled = get_static_page_config()["disabledExtensions"]
         on = {name for name, off in disabled.items() if not off}
-        assert ("@jupyter/nbgrader:assignment-list" in on) == listed
+        exchange_panels = {"@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"}
+        assert exchange_panels <= on if listed else not exchange_panels & on
         assert {name for name in STUDENT_OFF if disabled.get(name)} == \
-            set(STUDENT_OFF) - ({"@jupyter/nbgrader:assignment-list"} if listed else set())
+            set(STUDENT_OFF) - (exchange_panels if listed else set())
 
 
 def test_the_formgrader_serves_a_built_course(tmp_path):

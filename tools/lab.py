@@ -4,11 +4,12 @@
 
 - It opens on `notebooks/` (`LabApp.default_url`: JupyterLab's own setting overrides
   `ServerApp.default_url`, so the latter alone lands on the repository root).
-- nbgrader's menu keeps only what works for the student (tools/jupyter_student/):
-  Validate. The formgrader and create-assignment are instructors' panels, the course list
-  lists formgrader services; the assignment list (fetch and submit) needs an exchange, so
-  it is switched back on only when one is configured (`exchange/`, the higher-priority
-  config folder).
+- Of nbgrader, only what works for the student is on (tools/jupyter_student/): the
+  notebook toolbar's Validate. The formgrader and create-assignment are instructors'
+  panels, the course list lists formgrader services, and the Nbgrader menu holds nothing
+  else; the assignment list (fetch and submit) needs an exchange, so it and the menu are
+  switched back on only when one is configured (`exchange/`, the higher-priority config
+  folder).
 - JupyterLab's news pop-up ("get notified about official Jupyter news?") is off.
 """
 
