@@ -10,6 +10,7 @@ watches it in JupyterLab; the round trip checks the stub submissions' graded not
 """
 
 import json
+import re
 import subprocess
 import sys
 
@@ -41,24 +42,23 @@ NOTEBOOK = {
 }
 
 
-@pytest.mark.parametrize("stored_error", [False, True])
-def test_nbval_fails_a_tagged_cell_that_raises_unless_its_reference_did(tmp_path, stored_error):
-    notebook = json.loads(json.dumps(NOTEBOOK))
-    if stored_error:
-        notebook["cells"][0]["outputs"].append({
-            "output_type": "error", "ename": "NotImplementedError",
-            "evalue": "Exercise 1.1: implement f", "traceback": []})
-    path = tmp_path / "reference.ipynb"
-    path.write_text(json.dumps(notebook))
+def test_nbval_fails_a_tagged_cell_that_raises_unless_its_reference_did(tmp_path):
+    """Two references of one tagged cell that raises: the one whose stored output shows
+    the error passes, the one whose output does not fails (one nbval run for both)."""
+    demonstrated = json.loads(json.dumps(NOTEBOOK))
+    demonstrated["cells"][0]["outputs"].append({
+        "output_type": "error", "ename": "NotImplementedError",
+        "evalue": "Exercise 1.1: implement f", "traceback": []})
+    (tmp_path / "broken.ipynb").write_text(json.dumps(NOTEBOOK))
+    (tmp_path / "demonstrated.ipynb").write_text(json.dumps(demonstrated))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--nbval",
-         "--nbval-current-env", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-         str(path)], cwd=REPO, capture_output=True, text=True)
+         "--nbval-current-env", "-rA", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+         str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     out = result.stdout + result.stderr
-    if stored_error:
-        assert result.returncode == 0, out
-    else:
-        assert result.returncode == 1 and "Cell execution caused an exception" in out, out
+    assert result.returncode == 1 and "Cell execution caused an exception" in out, out
+    assert re.search(r"^PASSED .*demonstrated\.ipynb::Cell 0$", out, re.M), out
+    assert re.search(r"^FAILED .*broken\.ipynb::Cell 0", out, re.M), out
 
 
 def raised(source, filename):
