@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.test_lab import TOKEN, serving
+from tests.test_lab import STUDENT_OFF, TOKEN, get, redirect, serving
 
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
 NOTEBOOK = "01_layernorm_forward.ipynb"
@@ -43,11 +43,12 @@ def chromium_or_skip():
     pytest.skip(message)
 
 
-@pytest.fixture
-def course(tmp_path):
-    """A copy of the student edition, as a student clones it (file times kept, so that
-    `make lab` finds the environment up to date)."""
-    root = tmp_path / "course"
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`make lab` on a copy of the student edition, as a student clones it (file times kept,
+    so that `make lab` finds the environment up to date; the kernel imports the copy's
+    normlib/): (the copy, the port). One server for this file's tests."""
+    root = tmp_path_factory.mktemp("student") / "course"
     root.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
     for name in COPIED:
@@ -56,7 +57,25 @@ def course(tmp_path):
             shutil.copytree(source, root / name, ignore=ignore)
         else:
             shutil.copy2(source, root / name)
-    return root
+    with serving("lab", root, f"VENV={REPO / '.venv'}", env={"PYTHONPATH": str(root)}) as port:
+        yield root, port
+
+
+def test_make_lab_serves_the_course(lab):
+    """The server's side (no browser needed): / leads to notebooks/, nbgrader's panels that
+    do not work for a student are off, Validate is on, the formgrader is unreachable."""
+    _, port = lab
+    status, body = get(port, "/api/contents/notebooks")
+    assert status == 200 and NOTEBOOK in body
+    status, location = redirect(port, "/")
+    assert status == 302 and location.startswith("/lab/tree/notebooks"), location
+    status, page = get(port, "/lab")
+    assert status == 200
+    disabled = re.search(r'"disabledExtensions": \[([^\]]*)\]', page).group(1)
+    for plugin in STUDENT_OFF:  # what does not work for a student on their own
+        assert f'"{plugin}"' in disabled, plugin
+    assert '"@jupyter/nbgrader:validate-assignment"' not in disabled
+    assert get(port, "/formgrader")[0] == 404  # the server extension is off
 
 
 def code_cells(page):
@@ -77,7 +96,7 @@ def run_all(page):
         "() => { const p = [...document.querySelectorAll("
         "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];"
         " return p.length > 0 && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }",
-        timeout=TIMEOUT_MS)
+        timeout=TIMEOUT_MS, polling=250)  # (not every frame: the kernel needs the CPU)
     return code_cells(page)
 
 
@@ -108,16 +127,15 @@ def shoot(page, folder, name, locator=None):
     page.screenshot(path=str(folder / f"{name}.png"))
 
 
-def test_a_students_first_hour(course, tmp_path):
+def test_a_students_first_hour(lab, tmp_path):
     chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
+    course, port = lab
     shots = tmp_path / "screenshots"
     shots.mkdir()
     graded = checks(course / "notebooks" / NOTEBOOK)
-    env = {"PYTHONPATH": str(course)}  # the kernel imports the copy's normlib/
-    with serving("lab", course, f"VENV={REPO / '.venv'}", env=env) as port, \
-            sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM),
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -138,7 +156,8 @@ def test_a_students_first_hour(course, tmp_path):
         page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) mjx-container")
         page.wait_for_function(
             "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
-            ".jp-Notebook-ExecutionIndicator')?.getAttribute('data-status') === 'idle'")
+            ".jp-Notebook-ExecutionIndicator')?.getAttribute('data-status') === 'idle'",
+            polling=250)
         kernel = page.text_content(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-KernelName")
         assert "Python" in kernel, kernel
         shoot(page, shots, "2-notebook-01")

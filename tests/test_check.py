@@ -49,35 +49,6 @@ def test_untouched_edition_is_not_yet_implemented(edition):
     assert "Traceback" not in out and f"0 passed, 0 failed, {n} not yet implemented" in out
 
 
-def test_reference_passes_everything_hidden_tests_included(edition):
-    use_reference(edition)
-    code, out = check(edition, "--hidden", "--all")  # (tests/test_isolation.py: without)
-    assert code == 0, out
-    assert f"{len(EXERCISES)} passed, 0 failed, 0 not yet implemented (with the hidden tests)" \
-        in out
-
-
-def test_wrong_kernel_fails_with_its_message_and_one_exercise_can_be_chosen(edition):
-    use_reference(edition)
-    path = edition / "normlib" / "layer_norm.py"
-    path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
-    code, out = check(edition, "1.1")
-    assert code == 1
-    assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
-    assert "Fix the failures first" in out
-    assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
-    assert "Exercise 1.2" not in out  # only the chosen exercise ran
-
-
-def test_an_exercise_waiting_on_another_says_which(edition):
-    """(and --all counts it as a failure: the untouched edition exits 0 without it)"""
-    use_reference(edition)
-    shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
-    code, out = check(edition, "--all", "3.3")
-    assert code == 1 and "not yet implemented (needs Exercise 3.1)" in out, out
-    assert "0 passed, 0 failed, 1 not yet implemented" in out
-
-
 ONE_PASS_MERGE = '''
 
 def welford_merge(a, b):  # through sums of squares: what only the hidden tests catch
@@ -88,10 +59,48 @@ def welford_merge(a, b):  # through sums of squares: what only the hidden tests 
 '''
 
 
-def test_hidden_runs_the_hidden_tests_too(edition):
-    use_reference(edition)
-    path = edition / "normlib" / "variance.py"
+def reference_with_one_pass_merge(folder):
+    use_reference(folder)
+    path = folder / "normlib" / "variance.py"
     path.write_text(path.read_text() + ONE_PASS_MERGE)
-    assert check(edition, "5.2")[0] == 0  # the visible checks pass it
-    code, out = check(edition, "5.2", "--hidden")
-    assert code == 1 and "Exercise 5.2  welford_merge" in out and "FAIL" in out, out
+
+
+def test_the_reference_passes_every_hidden_test_and_hidden_runs_them(edition):
+    """The reference, but for a merge that only the hidden tests catch: --hidden fails it
+    alone. (The visible checks pass it: the next test.)"""
+    reference_with_one_pass_merge(edition)
+    code, out = check(edition, "--hidden", "--all")  # (tests/test_isolation.py: without)
+    assert code == 1, out
+    assert re.search(r"^Exercise 5\.2  welford_merge +FAIL$", out, re.M), out
+    assert f"{len(EXERCISES) - 1} passed, 1 failed, 0 not yet implemented (with the hidden " \
+        "tests)" in out
+
+
+def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
+    reference_with_one_pass_merge(edition)
+    path = edition / "normlib" / "layer_norm.py"
+    path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
+    shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
+    code, out = check(edition, "1.1", "3.3", "5.2")
+    assert code == 1
+    assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
+    assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
+    assert "Fix the failures first" in out
+    assert "not yet implemented (needs Exercise 3.1)" in out, out
+    assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
+    assert "Exercise 1.2" not in out  # only the chosen exercises ran
+    assert "1 passed, 1 failed, 1 not yet implemented" in out
+
+
+@pytest.mark.parametrize("results, code, code_all", [
+    (["pass", "pass"], 0, 0),
+    (["pass", "todo"], 0, 1),  # not yet done: not an error, unless --all
+    (["pass", "FAIL"], 1, 1),
+])
+def test_the_exit_status(monkeypatch, capsys, results, code, code_all):
+    import tools.check
+
+    for all_ in (False, True):
+        outcomes = iter(results)
+        monkeypatch.setattr(tools.check, "run", lambda source, filename, o=outcomes: (next(o), ""))
+        assert tools.check.main(["1.1", "1.2"] + ["--all"] * all_) == (code_all if all_ else code)

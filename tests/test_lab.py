@@ -1,12 +1,11 @@
-"""`make lab` starts JupyterLab on the course: it answers on its port, serves the
-notebooks, and has nbgrader's instructor panels switched off; the instructor's JupyterLab
-in a built course has them."""
+"""The Jupyter servers of the course: the student's `make lab` switches nbgrader's assignment
+list on only with an exchange (what it serves, and how it looks in a browser: tests/
+test_browser.py); the instructor's JupyterLab in a built course has the formgrader."""
 
 import contextlib
 import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -88,21 +87,6 @@ def redirect(port, path):
 STUDENT_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list",
                "@jupyter/nbgrader:menu", "@jupyterlab/apputils-extension:announcements"]
-
-
-def test_make_lab_serves_the_course():
-    with serving("lab", REPO) as port:
-        status, body = get(port, "/api/contents/notebooks")
-        assert status == 200 and "01_layernorm_forward.ipynb" in body
-        status, location = redirect(port, "/")
-        assert status == 302 and location.startswith("/lab/tree/notebooks"), location
-        status, page = get(port, "/lab")
-        assert status == 200
-        disabled = re.search(r'"disabledExtensions": \[([^\]]*)\]', page).group(1)
-        for plugin in STUDENT_OFF:  # what does not work for a student on their own
-            assert f'"{plugin}"' in disabled, plugin
-        assert '"@jupyter/nbgrader:validate-assignment"' not in disabled
-        assert get(port, "/formgrader")[0] == 404  # the server extension is off
 
 
 def test_the_assignment_list_is_on_only_with_an_exchange(tmp_path, monkeypatch):
