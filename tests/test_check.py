@@ -66,13 +66,21 @@ def reference_with_one_pass_merge(folder):
 
 
 def test_the_reference_passes_every_hidden_test_and_hidden_runs_them(edition):
-    """The reference, but for a merge that only the hidden tests catch: --hidden fails it
-    alone. (The visible checks pass it: the next test.)"""
+    """The reference, but for a merge that only the hidden tests catch and an
+    instance_norm.py that does not compile: --hidden fails those two exercises alone (a
+    broken file costs only its own exercises: tests/test_isolation.py runs every file's
+    case the way this command runs its checks). The visible checks pass the merge: the
+    next test."""
     reference_with_one_pass_merge(edition)
+    path = edition / "normlib" / "instance_norm.py"
+    path.write_text(path.read_text() + "\ndef (:\n")
     code, out = check(edition, "--hidden", "--all")  # (tests/test_isolation.py: without)
     assert code == 1, out
-    assert re.search(r"^Exercise 5\.2  welford_merge +FAIL$", out, re.M), out
-    assert f"{len(EXERCISES) - 1} passed, 1 failed, 0 not yet implemented (with the hidden " \
+    failed = [line.split()[1] for line in out.splitlines()
+              if line.startswith("Exercise") and line.split()[-1] == "FAIL"]
+    assert failed == ["3.5", "5.2"], out
+    assert "SyntaxError" in out and "(instance_norm.py" in out, out
+    assert f"{len(EXERCISES) - 2} passed, 2 failed, 0 not yet implemented (with the hidden " \
         "tests)" in out
 
 
