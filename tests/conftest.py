@@ -76,16 +76,5 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
     """The grading round trip first: it is the longest test (about two minutes), so with
-    two workers it should start at once rather than after other files.
-
-    nbval: a solution cell tagged `raises-exception` may raise only where its stored output
-    shows the error (a demonstrated error). The tag is there for the student edition, where
-    a check or demonstration of an unfinished exercise raises and JupyterLab's Run All must
-    go on; in the reference such a cell raising is a broken reference, and fails."""
+    two workers it should start at once rather than after other files."""
     items.sort(key=lambda item: "tests/test_roundtrip.py" not in item.nodeid)  # (stable)
-    for item in items:
-        cell, options = getattr(item, "cell", None), getattr(item, "options", None)
-        if cell is not None and isinstance(options, dict) and options.get("check_exception"):
-            stored_error = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
-            item.options = options.copy()  # (a defaultdict: a missing option is False)
-            item.options["check_exception"] = stored_error

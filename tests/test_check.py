@@ -39,7 +39,7 @@ def test_untouched_edition_is_not_yet_implemented(edition):
     "Error 1" otherwise), unless --all asks for every exercise to pass."""
     code, out = check(edition)
     assert code == 0, out
-    assert out.rstrip().endswith("write them, then run make check again."), out
+    assert out.rstrip().endswith("then run make check (python -m tools.check) again."), out
     for number in EXERCISES:
         assert any(line.startswith(f"Exercise {number}") and re.search(
             r"not yet implemented( \(needs Exercise \d\.\d\))?$", line)
@@ -98,6 +98,18 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
     assert "Exercise 1.2" not in out  # only the chosen exercises ran
     assert "1 passed, 1 failed, 1 not yet implemented" in out
+
+
+def test_only_a_stub_is_not_yet_implemented():
+    """Another NotImplementedError is a mistake: a LayerNormFunction without its backward
+    (torch raises it), a module whose forward is misnamed."""
+    from tools.check import run
+
+    stub = 'raise NotImplementedError("Exercise 2.5: implement LayerNormFunction.forward")'
+    assert run(stub, "<2.5>") == ("todo", "Exercise 2.5: implement LayerNormFunction.forward")
+    status, detail = run("import torch\ntorch.nn.Module()(1)", "<4.2>")
+    assert status == "FAIL" and detail.startswith("NotImplementedError: Module [Module] is "
+                                                  "missing the required \"forward\" function")
 
 
 @pytest.mark.parametrize("results, code, code_all", [

@@ -59,9 +59,9 @@ def _start(target, cwd, port, make_vars, env):
 @contextlib.contextmanager
 def serving(target, cwd, *make_vars, env=None):
     """Run `make target` (a Jupyter server; env: more environment variables) until it
-    answers on a free port, and yield the port; stop it afterwards. Other tests start kernels that take ports at random, so a
-    port found free may be taken before Jupyter binds it: the server then exits (no port
-    retries) and starts again on another."""
+    answers on a free port, and yield the port; stop it afterwards. Other tests start
+    kernels that take ports at random, so a port found free may be taken before Jupyter
+    binds it: the server then exits (no port retries) and starts again on another."""
     for _ in range(3):
         port = free_port()
         server = _start(target, cwd, port, make_vars, env)

@@ -4,11 +4,14 @@ watches it in JupyterLab; the round trip checks the stub submissions' graded not
 - Every check cell carries the `raises-exception` tag: JupyterLab's Run All stops at the
   first error of an untagged cell.
 - The tag does not hide a broken reference: under nbval a tagged solution cell may raise
-  only where its stored output shows the error (tests/conftest.py).
+  only where its stored output shows the error (conftest.py), and the stored errors are
+  the demonstrated ones listed here, no other (a broken reference re-run by `make outputs`
+  stores its error).
 - normlib.notebook turns a stub's NotImplementedError into one line that names the
   exercise and the file, and leaves every other error's traceback alone.
 """
 
+import ast
 import json
 import re
 import subprocess
@@ -18,7 +21,144 @@ import pytest
 
 from normlib.notebook import not_yet_implemented
 from tests.conftest import REPO
-from tools.exercises import notebooks
+from tools.exercises import SOLUTIONS, exercises, notebooks
+
+# The solution cells whose stored output is an error, on purpose: torch's own refusals.
+DEMONSTRATED = {
+    ("03_normalization_family", "cell-18"),  # BatchNorm with one value per channel
+    ("04_add_and_norm", "cell-08"),  # d_model not divisible by nhead
+}
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def tagged(cell):
+    return "raises-exception" in cell["metadata"].get("tags", [])
+
+
+def test_the_stored_errors_are_the_demonstrated_ones():
+    stored = {(path.stem, c["id"]) for path in notebooks() for c in cells(path)
+              if any(o["output_type"] == "error" for o in c.get("outputs", []))}
+    assert stored == DEMONSTRATED
+    assert all(tagged(c) for path in notebooks() for c in cells(path)
+               if (path.stem, c["id"]) in DEMONSTRATED)
+
+
+def catches_not_implemented(node):
+    return any(isinstance(n, ast.ExceptHandler) and "NotImplementedError" in used(n.type)
+               for n in ast.walk(node) if getattr(n, "type", None) is not None)
+
+
+def stub_names():
+    """The names of normlib that reach a stub when called in the student edition: each
+    exercise's function or class, and every function or class of normlib whose code names
+    one of those (a fixed point: `last_layer_grad_norms` calls `grad_norms_at_init`, which
+    calls Exercise 4.5's `linear2_grad_norms`), but for code that catches the
+    NotImplementedError itself (`make bench` leaves an unwritten kernel out)."""
+    defs = {node.name: node for path in (SOLUTIONS / "normlib").glob("*.py")
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            and not catches_not_implemented(node)}
+    reaching = {e.name for e in exercises()}
+    while True:
+        more = {name for name, node in defs.items() if used(node) & reaching} - reaching
+        if not more:
+            return reaching
+        reaching |= more
+
+
+def used(node):
+    """Every name and attribute name in node's code."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
+def normlib_uses(node, imported, modules):
+    """The names of normlib that node's code uses: a name imported from normlib
+    (imported: {local name: normlib name}), or an attribute of a normlib module (modules:
+    the local names of normlib's modules, `T` for `import normlib.transformer as T`)."""
+    names = {imported[n.id] for n in ast.walk(node)
+             if isinstance(n, ast.Name) and n.id in imported}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute):
+            root = n.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in modules:
+                names.add(n.attr)
+    return names
+
+
+def cells_reaching_stubs(notebook_cells, reaching):
+    """The indexes of the code cells that, run in order on the stubs, name normlib code that
+    reaches a stub outside a def or class (a cell's own functions and classes that name it
+    become such code). Names, not calls: a cell that only builds a module whose forward is
+    an exercise is found too (NAMES_ONLY)."""
+    imported, modules, tainted, found = {}, {"normlib"}, set(), []
+    for i, c in enumerate(notebook_cells):
+        if c["cell_type"] != "code":
+            continue
+        source = "\n".join(line for line in "".join(c["source"]).splitlines()
+                           if not line.lstrip().startswith(("%", "!")))
+        calls = False
+        for stmt in ast.parse(source).body:
+            if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("normlib"):
+                for alias in stmt.names:
+                    local = alias.asname or alias.name
+                    if stmt.module == "normlib":  # from normlib import variance as V
+                        modules.add(local)
+                    else:
+                        imported[local] = alias.name
+                continue
+            if isinstance(stmt, ast.Import):
+                modules |= {a.asname for a in stmt.names
+                            if a.asname and a.name.startswith("normlib")}
+                continue
+            reaches = bool(normlib_uses(stmt, imported, modules) & reaching or
+                           {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & tainted)
+            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                if reaches:
+                    tainted.add(stmt.name)
+            elif reaches:
+                calls = True
+        if calls:
+            found.append(i)
+    return found
+
+
+NAMES_ONLY = {  # cells found that name such code but do not call it on the stubs
+    ("02_layernorm_backward", "cell-20"): "builds normlib.nn.LayerNorm, never runs it",
+    ("05_numerics_and_speed", "u5-45"): "fused_table: torch's kernels (a CUDA device only)",
+}
+
+
+def test_every_cell_that_runs_an_exercise_lets_run_all_go_on():
+    """In the student edition such a cell raises (a stub): without the tag, Run All stops
+    there (tests/test_browser.py watches notebook 01 in JupyterLab)."""
+    reaching = stub_names()
+    assert {"linear2_grad_norms", "last_layer_grad_norms", "var_welford"} <= reaching
+    names_only = set()
+    for path in notebooks():
+        notebook_cells = cells(path)
+        found = cells_reaching_stubs(notebook_cells, reaching)
+        assert found, path.name  # every notebook runs its exercises
+        untagged = [(path.stem, notebook_cells[i]["id"]) for i in found
+                    if not tagged(notebook_cells[i])]
+        names_only |= set(untagged)
+        assert set(untagged) <= set(NAMES_ONLY), f"cells {untagged} run an exercise, untagged"
+    assert names_only == set(NAMES_ONLY)  # (none stale)
+
+
+def test_a_demonstration_without_its_tag_is_found():
+    notebook_cells = cells(SOLUTIONS / "04_add_and_norm.ipynb")
+    found = cells_reaching_stubs(notebook_cells, stub_names())
+    demo = next(i for i in found if not notebook_cells[i]["metadata"].get("nbgrader")
+                and "T.TransformerEncoder(" in "".join(notebook_cells[i]["source"]))
+    del notebook_cells[demo]["metadata"]["tags"]
+    assert demo in cells_reaching_stubs(notebook_cells, stub_names())
+    assert [i for i in found if not tagged(notebook_cells[i])] == [demo]
 
 
 def test_every_check_cell_lets_run_all_go_on():
@@ -52,7 +192,7 @@ def test_nbval_fails_a_tagged_cell_that_raises_unless_its_reference_did(tmp_path
     (tmp_path / "broken.ipynb").write_text(json.dumps(NOTEBOOK))
     (tmp_path / "demonstrated.ipynb").write_text(json.dumps(demonstrated))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--nbval",
+        [sys.executable, "-m", "pytest", "-p", "conftest", "--nbval",
          "--nbval-current-env", "-rA", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
          str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     out = result.stdout + result.stderr
@@ -89,6 +229,7 @@ def test_a_your_turn_function_says_where_to_write_it():
 @pytest.mark.parametrize("source, filename", [
     (STUB.replace("Exercise 1.1: implement", "not done:"), "normlib/layer_norm.py"),
     (CELL_STUB, "/home/student/normlib/layer_norm.py"),  # bare, but not from a cell
+    ("raise NotImplementedError()", "/tmp/ipykernel_7/1.py"),  # bare, not from a function
     ("import numpy\nnumpy.ones(2) @ 'x'", "/tmp/ipykernel_7/1.py"),  # another error
 ])
 def test_any_other_error_keeps_its_traceback(source, filename):

@@ -5,6 +5,7 @@ Authors and students:
     markers     the solution and hidden-test markers, the "Exercise N.M" patterns
     student     generate (or --check) the student edition from solutions/
     check       `make check`: which exercises pass
+    lab         `make lab`: JupyterLab on notebooks/, nbgrader cut to what works for a student
 Instructors (docs/instructors.md):
     instructor  the commands: build, release, collect, autograde, feedback, export, bench
     course      the nbgrader course: layouts, assignments, the files each one grades

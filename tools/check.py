@@ -14,7 +14,8 @@ The checks are the graded cells of the notebooks, as solutions/ has them
 cells say, whatever you changed in them. They import `normlib` from the working
 directory's normlib/ first (yours, in the repository). A stub that still raises
 NotImplementedError is reported as not yet implemented, without a traceback; a failure
-is reported with its message and the line of normlib it came from.
+is reported with its message and the line of normlib it came from (any other
+NotImplementedError too: torch's "must implement backward" is a mistake, not a stub).
 """
 
 import argparse
@@ -23,7 +24,7 @@ import traceback
 from pathlib import Path
 
 from tools.exercises import exercises
-from tools.markers import EXERCISE
+from tools.markers import EXERCISE, STUB_MESSAGE
 
 
 def run(source, filename):
@@ -31,13 +32,20 @@ def run(source, filename):
     try:
         exec(compile(source, filename, "exec"), {"__name__": "__check__"})
     except NotImplementedError as e:
-        return "todo", str(e)
+        if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
+            return "todo", str(e)
+        return _failure(e)  # torch's "must implement backward", a missing forward, ...
     except Exception as e:
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if "normlib" in f.filename]
-        where = f"  ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-        message = str(e).strip().splitlines() or [""]
-        return "FAIL", f"{type(e).__name__}: " + "\n      ".join(message[:6]) + where
+        return _failure(e)
     return "pass", ""
+
+
+def _failure(e):
+    """("FAIL", the exception's type and message, and the line of normlib it came from)."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "normlib" in f.filename]
+    where = f"  ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    message = str(e).strip().splitlines() or [""]
+    return "FAIL", f"{type(e).__name__}: " + "\n      ".join(message[:6]) + where
 
 
 def main(argv=None):
@@ -70,7 +78,7 @@ def main(argv=None):
         print("Fix the failures first: each message above says which case and where.")
     elif counts["todo"]:
         print("Nothing failed. The exercises not yet implemented are still stubs in normlib/: "
-              "write them, then run make check again.")
+              "write them, then run make check (python -m tools.check) again.")
     return 1 if counts["FAIL"] or (args.all and counts["todo"]) else 0
 
 

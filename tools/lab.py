@@ -26,25 +26,27 @@ NOTEBOOKS_URL = "/lab/tree/notebooks"
 
 def exchange_root():
     """The nbgrader exchange folder the assignment list would use, if it exists (None
-    otherwise): nbgrader's setting (`Exchange.root`), read from the configuration files it
-    reads (the Jupyter config folders and the course's nbgrader_config.py), as its
-    assignment-list server extension does."""
-    from jupyter_core.paths import jupyter_config_path
+    otherwise): nbgrader's setting (`Exchange.root`, default /usr/local/share/nbgrader/
+    exchange), from the nbgrader_config.py files of the Jupyter config folders (~/.jupyter,
+    JUPYTER_CONFIG_PATH, ...), where a class's JupyterHub sets it. Not the repository's own
+    nbgrader_config.py: that is the instructor's grading setup (and imports what Windows
+    lacks)."""
     from nbgrader.apps import NbGrader
     from nbgrader.exchange.default.exchange import Exchange
 
     app = NbGrader()
-    app.config_file_paths.extend(jupyter_config_path())
-    app.load_config_file()
+    app.load_cwd_config = False
+    app.load_config_file()  # (from app.config_file_paths: the Jupyter config folders)
     root = Path(Exchange(config=app.config).root)
     return root if root.is_dir() else None
 
 
-def config_path(exchange):
-    """JUPYTER_CONFIG_PATH: the student settings, under the exchange ones when there is
-    an exchange (the first folder wins)."""
+def config_path(exchange, current=""):
+    """JUPYTER_CONFIG_PATH: the student settings (under the exchange ones when there is an
+    exchange; the first folder wins), then the folders already there (current)."""
     folders = [STUDENT_CONFIG / "exchange"] if exchange else []
-    return os.pathsep.join(str(f) for f in [*folders, STUDENT_CONFIG])
+    return os.pathsep.join([str(f) for f in [*folders, STUDENT_CONFIG]] +
+                           ([current] if current else []))
 
 
 def command(args):
@@ -60,13 +62,17 @@ def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
     os.chdir(REPO)
     exchange = exchange_root()
-    print(f"nbgrader exchange: {exchange or 'none (the assignment list is hidden)'}",
-          flush=True)
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": config_path(exchange)}
-    try:
-        return subprocess.call(command(args), env=env)
-    except KeyboardInterrupt:  # Ctrl-C: JupyterLab, which got it too, stops on its own
-        return 0
+    if exchange:
+        print(f"nbgrader exchange at {exchange}: the Nbgrader menu lists your assignments",
+              flush=True)
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": config_path(
+        exchange, os.environ.get("JUPYTER_CONFIG_PATH", ""))}
+    server = subprocess.Popen(command(args), env=env)
+    while True:
+        try:
+            return server.wait()
+        except KeyboardInterrupt:  # JupyterLab got the Ctrl-C too: it asks, then stops
+            pass
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ MARKERS = (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN)
 EXERCISE = re.compile(r"Exercise (\d+\.\d+)")  # the tag, wherever it stands
 TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+) \((\d+) points?\)")  # a check's line 1
 STUB = re.compile(r'NotImplementedError\("Exercise (\d+\.\d+): implement ([\w.]+)"\)')
+STUB_MESSAGE = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # what a stub raises
+# (normlib/notebook.py has its own copy: an nbgrader release has no tools/)
 _DEF = re.compile(r"^\s*(?:def|class) (\w+)")
 
 

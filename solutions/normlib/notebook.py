@@ -32,7 +32,8 @@ def not_yet_implemented(error):
         file = f"normlib/{path.name}" if path.parent.name == "normlib" else path.name
         return (f"Exercise {stub[1]} is not yet implemented: {stub[2]} in {file} still raises "
                 "NotImplementedError. Write it, then run this cell again.")
-    if not str(error) and "ipykernel" in where.filename:  # a "your turn" function of a cell
+    if not str(error) and "ipykernel" in where.filename and where.name != "<module>":
+        # a function of a cell raising a bare NotImplementedError: a "your turn" stub
         return (f"{where.name} is not yet implemented: write it in its cell above (YOUR CODE "
                 "HERE) and run that cell, then this one again.")
     return None
