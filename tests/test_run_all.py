@@ -94,7 +94,8 @@ def normlib_uses(node, imported, modules):
 def cells_reaching_stubs(notebook_cells, reaching):
     """The indexes of the code cells that, run in order on the stubs, name normlib code that
     reaches a stub outside a def or class (a cell's own functions and classes that name it
-    become such code). Names, not calls: a cell that only builds a module whose forward is
+    become such code, and so do the functions of a "your turn" cell, stubs in the student
+    edition). Names, not calls: a cell that only builds a module whose forward is
     an exercise is found too (NAMES_ONLY)."""
     imported, modules, tainted, found = {}, {"normlib"}, set(), []
     for i, c in enumerate(notebook_cells):
@@ -103,6 +104,10 @@ def cells_reaching_stubs(notebook_cells, reaching):
         source = "\n".join(line for line in "".join(c["source"]).splitlines()
                            if not line.lstrip().startswith(("%", "!")))
         calls = False
+        if c["metadata"].get("nbgrader", {}).get("solution"):  # a "your turn" cell: a stub
+            tainted |= {stmt.name for stmt in ast.parse(source).body
+                        if isinstance(stmt, ast.FunctionDef)}
+            continue
         for stmt in ast.parse(source).body:
             if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("normlib"):
                 for alias in stmt.names:
