@@ -52,7 +52,7 @@ bench: $(INSTALLED)
 	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normlib.benchmark $(BENCH_ARGS)
 
 # The whole course check (CI runs this on a fresh clone). Two pytest workers: the
-# grading round trip (about 3.5 minutes) is collected first (tests/conftest.py) and
+# grading round trip (about 4 minutes) is collected first (tests/conftest.py) and
 # --no-loadscope-reorder keeps that order (xdist otherwise starts the files with the most
 # tests first), so that it starts at once and everything else runs beside it; --dist
 # loadfile keeps each notebook, and each module-scoped fixture, on one worker.
