@@ -22,6 +22,8 @@ import re
 import shutil
 from pathlib import Path
 
+import matplotlib.image
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -121,10 +123,19 @@ def answer_written_questions(page):
 
 
 def shoot(page, folder, name, locator=None):
-    """A screenshot of the page, scrolled to locator first if given."""
+    """A screenshot of the page, scrolled to locator first if given (and once it is in the
+    viewport and painted: JupyterLab renders the cells outside the viewport lazily)."""
     if locator is not None:
+        from playwright.sync_api import expect
+
         locator.scroll_into_view_if_needed()
-    page.screenshot(path=str(folder / f"{name}.png"))
+        expect(locator).to_be_in_viewport()
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path))
+    main = matplotlib.image.imread(path)[100:-40, 300:-50]  # (H, W, RGBA): the main area
+    colours = len(np.unique(main.reshape(-1, main.shape[-1]), axis=0))
+    assert colours > 100, f"{name}: the main area is blank ({colours} colours)"
 
 
 def test_a_students_first_hour(lab, tmp_path):
