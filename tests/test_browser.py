@@ -32,6 +32,7 @@ from tests.test_lab import STUDENT_OFF, TOKEN, get, redirect, serving
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
 NOTEBOOK = "01_layernorm_forward.ipynb"
 COPIED = ("Makefile", "pyproject.toml", "nbgrader_config.py", "notebooks", "normlib", "tools")
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the open notebook
 TIMEOUT_MS = 60_000  # any one wait; the whole test takes about 30 s on 2 cores
 
 
@@ -84,7 +85,7 @@ def code_cells(page):
     """Each code cell's (prompt, output text) of the open notebook, read with textContent
     (cells outside the viewport have no innerText)."""
     return page.eval_on_selector_all(
-        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell",
+        f"{PANEL} .jp-CodeCell",
         "cells => cells.map(c => [c.querySelector('.jp-InputPrompt').textContent.trim(),"
         " (c.querySelector('.jp-OutputArea') || {textContent: ''}).textContent])")
 
@@ -96,7 +97,7 @@ def run_all(page):
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
     page.wait_for_function(
         "() => { const p = [...document.querySelectorAll("
-        "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];"
+        f"'{PANEL} .jp-CodeCell .jp-InputPrompt')];"
         " return p.length > 0 && p.every(e => /^\\[\\d+\\]:$/.test(e.textContent.trim())); }",
         timeout=TIMEOUT_MS, polling=250)  # (not every frame: the kernel needs the CPU)
     return code_cells(page)
@@ -110,8 +111,7 @@ def checks(path):
 
 def answer_written_questions(page):
     """Type an answer into each written question's cell (Validate wants one)."""
-    questions = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) "
-                             ".jp-MarkdownCell:has-text('YOUR ANSWER HERE')")
+    questions = page.locator(f"{PANEL} .jp-MarkdownCell:has-text('YOUR ANSWER HERE')")
     for _ in range(questions.count()):
         questions.first.click()  # select the cell,
         page.keyboard.press("Enter")  # edit its markdown source
@@ -164,12 +164,12 @@ def test_a_students_first_hour(lab, tmp_path):
 
         # 2. Notebook 01 with the Python kernel; the formulas render.
         page.dblclick(f".jp-DirListing-item:has-text('{NOTEBOOK}')")
-        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) mjx-container")
+        page.wait_for_selector(f"{PANEL} mjx-container")
         page.wait_for_function(
-            "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+            f"() => document.querySelector('{PANEL} "
             ".jp-Notebook-ExecutionIndicator')?.getAttribute('data-status') === 'idle'",
             polling=250)
-        kernel = page.text_content(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-KernelName")
+        kernel = page.text_content(f"{PANEL} .jp-KernelName")
         assert "Python" in kernel, kernel
         shoot(page, shots, "2-notebook-01")
 
@@ -182,10 +182,8 @@ def test_a_students_first_hour(lab, tmp_path):
         unfinished = [text for text in outputs if "NotImplementedError" in text]
         assert all("not yet implemented" in text for text in unfinished), unfinished
         assert "max_error is not yet implemented" in "".join(outputs)  # the "your turn"
-        assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedImage img") \
-            .count() >= 1
-        check = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell") \
-            .nth(graded[0]).locator(".jp-OutputArea")
+        assert page.locator(f"{PANEL} .jp-RenderedImage img").count() >= 1
+        check = page.locator(f"{PANEL} .jp-CodeCell").nth(graded[0]).locator(".jp-OutputArea")
         shoot(page, shots, "3-run-all-on-the-stubs", check)
 
         # 4. The reference normlib/ dropped in (autoreload picks it up), Run All, Validate.
@@ -196,7 +194,7 @@ def test_a_students_first_hour(lab, tmp_path):
             assert "the visible checks pass" in cells[i][1], cells[i][1]
         shoot(page, shots, "4-checks-pass", check)
         answer_written_questions(page)
-        page.click(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar :text-is('Validate')")
+        page.click(f"{PANEL} .jp-Toolbar :text-is('Validate')")
         dialog = page.wait_for_selector(".jp-Dialog-content:has-text('Success')",
                                         timeout=TIMEOUT_MS)
         assert "Your notebook passes all the tests" in dialog.text_content()

@@ -283,9 +283,9 @@ def test_no_cell_but_a_check_fails_at_grading(graded):
 
 
 def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
-    # the stub submissions, as graded: every error but a demonstrated one is a stub's, shown as one line saying
-    # which exercise is not yet implemented (normlib.notebook, the course's copy), in a
-    # cell tagged raises-exception (JupyterLab's Run All goes on past it)
+    # the stub submissions, as graded: every error but a demonstrated one is a stub's,
+    # shown as one line saying which exercise is not yet implemented (normlib.notebook, the
+    # course's copy), in a cell tagged raises-exception (JupyterLab's Run All goes on past it)
     root, _ = graded
     for assignment in ("unit1", "unit4"):
         path = autograded(root, assignment, "stubs")

@@ -21,7 +21,7 @@ import pytest
 
 from normlib.notebook import not_yet_implemented
 from tests.conftest import REPO
-from tools.exercises import SOLUTIONS, exercises, notebooks
+from tools.exercises import SOLUTIONS, exercises, names, notebooks
 
 # The solution cells whose stored output is an error, on purpose: torch's own refusals.
 DEMONSTRATED = {
@@ -47,7 +47,7 @@ def test_the_stored_errors_are_the_demonstrated_ones():
 
 
 def catches_not_implemented(node):
-    return any(isinstance(n, ast.ExceptHandler) and "NotImplementedError" in used(n.type)
+    return any(isinstance(n, ast.ExceptHandler) and "NotImplementedError" in names(n.type)
                for n in ast.walk(node) if getattr(n, "type", None) is not None)
 
 
@@ -63,16 +63,10 @@ def stub_names():
             and not catches_not_implemented(node)}
     reaching = {e.name for e in exercises()}
     while True:
-        more = {name for name, node in defs.items() if used(node) & reaching} - reaching
+        more = {name for name, node in defs.items() if names(node) & reaching} - reaching
         if not more:
             return reaching
         reaching |= more
-
-
-def used(node):
-    """Every name and attribute name in node's code."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
 def normlib_uses(node, imported, modules):

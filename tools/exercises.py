@@ -171,6 +171,12 @@ def exercises(folder=SOLUTIONS):
     return tuple(_with_uses(found, folder))
 
 
+def names(node):
+    """Every name and attribute name in the code of an ast node."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
 def _with_uses(found, folder):
     """The exercises with `uses` filled in: the other exercises whose function or class
     the reference's code of each names (its def or class, in its file)."""
@@ -179,9 +185,7 @@ def _with_uses(found, folder):
     for e in found:
         tree = trees.setdefault(e.file, ast.parse((Path(folder) / e.file).read_text()))
         node = next(n for n in tree.body if getattr(n, "name", None) == e.name)
-        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-        names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-        uses = sorted(numbers[n] for n in names & set(numbers) if n != e.name)
+        uses = sorted(numbers[n] for n in names(node) & set(numbers) if n != e.name)
         yield dataclasses.replace(e, uses=tuple(uses))
 
 
