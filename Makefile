@@ -15,7 +15,7 @@ INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
-.PHONY: lab check bench test student outputs screenshots clean \
+.PHONY: lab check bench test system-packages student outputs screenshots clean \
 	course release collect autograde feedback grades grading-bench formgrader
 
 # Create the virtual environment if missing and install the pinned packages and
@@ -51,19 +51,26 @@ BENCH_ARGS ?=
 bench: $(INSTALLED)
 	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normlib.benchmark $(BENCH_ARGS)
 
-# The whole course check (CI runs this on a fresh clone). Two pytest workers: the
+# make test's system packages, before anything else (tools/system_packages.py): bubblewrap
+# (grading's sandbox) and Chromium (the browser test), installed with apt-get as root or
+# with a sudo that asks no password; elsewhere one message naming what to install.
+system-packages:
+	@python3 -m tools.system_packages
+
+# The whole course check (CI runs this on a fresh clone): the system packages first (make
+# builds prerequisites left to right), so a missing one stops it at once. Two pytest workers: the
 # grading round trip (about 4 minutes) is collected first (tests/conftest.py) and
 # --no-loadscope-reorder keeps that order (xdist otherwise starts the files with the most
 # tests first), so that it starts at once and everything else runs beside it; --dist
 # loadfile keeps each notebook, and each module-scoped fixture, on one worker.
-test: $(INSTALLED)
+test: system-packages $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
 
 # Authors: docs/screenshots/, JupyterLab as a student sees it (tests/test_browser.py's
 # steps; needs Chromium).
-screenshots: $(INSTALLED)
+screenshots: system-packages $(INSTALLED)
 	COURSE_SCREENSHOTS=$(CURDIR)/docs/screenshots COURSE_REQUIRE_BROWSER=1 \
 		$(PY) -m pytest tests/test_browser.py
 

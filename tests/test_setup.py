@@ -39,9 +39,14 @@ def test_the_tests_run_torch_on_one_thread_per_process():
     assert torch.get_num_threads() == 1
 
 
-def test_ci_runs_make_test():
-    assert "make test" in (REPO / ".ci" / "run").read_text()
-    assert "make test" in (REPO / ".github" / "workflows" / "test.yml").read_text()
+def test_ci_runs_make_test_and_nothing_else():
+    """.ci/run is the README's command (with the browser test required): CI tests the
+    path a developer takes, system packages included (tools/system_packages.py)."""
+    lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines == ["set -euo pipefail", 'cd "$(dirname "$0")/.."',
+                     "COURSE_REQUIRE_BROWSER=1 make test"]
+    assert "- run: make test\n" in (REPO / ".github" / "workflows" / "test.yml").read_text()
 
 
 def test_readme_opens_with_the_two_commands():

@@ -1,0 +1,129 @@
+"""`make test`'s first step: the system packages it needs beside the Python ones.
+
+    bubblewrap  `bwrap`, the OS sandbox of grading kernels and the judge's workers
+                (tools/judge/box.py): the grading tests run student code only inside it
+    chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
+                would; COURSE_CHROMIUM names another Chromium or Chrome binary
+
+Where one is missing it is installed with apt-get, as root or through a sudo that asks no
+password (`make test` never stops to ask for one). Elsewhere (no apt-get, no root: macOS,
+a shared machine) it prints one message naming each missing package and the command that
+installs it, and exits 1 before any test starts. A `bwrap` that cannot make a sandbox here
+(user namespaces switched off, as Ubuntu 24.04's AppArmor does) is refused the same way.
+
+A student's `make lab` and `make check` need neither. The system's python3 runs this before
+the virtual environment exists: the standard library only.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str  # the package, in Debian's, Ubuntu's and Fedora's archives alike
+    program: str  # what the tests run: a command looked up on PATH, or a path
+    use: str  # what for, in a few words
+
+
+def packages(env=os.environ):
+    """The packages `make test` needs, with the programs it runs (COURSE_CHROMIUM's)."""
+    return (Package("bubblewrap", "bwrap", "the OS sandbox that grading runs student code in"),
+            Package("chromium", env.get("COURSE_CHROMIUM", "/usr/bin/chromium"),
+                    "the browser of the student's-view test (tests/test_browser.py)"))
+
+
+def missing(needed, path=None):
+    """The packages of needed whose program is not there (on path, else PATH)."""
+    return [p for p in needed if shutil.which(p.program, path=path) is None]
+
+
+def install_command(euid, has_apt, passwordless_sudo):
+    """The command prefix that installs Debian packages here without asking anything, or
+    None: apt-get as root, or through sudo where sudo asks no password."""
+    if not has_apt:
+        return None
+    apt = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    if euid == 0:
+        return apt
+    return ["sudo", "-n", *apt] if passwordless_sudo else None
+
+
+def refusal(absent):
+    """The one message for packages that are missing and cannot be installed here."""
+    names = " ".join(p.name for p in absent)
+    lines = ["make test: missing system packages, so no test was run:"]
+    lines += [f"  {p.name} ({p.program}): {p.use}" for p in absent]
+    lines += ["Install them, then run make test again:",
+              f"  Debian, Ubuntu: sudo apt-get install {names}",
+              f"  Fedora:         sudo dnf install {names}"]
+    if any(p.name == "bubblewrap" for p in absent):
+        lines.append("  macOS, Windows: bubblewrap is Linux's; run make test in a Linux VM "
+                     "or container")
+    if any(p.name == "chromium" for p in absent):
+        lines.append("  or set COURSE_CHROMIUM to a Chromium or Chrome binary you have "
+                     "(Ubuntu's chromium is a snap: /snap/bin/chromium)")
+    return "\n".join(lines)
+
+
+def sandbox_refusal(bwrap):
+    """None where bubblewrap makes a sandbox here (its own namespaces, as the grading's);
+    else the message saying why not."""
+    run = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                          "--proc", "/proc", "--dev", "/dev", "true"],
+                         capture_output=True, text=True)
+    if run.returncode == 0:
+        return None
+    return (f"make test: bubblewrap is installed but cannot make a sandbox here, so no test "
+            f"was run:\n  {bwrap}: {run.stderr.strip() or f'exit status {run.returncode}'}\n"
+            "It needs unprivileged user namespaces. Ubuntu 24.04: sudo sysctl -w "
+            "kernel.apparmor_restrict_unprivileged_userns=0; a container: run it with "
+            "user namespaces allowed (e.g. docker run --privileged).")
+
+
+def install(prefix, absent):
+    """apt-get install the packages (after an `apt-get update` if the first try fails, as
+    on a machine whose package lists are stale or empty). True if it succeeded."""
+    names = [p.name for p in absent]
+    how = "sudo apt-get" if prefix[0] == "sudo" else "apt-get"
+    print(f"make test: installing {', '.join(names)} (system packages it needs) with {how} ...",
+          flush=True)
+    for attempt in ([], [[*prefix, "update", "-q"]]):
+        for command in [*attempt, [*prefix, "install", "-y", "-q", *names]]:
+            run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                                 text=True)
+            if run.returncode:
+                break
+        else:
+            return True
+    print(f"make test: {' '.join(command)} failed:\n{run.stdout[-1500:]}{run.stderr[-1500:]}",
+          file=sys.stderr)
+    return False
+
+
+def passwordless_sudo():
+    """Whether sudo runs a command here without asking for a password."""
+    return shutil.which("sudo") is not None and subprocess.run(
+        ["sudo", "-n", "true"], stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+
+
+def main():
+    needed = packages()
+    absent = missing(needed)
+    if absent:
+        prefix = install_command(os.geteuid(), shutil.which("apt-get") is not None,
+                                 passwordless_sudo())
+        if prefix is None or not install(prefix, absent) or missing(absent):
+            sys.exit(refusal(missing(needed)))
+    problem = sandbox_refusal(shutil.which("bwrap"))
+    if problem:
+        sys.exit(problem)
+    print("make test: system packages present: " +
+          ", ".join(f"{p.name} ({shutil.which(p.program)})" for p in needed))
+
+
+if __name__ == "__main__":
+    main()
