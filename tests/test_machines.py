@@ -1,8 +1,11 @@
-"""The graders' tests in other machine configurations: the same float32 computation
-differs in its last bits between CPUs, so every graded check must hold on any of them
-(normlib.testing's error model). Each configuration re-runs tests/test_graders.py in a
-subprocess, where correct variants must pass at a tenth of every tolerance and every
-mistake must fail at ten times it:
+"""The graders' tests and the training experiments in other machine configurations: the
+same float32 computation differs in its last bits between CPUs, so every graded check must
+hold on any of them (normlib.testing's error model), and so must every claim a training run
+asserts (normlib.training). Each configuration re-runs, in a subprocess,
+tests/test_graders.py, where correct variants must pass at a tenth of every tolerance and
+every mistake must fail at ten times it, and tests/test_training.py's unjittered runs and
+edge of stability (the jittered ones run in the main run only: their point is the
+perturbation, and each costs seconds):
 
 - torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
   without its SIMD dispatch (NPY_DISABLE_CPU_FEATURES) and OpenBLAS on an old core's
@@ -124,12 +127,12 @@ def native():
 
 
 @pytest.mark.parametrize("name", CONFIGURATIONS)
-def test_graders_hold_in_configuration(name, native):
+def test_graders_and_experiments_hold_in_configuration(name, native):
     settings = CONFIGURATIONS[name]
     seen = configured(settings)
     assert unmet(settings, seen, native) == [], f"{name}: {seen}, natively {native}"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_graders.py", "-q", "-p", "no:xdist",
-         "-p", "no:cacheprovider", "-x"],
+        [sys.executable, "-m", "pytest", "tests/test_graders.py", "tests/test_training.py",
+         "-k", "not jitter", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
         cwd=REPO, env={**os.environ, **settings}, capture_output=True, text=True)
     assert run.returncode == 0, f"{name}: {settings}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"

@@ -19,13 +19,14 @@
 - ``normlib.notebook``       the notebooks' IPython extension: a stub shows as "not yet
                              implemented", in one line
 - ``normlib.benchmark``      `make bench`: the LayerNorm kernels timed against torch
+- ``normlib.training``       the training experiments of Units 3 and 4, and their claims
 """
 
 import importlib
 
 __all__ = ["batch_norm", "benchmark", "channels", "functional", "gradcheck", "group_norm",
            "instance_norm", "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm",
-           "notebook", "rms_norm", "testing", "transformer", "variance"]
+           "notebook", "rms_norm", "testing", "training", "transformer", "variance"]
 
 
 def __getattr__(name):
