@@ -15,6 +15,10 @@ INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
 
+# Prerequisites are made in order, left to right, even under `make -j` (or -j in MAKEFLAGS):
+# make test's system packages must come first (GNU make 4.3, Debian 12's, has no .WAIT).
+.NOTPARALLEL:
+
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
 	course release collect autograde feedback grades grading-bench formgrader
 
@@ -58,7 +62,8 @@ system-packages:
 	@python3 -m tools.system_packages
 
 # The whole course check (CI runs this on a fresh clone): the system packages first (make
-# builds prerequisites left to right), so a missing one stops it at once. Two pytest workers: the
+# builds prerequisites left to right, .NOTPARALLEL above), so a missing one stops it at once,
+# before the environment is made. Two pytest workers: the
 # grading round trip (about 4 minutes) is collected first (tests/conftest.py) and
 # --no-loadscope-reorder keeps that order (xdist otherwise starts the files with the most
 # tests first), so that it starts at once and everything else runs beside it; --dist
@@ -70,7 +75,8 @@ test: system-packages $(INSTALLED)
 
 # Authors: docs/screenshots/, JupyterLab as a student sees it (tests/test_browser.py's
 # steps; needs Chromium).
-screenshots: system-packages $(INSTALLED)
+screenshots: $(INSTALLED)
+	@python3 -m tools.system_packages chromium
 	COURSE_SCREENSHOTS=$(CURDIR)/docs/screenshots COURSE_REQUIRE_BROWSER=1 \
 		$(PY) -m pytest tests/test_browser.py
 

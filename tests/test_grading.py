@@ -65,7 +65,7 @@ def run(tmp_path, cells, **settings):
 
 
 @pytest.mark.skipif(box.bwrap() is None, reason="bubblewrap is not installed: "
-                    "apt-get install bubblewrap (CI installs it)")
+                    "apt-get install bubblewrap (make test installs it)")
 def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     import socket
 

@@ -36,7 +36,7 @@ LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS},
                "protected": [], "timeout": 20}
 SANDBOX = box.bwrap() is not None
 needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed: "
-                                 "apt-get install bubblewrap (CI installs it)")
+                                 "apt-get install bubblewrap (make test installs it)")
 UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
 
 

@@ -14,14 +14,16 @@ from tests.conftest import REPO
 from tools.system_packages import install_command, missing, packages, refusal
 
 FAKE_APT = """#!/bin/sh
-# a stand-in apt-get: `install` fails until `update` ran, then puts the programs in place
+# a stand-in apt-get: `install` fails until `update` ran, then puts the program in place
+# (a bwrap that makes any sandbox, a chromium); it has no chromium where {ubuntu}
 echo "$@" >> "{folder}/apt.log"
-case "$1" in
-  update) : > "{folder}/updated" ;;
-  install) [ -e "{folder}/updated" ] || exit 100
-           printf '#!/bin/sh\\nexit 0\\n' > "{folder}/bwrap"
-           /bin/cp "{folder}/bwrap" "{folder}/chromium"
-           /bin/chmod +x "{folder}/bwrap" "{folder}/chromium" ;;
+case "$1 $4" in
+  update*) : > "{folder}/updated" ;;
+  "install chromium") [ -n "{ubuntu}" ] && echo "E: Package 'chromium' has no installation candidate" >&2 && exit 100
+    [ -e "{folder}/updated" ] || exit 100
+    printf '#!/bin/sh\\nexit 0\\n' > "{folder}/chromium"; /bin/chmod +x "{folder}/chromium" ;;
+  "install bubblewrap") [ -e "{folder}/updated" ] || exit 100
+    printf '#!/bin/sh\\nexit 0\\n' > "{folder}/bwrap"; /bin/chmod +x "{folder}/bwrap" ;;
 esac
 """
 FAKE_SUDO = '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n'  # a sudo that asks nothing
@@ -32,7 +34,7 @@ def executable(path, text):
     path.chmod(0o755)
 
 
-def machine(tmp_path, programs):
+def machine(tmp_path, programs, ubuntu=False):
     """A PATH of one folder holding python3, env and these stand-ins {name: script}, and
     nothing else (no bwrap, no Chromium, no apt-get unless given)."""
     folder = tmp_path / "bin"
@@ -40,7 +42,7 @@ def machine(tmp_path, programs):
     (folder / "python3").symlink_to(sys.executable)
     (folder / "env").symlink_to("/usr/bin/env")
     for name, script in programs.items():
-        executable(folder / name, script.format(folder=folder))
+        executable(folder / name, script.format(folder=folder, ubuntu="yes" if ubuntu else ""))
     return folder
 
 
@@ -61,7 +63,7 @@ def test_without_a_way_to_install_it_stops_at_once_naming_each_package(tmp_path)
     assert first == "make test: missing system packages, so no test was run:"
     assert rest[0].startswith("  bubblewrap (bwrap): ")
     assert rest[1].startswith(f"  chromium ({tmp_path / 'bin' / 'chromium'}): ")
-    assert "  Debian, Ubuntu: sudo apt-get install bubblewrap chromium" in rest
+    assert "  Debian: sudo apt-get install bubblewrap chromium" in rest
     assert any("COURSE_CHROMIUM" in line for line in rest)
 
 
@@ -71,7 +73,8 @@ def test_with_apt_get_it_installs_them_updating_the_lists_if_it_must(tmp_path):
     assert code == 0, output
     assert output.startswith("make test: installing bubblewrap, chromium (system packages")
     assert (folder / "apt.log").read_text().splitlines() == [
-        "install -y -q bubblewrap chromium", "update -q", "install -y -q bubblewrap chromium"]
+        "install -y -q bubblewrap", "update -q", "install -y -q bubblewrap",
+        "install -y -q chromium"]
     assert output.splitlines()[-1] == ("make test: system packages present: "
                                        f"bubblewrap ({folder / 'bwrap'}), "
                                        f"chromium ({folder / 'chromium'})")
@@ -82,8 +85,19 @@ def test_an_install_that_fails_ends_in_the_message(tmp_path):
                                 "sudo": FAKE_SUDO})
     code, output, _ = make_test_step(folder)
     assert code == 1
-    assert "apt-get update -q failed:\nno network" in output  # (the last try's step)
-    assert output.splitlines()[-1].startswith("  or set COURSE_CHROMIUM")
+    assert "apt-get install -y -q bubblewrap failed:\nno network" in output
+    assert "apt-get install -y -q chromium failed:\nno network" in output
+    assert output.splitlines()[-1].startswith("  Chromium elsewhere (Ubuntu: sudo snap")
+
+
+def test_where_apt_has_no_chromium_bubblewrap_is_installed_and_chromium_named(tmp_path):
+    folder = machine(tmp_path, {"apt-get": FAKE_APT, "sudo": FAKE_SUDO}, ubuntu=True)
+    code, output, _ = make_test_step(folder)
+    assert code == 1 and (folder / "bwrap").exists()
+    assert "has no installation candidate" in output
+    message = output[output.index("make test: missing system packages"):].splitlines()
+    assert message[1].startswith("  chromium (") and "bubblewrap (" not in "\n".join(message)
+    assert "(Ubuntu: sudo snap install chromium)" in message[-1]
 
 
 def test_a_bubblewrap_that_cannot_make_a_sandbox_is_refused(tmp_path):
@@ -92,7 +106,8 @@ def test_a_bubblewrap_that_cannot_make_a_sandbox_is_refused(tmp_path):
                                 "chromium": "#!/bin/sh\n"})
     code, output, _ = make_test_step(folder)
     assert code == 1
-    assert output.startswith("make test: bubblewrap is installed but cannot make a sandbox")
+    assert output.startswith("make test: bubblewrap is installed but cannot make grading's "
+                             "sandbox here")
     assert "setting up uid map: Permission denied" in output
     assert "kernel.apparmor_restrict_unprivileged_userns=0" in output
 
@@ -119,6 +134,15 @@ def test_the_programs_and_the_message(tmp_path):
     assert "bubblewrap" not in text and "sudo apt-get install chromium" in text
 
 
+def test_a_subset_is_checked_alone(tmp_path):
+    folder = machine(tmp_path, {"chromium": "#!/bin/sh\n"})  # no bwrap, no apt-get
+    run = subprocess.run(["python3", "-m", "tools.system_packages", "chromium"], cwd=REPO,
+                         capture_output=True, text=True, env={
+                             "PATH": str(folder), "COURSE_CHROMIUM": str(folder / "chromium")})
+    assert run.returncode == 0 and run.stdout.startswith("make test: system packages present: "
+                                                         "chromium (")
+
+
 def test_make_lab_and_make_check_need_no_system_package():
     def commands(*targets):
         env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
@@ -130,7 +154,11 @@ def test_make_lab_and_make_check_need_no_system_package():
 
 
 def test_the_readme_says_what_make_test_installs():
-    readme = (REPO / "README.md").read_text()
-    assert "bubblewrap" in readme and "Chromium" in readme
-    assert "tools/system_packages.py" in readme
+    """One paragraph of the README: what make test installs, how, and that a student's
+    commands need neither."""
+    paragraphs = (REPO / "README.md").read_text().split("\n\n")
+    [paragraph] = [p for p in paragraphs if "tools/system_packages.py" in p]
+    for words in ("`make test` also needs", "bubblewrap", "Chromium", "apt-get", "root",
+                  "sudo", "`make lab`", "`make check` need neither"):
+        assert words in paragraph, words
 

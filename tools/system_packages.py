@@ -5,11 +5,15 @@
     chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
                 would; COURSE_CHROMIUM names another Chromium or Chrome binary
 
+    python3 -m tools.system_packages [NAME ...]   (default: both; make screenshots: chromium)
+
 Where one is missing it is installed with apt-get, as root or through a sudo that asks no
-password (`make test` never stops to ask for one). Elsewhere (no apt-get, no root: macOS,
-a shared machine) it prints one message naming each missing package and the command that
-installs it, and exits 1 before any test starts. A `bwrap` that cannot make a sandbox here
-(user namespaces switched off, as Ubuntu 24.04's AppArmor does) is refused the same way.
+password (`make test` never stops to ask for one), each package on its own (Ubuntu has no
+chromium package, only a snap). Elsewhere (no apt-get, no root: macOS, a shared machine)
+it prints one message naming each missing package and the command that installs it, and
+exits 1 before any test starts. So does a `bwrap` that cannot make grading's sandbox here
+(user namespaces switched off, as Ubuntu 24.04's AppArmor does): the probe is that sandbox,
+built by tools/judge/box.py, running a Python that does nothing.
 
 A student's `make lab` and `make check` need neither. The system's python3 runs this before
 the virtual environment exists: the standard library only.
@@ -19,12 +23,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Package:
-    name: str  # the package, in Debian's, Ubuntu's and Fedora's archives alike
+    name: str  # the package, in Debian's archive (and Fedora's)
     program: str  # what the tests run: a command looked up on PATH, or a path
     use: str  # what for, in a few words
 
@@ -58,50 +63,61 @@ def refusal(absent):
     lines = ["make test: missing system packages, so no test was run:"]
     lines += [f"  {p.name} ({p.program}): {p.use}" for p in absent]
     lines += ["Install them, then run make test again:",
-              f"  Debian, Ubuntu: sudo apt-get install {names}",
-              f"  Fedora:         sudo dnf install {names}"]
+              f"  Debian: sudo apt-get install {names}",
+              f"  Fedora: sudo dnf install {names}"]
     if any(p.name == "bubblewrap" for p in absent):
-        lines.append("  macOS, Windows: bubblewrap is Linux's; run make test in a Linux VM "
-                     "or container")
+        lines += ["  Ubuntu: sudo apt-get install bubblewrap",
+                  "  macOS, Windows: bubblewrap is Linux's; run make test in a Linux VM or "
+                  "container"]
     if any(p.name == "chromium" for p in absent):
-        lines.append("  or set COURSE_CHROMIUM to a Chromium or Chrome binary you have "
-                     "(Ubuntu's chromium is a snap: /snap/bin/chromium)")
+        lines.append("  Chromium elsewhere (Ubuntu: sudo snap install chromium): set "
+                     "COURSE_CHROMIUM to its binary (/snap/bin/chromium), or to Chrome's")
     return "\n".join(lines)
 
 
-def sandbox_refusal(bwrap):
-    """None where bubblewrap makes a sandbox here (its own namespaces, as the grading's);
-    else the message saying why not."""
-    run = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                          "--proc", "/proc", "--dev", "/dev", "true"],
-                         capture_output=True, text=True)
+def sandbox_refusal():
+    """None where bubblewrap makes grading's sandbox here (tools/judge/box.py's, with its
+    namespaces, file systems and seccomp filter); else the message saying why not."""
+    from tools.judge import box  # (the standard library and tools/ only)
+
+    with tempfile.TemporaryDirectory() as folder:
+        command, fd = box.command(folder, ["-c", "pass"], {})
+        try:
+            run = subprocess.run(command, pass_fds=() if fd is None else (fd,),
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        finally:
+            if fd is not None:
+                os.close(fd)
     if run.returncode == 0:
         return None
-    return (f"make test: bubblewrap is installed but cannot make a sandbox here, so no test "
-            f"was run:\n  {bwrap}: {run.stderr.strip() or f'exit status {run.returncode}'}\n"
+    return (f"make test: bubblewrap is installed but cannot make grading's sandbox here, so "
+            f"no test was run:\n  {run.stderr.strip() or f'exit status {run.returncode}'}\n"
             "It needs unprivileged user namespaces. Ubuntu 24.04: sudo sysctl -w "
             "kernel.apparmor_restrict_unprivileged_userns=0; a container: run it with "
             "user namespaces allowed (e.g. docker run --privileged).")
 
 
 def install(prefix, absent):
-    """apt-get install the packages (after an `apt-get update` if the first try fails, as
-    on a machine whose package lists are stale or empty). True if it succeeded."""
-    names = [p.name for p in absent]
+    """apt-get install each package on its own (after an `apt-get update` if the first try
+    fails, as on a machine whose package lists are stale or empty), printing what failed."""
     how = "sudo apt-get" if prefix[0] == "sudo" else "apt-get"
-    print(f"make test: installing {', '.join(names)} (system packages it needs) with {how} ...",
-          flush=True)
-    for attempt in ([], [[*prefix, "update", "-q"]]):
-        for command in [*attempt, [*prefix, "install", "-y", "-q", *names]]:
-            run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
-                                 text=True)
-            if run.returncode:
-                break
-        else:
-            return True
-    print(f"make test: {' '.join(command)} failed:\n{run.stdout[-1500:]}{run.stderr[-1500:]}",
-          file=sys.stderr)
-    return False
+    print(f"make test: installing {', '.join(p.name for p in absent)} (system packages it "
+          f"needs) with {how} ...", flush=True)
+    updated = False
+    for package in absent:
+        run = _apt(prefix, "install", "-y", "-q", package.name)
+        if run.returncode and not updated:  # stale or empty package lists: update, once
+            updated = True
+            if _apt(prefix, "update", "-q").returncode == 0:
+                run = _apt(prefix, "install", "-y", "-q", package.name)
+        if run.returncode:
+            print(f"make test: {' '.join(run.args[len(prefix) - 1:])} failed:\n"
+                  f"{run.stdout[-1500:]}{run.stderr[-1500:]}", file=sys.stderr)
+
+
+def _apt(prefix, *args):
+    return subprocess.run([*prefix, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True)
 
 
 def passwordless_sudo():
@@ -110,15 +126,17 @@ def passwordless_sudo():
         ["sudo", "-n", "true"], stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
 
 
-def main():
-    needed = packages()
+def main(names=()):
+    needed = [p for p in packages() if not names or p.name in names]
     absent = missing(needed)
     if absent:
         prefix = install_command(os.geteuid(), shutil.which("apt-get") is not None,
                                  passwordless_sudo())
-        if prefix is None or not install(prefix, absent) or missing(absent):
+        if prefix is not None:
+            install(prefix, absent)
+        if missing(needed):
             sys.exit(refusal(missing(needed)))
-    problem = sandbox_refusal(shutil.which("bwrap"))
+    problem = sandbox_refusal() if any(p.name == "bubblewrap" for p in needed) else None
     if problem:
         sys.exit(problem)
     print("make test: system packages present: " +
@@ -126,4 +144,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    unknown = set(sys.argv[1:]) - {p.name for p in packages()}
+    if unknown:
+        sys.exit(f"usage: python3 -m tools.system_packages [NAME ...]: no package {unknown}")
+    main(sys.argv[1:])
