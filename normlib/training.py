@@ -278,7 +278,7 @@ def windows(losses, k=20):
 def warmup_claims(runs):
     """{claim: whether it holds} for warmup_runs() of seed 1, on means of 20 steps (windows).
     Observed over the plain run and 5 jitters on 3 CPU configurations and 40 more jitters on
-    one: Post-LN without warm-up never below 2.73 (fails: above 2.50); with it, its lowest
+    one: Post-LN without warm-up ended at 2.72 or more (fails: above 2.50); with it, its lowest
     0.64 to 0.89 (learns: below 1.39), but at this learning rate it is near the edge of what
     it tolerates, and with some jitters its loss climbs back late in the run: its end at most
     1.24 (away from chance: below 2.50); Pre-LN's end at most 0.74. Whether the warm-up helps
