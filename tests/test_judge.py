@@ -15,6 +15,7 @@ that runs it in the OS sandbox (tools/judge/box.py).
   writing outside its folder; and nothing survives the judge killing it.
 """
 
+import io
 import json
 import os
 import shutil
@@ -29,6 +30,8 @@ from tests.conftest import processes_naming
 from tools.exercises import SOLUTIONS, exercises
 from tools.grading import LIMITS, GradingExecute
 from tools.judge import box
+from tools.judge.judge import Judge
+from tools.judge.peer import Peer, WorkerGone
 from tools.recheck import run_checks
 from tools.synthetic import override
 
@@ -101,6 +104,61 @@ def test_a_forger_gets_what_its_code_deserves(tmp_path, case):
     assert not results["1.1"][0], results["1.1"]
     # 1.2 calls 1.1 in the reference: it fails with it; the judge went on to grade it
     assert set(results) == {"1.1", "1.2"}
+
+
+def test_a_request_to_a_worker_that_is_gone_is_worker_gone():
+    """Writing to a worker whose end of the channel is closed (it ended) raises WorkerGone,
+    which the judge handles, as reading its EOF does; never a BrokenPipeError, which once
+    ended the judge in the middle of a submission."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    writer = os.fdopen(write_end, "wb", buffering=0)  # (buffered, close would flush again)
+    with open(os.devnull, "rb") as reader, writer, pytest.raises(WorkerGone):
+        Peer(reader, writer, ()).request("reset")
+
+
+class LostWorker:
+    """A worker process that has ended but is not reaped yet: poll() says it runs until
+    someone waits for it (the race: a forger's os._exit, bubblewrap not yet gone)."""
+
+    def __init__(self):
+        self.reaped = False
+        self.stdin = self.stdout = io.BytesIO()
+
+    def poll(self):
+        return 0 if self.reaped else None
+
+    def kill(self):
+        pass
+
+    def wait(self):
+        self.reaped = True
+
+
+def test_the_judge_starts_a_new_worker_after_losing_one(monkeypatch):
+    """A check whose worker is gone fails, and the next check gets a new worker: before,
+    the next check wrote to the lost one."""
+    starts = []
+
+    class Channel:
+        def __init__(self, gone):
+            self.gone = gone
+
+        def request(self, op):
+            if self.gone:
+                raise WorkerGone("EOF")
+
+    def start(judge):
+        starts.append(1)
+        judge.process, judge.peer = LostWorker(), Channel(gone=len(starts) == 1)
+
+    monkeypatch.setattr(Judge, "start", start)
+    limits = {"notebook_timeout": 60, "timeout": 30, "startup_timeout": 30}
+    judge = Judge("/nonexistent", "/nonexistent", [], limits, sandbox=False)
+    found = judge.run([("first", "pass"), ("second", "pass")])
+    assert len(starts) == 2
+    assert found["first"] == (False, "the submission's code ended its process")
+    assert found["second"] == (True, "")
 
 
 NO_TORCH = """

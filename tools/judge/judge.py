@@ -12,6 +12,7 @@ course's normlib/ with the submission's files in their place. A check that runs 
 the time limit, or whose worker dies, fails; the worker is started again for the next.
 """
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -108,7 +109,8 @@ class Judge:
         if self.process:
             self.process.kill()
             self.process.wait()
-            self.process.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # what a lost worker did not read
+                self.process.stdin.close()
             self.process.stdout.close()
         self.process = None
 
@@ -138,6 +140,8 @@ class Judge:
                 status, detail = run(source, f"<{grade_id}>")
             except WorkerGone as error:
                 status, detail = "FAIL", f"WorkerGone: {error}"
+                self.process.kill()  # ended, or ending: the next check starts a new worker
+                self.process.wait()  # (not yet reaped, poll() would say it still runs)
             finally:
                 timer.cancel()
             if self.process.poll() is not None:  # killed by the timer, or it ended itself

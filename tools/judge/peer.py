@@ -173,8 +173,11 @@ class Peer:
 
     # -- messages ------------------------------------------------------------------------
     def _write(self, tree, buffers):
-        self.writer.write(dumps(tree, buffers))
-        self.writer.flush()
+        try:
+            self.writer.write(dumps(tree, buffers))
+            self.writer.flush()
+        except OSError as error:  # a broken pipe: the other side ended, as for _read's EOF
+            raise WorkerGone(str(error)) from None
 
     def _read(self):
         try:
