@@ -31,7 +31,7 @@ from tools.exercises import SOLUTIONS, exercises
 from tools.grading import LIMITS, GradingExecute
 from tools.judge import box
 from tools.judge.judge import Judge
-from tools.judge.peer import Peer, WorkerGone
+from tools.judge.peer import ENDED, Peer, WorkerGone
 from tools.recheck import run_checks
 from tools.synthetic import override
 
@@ -140,13 +140,14 @@ def test_the_judge_starts_a_new_worker_after_losing_one(monkeypatch):
     the next check wrote to the lost one."""
     starts = []
 
-    class Channel:
+    class Channel:  # a Peer whose worker ended (EOF), or one that answers
         def __init__(self, gone):
-            self.gone = gone
+            self.gone, self.broken, self.deadline = gone, None, None
 
         def request(self, op):
             if self.gone:
-                raise WorkerGone("EOF")
+                self.broken = ENDED
+                raise WorkerGone(ENDED)
 
     def start(judge):
         starts.append(1)

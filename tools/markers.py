@@ -46,6 +46,20 @@ def split_check(source):
     return "".join(visible), "".join(hidden)
 
 
+def hidden_line_numbers(source):
+    """The numbers (from 1) of a check cell's lines in its hidden-test block, the markers
+    included."""
+    numbers, inside = set(), False
+    for number, line in enumerate(source.splitlines(), 1):
+        if line.strip() == BEGIN_HIDDEN:
+            inside = True
+        if inside:
+            numbers.add(number)
+        if line.strip() == END_HIDDEN:
+            inside = False
+    return numbers
+
+
 def fold_hidden(source):
     """A check cell's source with its hidden-test block folded into one comment line
     (what feedback shows)."""

@@ -9,7 +9,15 @@ hidden tests never exist where the student's code runs.
 
 judge_dir holds the course's normlib/ without the student's files; worker_dir the
 course's normlib/ with the submission's files in their place. A check that runs over
-the time limit, or whose worker dies, fails; the worker is started again for the next.
+the time limit, whose worker dies, falls silent, breaks the protocol or answers with an
+error, fails; the worker is started again for the next.
+
+What a verdict says (`explain`): the invariant is that it quotes no text that crossed
+from the worker, whose code has seen every hidden case's arguments by then. A failed
+check shows the check's own assertion message (which case, what differs, how far off: its
+numbers to two digits, without NumPy's dump of the arrays' values), or the builtin type
+of an error raised in the submission's code, never its message; for a hidden test, never
+the check's line either, only that a hidden test failed.
 """
 
 import contextlib
@@ -17,18 +25,68 @@ import importlib.abc
 import importlib.machinery
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
+import traceback
 import types
 
 from tools import sandbox
 from tools.judge import box
-from tools.judge.peer import Peer, WorkerGone
+from tools.judge.peer import ENDED, SILENT, Peer, RemoteError
+from tools.markers import hidden_line_numbers
 
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays, in a message
+_FLOAT = re.compile(r"(?<![\w.])-?\d+(?:\.\d*(?:e[-+]?\d+)?|e[-+]?\d+)(?![\w.])")  # 0.12, 1e+30
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _cell_line(error, filename):
+    """The number of the check cell's top-level line that raised error (None if none)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == filename]
+    return frames[0].lineno if frames else None
+
+
+def _sanitized(text, source):
+    """A message of the check's, without what the submission could have put there:
+    NumPy's dump of the arrays' values cut, every float to two significant digits, and a
+    quoted string that the check's source does not hold blanked."""
+    text = _DUMP.split(text)[0].strip()
+    text = _FLOAT.sub(lambda m: f"{float(m.group()):.2g}", text)
+    return _QUOTED.sub(lambda m: m.group() if m.group()[1:-1] in source else "'…'", text)
+
+
+def explain(error, source, filename):
+    """The judge's words on a check cell (source, compiled as filename) that raised error:
+    see the module's docstring."""
+    line = _cell_line(error, filename)
+    hidden = line in hidden_line_numbers(source)
+    lines = source.splitlines()
+    where = "in a hidden test" if hidden else \
+        f"at the check's line {line}: {lines[line - 1].strip()}" if line else "in the check"
+    name = type(error).__name__
+    if isinstance(error, RemoteError):
+        name = name if name != "RemoteError" else "an exception of its own class"
+        shown = "" if hidden else " (its message is in your notebook's run of the check)"
+        return f"{name} raised by the submission's code, {where}{shown}"
+    message = _sanitized(str(error), source)
+    if isinstance(error, AssertionError):  # the check's own words
+        return f"a hidden test failed: {message}" if hidden else f"{name}: {message}"
+    return f"{name} {where}: {message}"  # the check's code, on what the submission returned
+
+
+def check(source, grade_id):
+    """(passed, the judge's words) of one check cell, run in a fresh namespace."""
+    filename = f"<{grade_id}>"
+    try:
+        exec(compile(source, filename, "exec"), {"__name__": "__check__"})
+    except Exception as error:
+        return False, explain(error, source, filename)
+    return True, ""
 
 
 class StudentModule(types.ModuleType):
@@ -86,12 +144,12 @@ class Judge:
         else:
             command, fds, fd = [sys.executable, *argv], (), None
             env, cwd = {**os.environ, "PYTHONPATH": REPO}, self.worker_dir
-        self.process = subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(  # (unbuffered: a read waits with select)
+            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
             stderr=subprocess.DEVNULL, env=env, pass_fds=fds, preexec_fn=self._limit)
         if fd is not None:
             os.close(fd)
-        self.peer = Peer(self.process.stdout, self.process.stdin, JUDGE_OPS)
+        self.peer = Peer(self.process.stdout, self.process.stdin, JUDGE_OPS, untrusted=True)
         for name in [n for n in sys.modules if n == "normlib" or n.startswith("normlib.")]:
             del sys.modules[name]  # proxies of a worker that is gone; course modules again
         if self.finder not in sys.meta_path:
@@ -116,8 +174,6 @@ class Judge:
 
     def run(self, cells):
         """{grade_id: (passed, detail)} of check cells [(grade_id, source)]."""
-        from tools.check import run
-
         found = {}
         deadline = time.monotonic() + self.limits["notebook_timeout"]
         for grade_id, source in cells:
@@ -125,30 +181,35 @@ class Judge:
                 found[grade_id] = (False, f"not run: the submission ran over its "
                                           f"{self.limits['notebook_timeout']} s limit")
                 continue
-            if self.process is None or self.process.poll() is not None:
-                self.stop()
-                self.start()
-                budget = self.limits["timeout"] + self.limits["startup_timeout"]
-            else:
-                budget = self.limits["timeout"]
-            budget = min(budget, deadline - time.monotonic())
-            timer = threading.Timer(budget, self.process.kill)
-            timer.start()
-            start = time.monotonic()
-            try:
-                self.peer.request("reset")
-                status, detail = run(source, f"<{grade_id}>")
-            except WorkerGone as error:
-                status, detail = "FAIL", f"WorkerGone: {error}"
-                self.process.kill()  # ended, or ending: the next check starts a new worker
-                self.process.wait()  # (not yet reaped, poll() would say it still runs)
-            finally:
-                timer.cancel()
-            if self.process.poll() is not None:  # killed by the timer, or it ended itself
-                over = time.monotonic() - start >= budget
-                detail = (f"ran over the {self.limits['timeout']} s limit" if over else
-                          "the submission's code ended its process")
-                status = "FAIL"
-            found[grade_id] = (status == "pass", detail)
+            found[grade_id] = self._grade(grade_id, source, deadline)
         self.stop()
         return found
+
+    def _grade(self, grade_id, source, deadline):
+        """(passed, detail) of one check, with a worker that is alive and in step: a new
+        one if the last check lost it."""
+        fresh = self.process is None or self.process.poll() is not None or self.peer.broken
+        if fresh:
+            self.stop()
+            self.start()
+        budget = self.limits["timeout"] + (self.limits["startup_timeout"] if fresh else 0)
+        start = time.monotonic()
+        budget = min(budget, deadline - start)
+        self.peer.deadline = start + budget  # every read from the worker
+        timer = threading.Timer(budget, self.process.kill)  # a write to a worker that
+        timer.start()  # reads nothing, a worker computing forever
+        try:
+            self.peer.request("reset")
+            passed, detail = check(source, grade_id)
+        except Exception as error:  # an error reply to "reset", a lost worker
+            passed, detail = False, f"the worker failed to start the check ({type(error).__name__})"
+            self.peer.broken = self.peer.broken or detail
+        finally:
+            timer.cancel()
+        if self.peer.broken or self.process.poll() is not None:
+            self.process.kill()  # ended, ending, silent or out of step: never used again
+            self.process.wait()  # (not yet reaped, poll() would say it still runs)
+            over = self.peer.broken == SILENT or time.monotonic() - start >= budget
+            passed, detail = False, (f"ran over the {self.limits['timeout']} s limit" if over
+                                     else self.peer.broken or ENDED)
+        return passed, detail

@@ -12,8 +12,14 @@ and gradients across it. The same class runs on both sides.
 - A call whose tensor arguments require grad crosses as one autograd node (`Bridge`):
   the callee keeps the graph; backward sends the output gradients and gets the input
   gradients back (parameters' gradients accumulate on the callee's side, as they would).
-- Arrays and tensors the callee wrote into (running statistics updated in place, or an
-  input a kernel must not touch) are copied back into the caller's, so the check sees it.
+- Nothing flows back unasked: the callee gets copies, and only the arguments a call
+  declares as updated in place (`updates`: running statistics) receive what it wrote
+  there. A callee that wrote into any other argument (an input a kernel must not touch,
+  the reference's state_dict handed to load_state_dict) fails the call with an
+  AssertionError of the caller's, and the caller's objects stay as they were.
+- The judge's end is `untrusted`: it keeps only the builtin type of an error the worker
+  reports, never its message (which student code wrote, after seeing the hidden tests'
+  arguments), and waits for each message only until its `deadline`.
 """
 
 import contextlib
@@ -22,6 +28,7 @@ import itertools
 import re
 import tracemalloc
 import types
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,19 +52,28 @@ _BUILTIN_ERRORS = {e.__name__: e for e in (
     ZeroDivisionError, FloatingPointError, ArithmeticError, UnboundLocalError)}
 
 
+ENDED = "the submission's code ended its process"  # (what broke a channel: Peer.broken)
+SILENT = "no answer in time"
+UNQUOTED = "(raised by the submission's code; the judge does not read its message)"
+
+
 class RemoteError(Exception):
-    """An exception raised on the other side, of a class that is not a builtin one (its
-    class, made here, has the other side's class name)."""
+    """An exception raised on the other side. Its class, made here, is a subclass of the
+    builtin one of that name (so that `except ValueError` catches a remote ValueError),
+    or of RemoteError alone for a class of the other side's own."""
 
 
-def remote_error(name, message):
-    """The exception to raise for an error the other side reported."""
-    name, message = str(name)[:100], str(message)[:MESSAGE_CHARS]
-    if name in _BUILTIN_ERRORS:
-        return _BUILTIN_ERRORS[name](message)
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
-        name = "RemoteError"
-    return type(name, (RemoteError,), {})(message)
+def remote_error(name, message, quote=True):
+    """The exception to raise for an error the other side reported (quote=False: without
+    its message, UNQUOTED instead, and a class of its own named RemoteError)."""
+    name = name if isinstance(name, str) and name in _BUILTIN_ERRORS else None
+    if quote:
+        message = str(message)[:MESSAGE_CHARS]
+    else:
+        message = UNQUOTED
+    if name is None:
+        return RemoteError(message)
+    return type(name, (_BUILTIN_ERRORS[name], RemoteError), {})(message)
 
 
 class WorkerGone(Exception):
@@ -77,16 +93,28 @@ def tensors_in(value):
             yield from tensors_in(v)
 
 
-def _copy_back(original, value):
-    """Write a callee's final value of an argument into the caller's array or tensor (only
-    if it has the same shape and dtype: an argument cannot change those in place)."""
-    if isinstance(original, np.ndarray) and isinstance(value, np.ndarray):
-        if original.shape == value.shape and original.dtype == value.dtype:
-            np.copyto(original, value)
-    elif is_tensor(original) and is_tensor(value):
-        if original.shape == value.shape and original.dtype == value.dtype:
-            with loaded_torch().no_grad():
-                original.copy_(value)
+def _describe(a):
+    kind = "tensor" if is_tensor(a) else "array"
+    return f"a {tuple(a.shape)} {a.dtype} {kind}"
+
+
+def _copy_back(original, value, updates):
+    """Write a callee's final value of an argument into the caller's array or tensor, if
+    the call declared it as updated in place (its id is in updates) and the value has its
+    type, shape and dtype; else the call fails, and the caller's stays as it was."""
+    if not any(original is u for u in updates):
+        raise AssertionError(f"the call wrote into one of its arguments ({_describe(original)}"
+                             "), which it must not change: a kernel must not write into its "
+                             "inputs")
+    if type(original) is not type(value) or original.shape != value.shape or \
+            original.dtype != value.dtype:
+        raise AssertionError(f"the call changed the shape, dtype or type of an argument it "
+                             f"updates in place ({_describe(original)})")
+    if is_tensor(original):
+        with loaded_torch().no_grad():
+            original.copy_(value)
+    else:
+        np.copyto(original, value)
 
 
 def _replace_tensors(value, new):
@@ -126,16 +154,35 @@ class Remote:
         normlib.testing.peak_memory)."""
         return self._peer.request("peak", self, args)
 
-    def __repr__(self):
-        return f"<remote {self._info.get('type', 'object')}>"
+    def remote_call_updating(self, args, updates):
+        """self(*args), where the arrays `updates` (some of args) receive what the call wrote
+        into them (see normlib.testing.call_updating)."""
+        return self._peer.call(self, args, {}, updates)
+
+    def __repr__(self):  # (not the other side's type name: a string it chose)
+        return f"<remote {self._info.get('kind', 'object')}>"
+
+
+@dataclass
+class Frame:
+    """A request to send: its message, the Encoder that made it (its buffers, and the
+    caller's arrays and tensors they came from), and the arguments it may update in place."""
+    message: dict
+    encoder: Encoder
+    updates: tuple = ()
 
 
 class Peer:
     """One end of a channel: `reader`, `writer` (binary streams); `serves` (the request
-    kinds this side answers: the judge answers only callbacks into what it handed over)."""
+    kinds this side answers: the judge answers only callbacks into what it handed over);
+    `untrusted`: the other side is the worker (see the module's docstring). `deadline`
+    (time.monotonic(), None: no limit): when a read gives up (the judge sets it for each
+    check; `reader` must then be unbuffered). `broken`: None, or what broke the channel
+    (the other side ended, fell silent or broke the protocol): nothing more crosses it."""
 
-    def __init__(self, reader, writer, serves):
+    def __init__(self, reader, writer, serves, untrusted=False):
         self.reader, self.writer, self.serves = reader, writer, set(serves)
+        self.untrusted, self.deadline, self.broken = untrusted, None, None
         self.exports, self._ids, self._count = {}, {}, itertools.count(1)
         self.proxies, self.graphs, self._seq = {}, {}, itertools.count(1)
 
@@ -161,8 +208,9 @@ class Peer:
             return self.exports[handle]
         if not isinstance(handle, int):
             raise ProtocolError("a handle must be an int")
-        info = {k: tree.get(k) for k in ("kind", "type", "torch_class")
-                if isinstance(tree.get(k), str)}
+        info = {k: tree.get(k) for k in ("kind", "torch_class") if isinstance(tree.get(k), str)}
+        if info.get("kind") not in ("module", "class", "callable", "object"):
+            info["kind"] = "object"
         if handle not in self.proxies:
             if info.get("kind") == "module":
                 from tools.judge.torch_proxies import RemoteModule as cls
@@ -173,67 +221,95 @@ class Peer:
 
     # -- messages ------------------------------------------------------------------------
     def _write(self, tree, buffers):
+        if self.broken:
+            raise WorkerGone(self.broken)
+        data = memoryview(dumps(tree, buffers))
         try:
-            self.writer.write(dumps(tree, buffers))
+            while data:  # (an unbuffered writer may take part of it)
+                data = data[self.writer.write(data):]
             self.writer.flush()
-        except OSError as error:  # a broken pipe: the other side ended, as for _read's EOF
-            raise WorkerGone(str(error)) from None
+        except OSError:  # a broken pipe: the other side ended, as for _read's EOF
+            self._break(ENDED)
 
     def _read(self):
+        if self.broken:
+            raise WorkerGone(self.broken)
         try:
-            return read_message(self.reader)
-        except (EOFError, OSError, ProtocolError) as error:
-            raise WorkerGone(str(error)) from None
+            return read_message(self.reader, self.deadline)
+        except TimeoutError:
+            self._break(SILENT)
+        except (EOFError, OSError):
+            self._break(ENDED)
+        except ProtocolError as error:
+            self._break(f"the worker broke the protocol: {error}")
 
-    def frame(self, op, *args):
-        """An encoded request, and the arrays and tensors whose bytes it carries."""
+    def _break(self, why):
+        self.broken = why
+        raise WorkerGone(why) from None
+
+    def frame(self, op, *args, updates=()):
+        """The Frame of a request."""
         encoder = Encoder(self._export)
         tree = encoder(list(args))
-        return {"op": op, "seq": next(self._seq), "args": tree}, encoder
+        return Frame({"op": op, "seq": next(self._seq), "args": tree}, encoder, updates)
 
     def request(self, op, *args):
         """Send a request; serve the other side's requests until its reply; its value."""
         return self.send_request(self.frame(op, *args))["value"]
 
     def send_request(self, frame):
-        (message, encoder) = frame
-        self._write(message, encoder.buffers)
+        self._write(frame.message, frame.encoder.buffers)
         while True:
             tree, buffers = self._read()
             if not isinstance(tree, dict):
-                raise WorkerGone("a message that is not an object")
+                self._break("a message that is not an object")
             if "op" in tree:
                 self._serve(tree, buffers)
                 continue
-            if tree.get("re") != message["seq"]:
-                raise WorkerGone(f"a reply to {tree.get('re')!r}, {message['seq']} expected")
+            if tree.get("re") != frame.message["seq"]:
+                self._break("a reply to another request")
             if "error" in tree:
-                name, text = (list(tree["error"]) + ["", ""])[:2]
-                raise remote_error(name, text)
-            decoder = Decoder(buffers, self._resolve)
-            try:
-                reply = {k: decoder(v) if k in ("value", "changed") else v
-                         for k, v in tree.items()}
-            except (ProtocolError, ValueError, TypeError, KeyError, AttributeError,
-                    RecursionError) as error:
-                raise WorkerGone(f"a reply that is not a value ({error})") from None
-            for index, value in reply.get("changed") or []:
-                _copy_back(encoder.sources.get(index), value)
-            return reply
+                error = tree["error"]
+                if not (isinstance(error, list) and len(error) == 2):
+                    self._break("an error that is not [name, message]")
+                raise remote_error(*error, quote=not self.untrusted)
+            return self._reply(tree, buffers, frame)
 
-    def call(self, target, args, kwargs):
+    def _reply(self, tree, buffers, frame):
+        """A reply's fields, its values decoded, validated; what the callee wrote into
+        arguments copied back (see _copy_back)."""
+        graph, diff = tree.get("graph"), tree.get("diff", [])
+        if not (graph is None or type(graph) is int) or not (
+                isinstance(diff, list) and all(type(d) is bool for d in diff)):
+            self._break("a reply whose graph or diff is not what a call returns")
+        decoder = Decoder(buffers, self._resolve)
+        try:
+            value, changed = decoder(tree.get("value")), decoder(tree.get("changed", []))
+        except (ProtocolError, ValueError, TypeError, KeyError, AttributeError,
+                RecursionError) as error:
+            self._break(f"a reply that is not a value ({type(error).__name__})")
+        if not (isinstance(changed, list) and all(
+                isinstance(c, list) and len(c) == 2 and type(c[0]) is int for c in changed)):
+            self._break("a reply whose changed arguments are not [index, value] pairs")
+        for index, new in changed:
+            if index in frame.encoder.sources:
+                _copy_back(frame.encoder.sources[index], new, frame.updates)
+        return {"value": value, "graph": graph, "diff": diff}
+
+    def call(self, target, args, kwargs, updates=()):
         """target(*args, **kwargs) on the other side, as one autograd node if grad is on
-        and a tensor argument requires it."""
+        and a tensor argument requires it; updates: the arrays or tensors among the
+        arguments that it may write into (see _copy_back)."""
         torch = loaded_torch()
         grad = torch is not None and torch.is_grad_enabled()
-        message, encoder = self.frame("call", target, args, kwargs, grad)
-        leaves = [t for t in encoder.sources.values() if is_tensor(t) and t.requires_grad]
+        frame = self.frame("call", target, args, kwargs, grad, updates=tuple(updates))
+        leaves = [t for t in frame.encoder.sources.values() if is_tensor(t) and t.requires_grad]
         if not (grad and leaves):
-            return self.send_request((message, encoder))["value"]
+            return self.send_request(frame)["value"]
         from tools.judge.torch_proxies import Bridge
 
         holder = {}
-        outputs = Bridge.apply(self, (message, encoder), holder, *leaves)
+        outputs = Bridge.apply(self, frame, holder, *leaves)
         return _replace_tensors(holder["result"], iter(outputs))
 
     # -- serving -------------------------------------------------------------------------

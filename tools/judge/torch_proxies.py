@@ -35,7 +35,8 @@ class RemoteModule(Remote, torch.nn.Module):
     remote module's, except the parameters, which are local copies with their .grad:
     changed in place (p.normal_()), they are sent back before the next request."""
 
-    _LOCAL = {"named_parameters", "parameters", "forward", "remote_peak_memory"}
+    _LOCAL = {"named_parameters", "parameters", "forward", "remote_peak_memory",
+              "remote_call_updating"}
 
     def __init__(self, peer, handle, info):
         Remote.__init__(self, peer, handle, info)
@@ -89,4 +90,4 @@ class RemoteModule(Remote, torch.nn.Module):
         return iter([p for _, p in self.named_parameters()])
 
     def __repr__(self):
-        return f"<remote module {self._info.get('type', '')}>"
+        return "<remote module>"

@@ -12,18 +12,36 @@ process that has not imported torch holds none of them, so the worker of a NumPy
 submission never imports it (2.5 s of CPU per worker). The judge always has.
 
     frame: [u64 length of the JSON][JSON][u32 number of buffers]([u64 length][bytes])*
+
+The invariant (a message from the worker is untrusted data): every value is validated as
+it crosses, in both directions, so that what one side reads is exactly what the other
+sent and costs the reader a bounded time and memory:
+- an array keeps its exact shape (0-d included) and dtype (one of NUMPY_KINDS, no
+  structured or sub-array dtype); a subclass crosses as the plain array it holds;
+- dict keys are strings (str hashing is randomized: no key set costs quadratic time);
+  an int has at most 64 bits;
+- a value nests at most MAX_DEPTH deep and holds at most MAX_ITEMS items;
+- the JSON head of a message is at most MAX_HEAD bytes (parsing inflates JSON about 20
+  times), its arrays travel as sized buffers, MAX_MESSAGE bytes in all;
+- a read waits at most until the reader's deadline (Peer.deadline).
+Anything else is a ProtocolError, which the judge scores as a failed check.
 """
 
 import functools
 import json
 import math
+import select
 import struct
 import sys
+import time
 import types
 
 import numpy as np
 
-MAX_MESSAGE = 512 << 20  # bytes; the checks' largest message is a few MiB
+MAX_MESSAGE = 64 << 20  # bytes of a message in all; the checks' largest is about 5 MiB
+MAX_HEAD = 1 << 20  # bytes of its JSON; the checks' largest is a few KiB
+MAX_DEPTH = 32  # nesting of a value (a module's parameters: a list of tuples, depth 3)
+MAX_ITEMS = 100_000  # items (list, tuple and dict entries) in one message's values
 NUMPY_KINDS = "biufc"  # bool, int, unsigned, float, complex
 
 
@@ -95,9 +113,11 @@ class Encoder:
         if isinstance(v, (list, types.GeneratorType)):  # (module.modules())
             return [self(x) for x in v]
         if isinstance(v, dict):  # (OrderedDict too: a state_dict)
-            return {"$": "dict", "items": [[self(k), self(x)] for k, x in v.items()]}
+            if not all(isinstance(k, str) for k in v):
+                raise TypeError("a dict whose keys are not all str cannot cross to the judge")
+            return {"$": "dict", "items": [[k, self(x)] for k, x in v.items()]}
         if isinstance(v, np.ndarray) and v.dtype.kind in NUMPY_KINDS:
-            a = np.ascontiguousarray(v)
+            a = np.asarray(v, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
             return {"$": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape),
                     "buf": self._buffer(a.view(np.uint8).reshape(-1) if a.size else b"", v)}
         if isinstance(v, np.generic) and v.dtype.kind in NUMPY_KINDS:
@@ -130,7 +150,19 @@ def raw_bytes(a):
         t = a.detach().cpu().contiguous()
         t = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
         return t.numpy().tobytes()
-    return np.ascontiguousarray(a).tobytes()
+    return np.asarray(a, order="C").tobytes()
+
+
+def numpy_dtype(name):
+    """The NumPy dtype a message names: a plain number type (NUMPY_KINDS), else
+    ProtocolError."""
+    try:
+        dtype = np.dtype(str(name))
+    except (TypeError, ValueError, SyntaxError):
+        raise ProtocolError(f"dtype {str(name)[:40]!r} not allowed") from None
+    if dtype.kind not in NUMPY_KINDS or dtype.fields or dtype.subdtype or dtype.str != name:
+        raise ProtocolError(f"dtype {str(name)[:40]!r} not allowed")
+    return dtype
 
 
 class Decoder:
@@ -140,6 +172,13 @@ class Decoder:
 
     def __init__(self, buffers, resolve):
         self.buffers, self.resolve, self.made = buffers, resolve, {}
+        self.items, self.depth = 0, 0
+
+    def _count(self, items):
+        self.items += len(items)
+        if self.items > MAX_ITEMS:
+            raise ProtocolError(f"a message of more than {MAX_ITEMS} items")
+        return items
 
     def _bytes(self, tree, size):
         index = tree.get("buf")
@@ -153,28 +192,44 @@ class Decoder:
     @staticmethod
     def _shape(tree):
         shape = tree.get("shape")
-        if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)):
-            raise ProtocolError(f"bad shape {shape!r}")
+        if not (isinstance(shape, list) and len(shape) <= MAX_DEPTH and all(
+                type(n) is int and 0 <= n < 2**40 for n in shape)):
+            raise ProtocolError("a bad shape")
         return shape
 
     def __call__(self, t):
+        if type(t) is int and not -2**63 <= t < 2**64:
+            raise ProtocolError("an int of more than 64 bits")
         if t is None or isinstance(t, (bool, int, float, str)):
             return t
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise ProtocolError(f"a value nested more than {MAX_DEPTH} deep")
+            return self._value(t)
+        finally:
+            self.depth -= 1
+
+    def _value(self, t):
         if isinstance(t, list):
-            return [self(x) for x in t]
+            return [self(x) for x in self._count(t)]
         if not isinstance(t, dict):
             raise ProtocolError(f"unexpected {type(t).__name__}")
         kind = t.get("$")
         if kind == "float":
-            return float(t["repr"])  # "nan", "inf", "-inf"
+            if t.get("repr") not in ("nan", "inf", "-inf"):
+                raise ProtocolError("a float that is not nan, inf or -inf")
+            return float(t["repr"])
         if kind == "tuple":
-            return tuple(self(x) for x in t["items"])
+            return tuple(self(x) for x in self._count(_list(t.get("items"))))
         if kind == "dict":
-            return {self(k): self(v) for k, v in t["items"]}
+            pairs = self._count(_list(t.get("items")))
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                       for p in pairs):
+                raise ProtocolError("a dict's keys must be str")
+            return {k: self(v) for k, v in pairs}
         if kind in ("ndarray", "npscalar"):
-            dtype = np.dtype(str(t["dtype"]))
-            if dtype.kind not in NUMPY_KINDS:
-                raise ProtocolError(f"dtype {dtype} not allowed")
+            dtype = numpy_dtype(t.get("dtype"))
             shape = self._shape(t) if kind == "ndarray" else []
             data = self._bytes(t, dtype.itemsize * math.prod(shape))
             a = np.frombuffer(data, dtype).reshape(shape).copy()  # writable, owned
@@ -203,10 +258,7 @@ class Decoder:
                 raise ProtocolError(f"torch dtype {t.get('name')!r} not allowed")
             return torch_dtypes()[t["name"]]
         if kind == "npdtype":
-            dtype = np.dtype(str(t["name"]))
-            if dtype.kind not in NUMPY_KINDS:
-                raise ProtocolError(f"dtype {dtype} not allowed")
-            return dtype.type
+            return numpy_dtype(t.get("name")).type
         if kind == "device":
             return torch.device(str(t["name"]))
         if kind == "class":
@@ -223,6 +275,12 @@ class Decoder:
         raise ProtocolError(f"unknown value kind {kind!r}")
 
 
+def _list(items):
+    if not isinstance(items, list):
+        raise ProtocolError("items must be a list")
+    return items
+
+
 def dumps(tree, buffers):
     """The frame of a message."""
     head = json.dumps(tree, allow_nan=False).encode()
@@ -232,29 +290,39 @@ def dumps(tree, buffers):
     return b"".join(parts)
 
 
-def read_message(stream):
-    """(tree, buffers) of the next frame on a binary stream; EOFError if it ended."""
+def read_message(stream, deadline=None):
+    """(tree, buffers) of the next frame on a binary stream; EOFError if it ended,
+    TimeoutError if it did not come by `deadline` (time.monotonic(); the stream must then
+    be unbuffered, so that select sees every byte not yet read)."""
     def exact(n):
-        data = stream.read(n)
-        if len(data) != n:
-            raise EOFError("the other side closed the channel")
+        data, got = bytearray(n), 0
+        view = memoryview(data)
+        while got < n:
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([stream], [], [], wait)[0]:
+                    raise TimeoutError("no message from the other side in time")
+            count = stream.readinto(view[got:])
+            if not count:
+                raise EOFError("the other side closed the channel")
+            got += count
         return data
 
     total = 0
 
-    def sized(fmt):
+    def sized(fmt, limit=MAX_MESSAGE):
         nonlocal total
         (n,) = struct.unpack(fmt, exact(struct.calcsize(fmt)))
         total += n
-        if total > MAX_MESSAGE:
-            raise ProtocolError(f"a message over {MAX_MESSAGE >> 20} MiB")
+        if n > limit or total > MAX_MESSAGE:
+            raise ProtocolError(f"a message over {limit} bytes")
         return n
 
     try:
-        tree = json.loads(exact(sized("<Q")))
+        tree = json.loads(exact(sized("<Q", MAX_HEAD)))
     except (ValueError, RecursionError) as error:
         raise ProtocolError(f"not JSON: {error}") from None
     count = struct.unpack("<I", exact(4))[0]
-    if count > 100_000:
+    if count > MAX_ITEMS:
         raise ProtocolError("too many buffers")
     return tree, [exact(sized("<Q")) for _ in range(count)]
