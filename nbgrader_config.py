@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
+import nbgrader  # noqa: E402
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
 from tools.grading import (  # noqa: E402
@@ -60,3 +61,11 @@ c.GenerateFeedback.preprocessors = [
     *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests
 ]
 c.HTMLExporter.sanitize_html = True
+# The judge's verdicts stand where no output can (tools/templates/judged: nbgrader's
+# feedback page, with the verdicts in the check cells' metadata; tools/recheck.annotate).
+c.HTMLExporter.template_name = "judged"
+c.HTMLExporter.template_file = "judged.html.j2"  # (it extends nbgrader's index.html.j2)
+c.HTMLExporter.extra_template_basedirs = [
+    str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
+    str(Path(__file__).resolve().parent / "tools" / "templates"),
+]

@@ -332,3 +332,185 @@ def test_bwrap_filter_is_a_whole_bpf_program():
     program = box.seccomp_filter("x86_64")
     assert len(program) % 8 == 0 and len(program) // 8 == 15
     assert box.seccomp_filter("riscv64") is None
+
+
+# --- a hostile class: each attack that broke grading, graded beside what it deserves ----
+
+ZERO_D = """
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):  # right, but 0-d statistics for 1-d x
+    mean, rstd = _reference_stats(x, normalized_shape, eps)
+    return (mean.reshape(()), rstd.reshape(())) if x.ndim == 1 else (mean, rstd)
+"""
+
+
+def test_a_0d_result_fails_where_the_contract_says_1d(tmp_path):
+    """It crossed as (1,) and took 3 points; the same code run in-process fails."""
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", ZERO_D))
+    results = judged(folder)
+    assert results["1.1"] == (False, "a hidden test failed: mean for x (7,) float32, "
+                                     "normalized_shape=(7,), eps=1e-05: expected shape (1,), "
+                                     "got ()"), results["1.1"]
+
+
+# The channel, as a forger reaches it: the worker's Peer, found in the frame that serves
+# the current request; a reply written on it by hand, then the worker waits to be killed.
+FORGE = """
+import sys as _sys, time as _time
+
+
+def _forge(head, buffers=()):
+    from tools.judge.wire import dumps
+    frame = _sys._getframe()
+    while frame.f_code.co_name != "_serve":
+        frame = frame.f_back
+    peer, seq = frame.f_locals["self"], frame.f_locals["seq"]
+    head = head.replace(b"SEQ", str(seq).encode())
+    data = dumps({}, list(buffers))
+    peer.writer.write(len(head).to_bytes(8, "little") + head + data[8 + 2:])
+    peer.writer.flush()
+    _time.sleep(600)
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    _forge(REPLY)
+"""
+REPLIES = {  # what each forged reply holds, and why the judge refuses it
+    # int keys hashing alike (130,000 took 12 s of the judge's CPU per check, before);
+    # 30,000 fit in the 1 MiB head: refused for their keys
+    "hash-collision dict": ('b\'{"re": SEQ, "value": {"$": "dict", "items": [\' + b", ".join('
+                            'b"[%d, 0]" % (k * (2**61 - 1)) for k in range(30000)) + b"]}}"',
+                            "the worker broke the protocol: a dict's keys must be str"),
+    # a 64 MiB head of empty lists: 1.9 GB of the judge's memory, before
+    "JSON bomb": ('b\'{"re": SEQ, "value": [\' + b"[], " * (16 << 20) + b"[]]}"',
+                  "the worker broke the protocol: a message over 1048576 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", REPLIES)
+def test_a_forged_reply_fails_its_check_and_the_judge_goes_on(tmp_path, case):
+    reply, why = REPLIES[case]
+    code = STUB + FORGE.replace("REPLY", reply)
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", code))
+    results = judged(folder)
+    assert results["1.1"][0] is False and results["1.1"][1].startswith(why), results["1.1"]
+    assert "0.486" not in results["1.1"][1]
+    assert set(results) == {"1.1", "1.2"}  # the judge went on
+
+
+RAISER = """
+class Hidden_3x6f_0486(Exception):  # data in a class name
+    pass
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    if x.shape == (5, 8):  # the first hidden case: its values in the message
+        raise KIND(f"hidden {x.shape} {x.dtype} eps={eps} x[0, 0]={x[0, 0]!r}")
+    return _reference_stats(x, normalized_shape, eps)
+"""
+
+
+@pytest.mark.parametrize("kind, name", [("ValueError", "ValueError"),
+                                        ("Hidden_3x6f_0486", "an exception of its own class")])
+def test_no_message_nor_class_name_of_the_submissions_errors_reaches_a_verdict(
+        tmp_path, kind, name):
+    reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
+    folder = submission(tmp_path, layer_norm=reference + "\n_reference_stats = "
+                        "layer_norm_stats\n" + RAISER.replace("KIND", kind))
+    results = judged(folder)
+    assert results["1.1"] == (False, f"{name} raised by the submission's code, in a "
+                                     "hidden test"), results["1.1"]
+
+
+RESET_REFUSED = """
+import tools.judge.peer as _peer
+
+
+def _refuse(self):
+    raise RuntimeError("no")
+
+
+_peer.Peer._op_reset = _refuse  # (patched when the module is imported: by the first check)
+"""
+
+
+def test_an_error_reply_to_reset_fails_that_check_and_the_class_goes_on(tmp_path):
+    """It ended the judge: "10 of 11 graded", autograde exited 1."""
+    reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
+    results = judged(submission(tmp_path, layer_norm=reference + RESET_REFUSED))
+    assert results == {"1.1": (True, ""),  # a new worker: reset answered before the import
+                       "1.2": (False, "the worker failed to start the check (RuntimeError)")}
+
+
+POISON = """
+import torch as _torch
+
+_load = _torch.nn.Module.load_state_dict
+
+
+def _poisoned(self, state_dict, *args, **kwargs):
+    with _torch.no_grad():  # the judge's copies of torch's own parameters, and its own
+        for value in state_dict.values():
+            value.fill_(float("nan"))
+    return _load(self, state_dict, *args, **kwargs)
+
+
+TransformerEncoderLayer.load_state_dict = _poisoned
+TransformerEncoder.load_state_dict = _poisoned
+"""
+UNIT4 = [(e.grade_id, e.source) for e in exercises() if e.number in ("4.1", "4.2")]
+
+
+def test_nan_written_into_the_judges_state_dict_stays_in_the_worker(tmp_path):
+    """Copy-back filled torch's parameters in the judge with NaN: the expected values were
+    NaN, like the submission's, and NaN equalled NaN. Now only a call's declared updates
+    receive what it wrote (a load_state_dict has none), and no comparison passes NaN."""
+    reference = (SOLUTIONS / "normlib" / "transformer.py").read_text()
+    results = judged(submission(tmp_path, transformer=reference + POISON), UNIT4)
+    assert results["4.1"] == (True, "")  # (add_norm loads no state_dict)
+    assert results["4.2"][0] is False
+    assert results["4.2"][1].startswith("AssertionError: the call wrote into one of its "
+                                        "arguments (a (24, 8) torch.float32 tensor)")
+
+
+TASKS_SET = """
+import resource as _resource
+
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(*args, **kwargs):
+    from tools.sandbox import TASKS
+    assert _resource.getrlimit(_resource.RLIMIT_NPROC) == (TASKS, TASKS), "no task limit"
+    return _reference_stats(*args, **kwargs)
+"""
+
+
+@needs_bwrap
+def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
+    """RLIMIT_NPROC, in the sandbox's own user namespace (tools.sandbox.TASKS); the 96,365
+    it inherited were more than the host's pid_max. (The kernel exempts a grader running
+    as root, as this test may be: it shows the limit is set where it applies.)"""
+    reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
+    results = judged(submission(tmp_path, layer_norm=reference + TASKS_SET))
+    assert results["1.1"] == (True, ""), results["1.1"]
+
+
+def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monkeypatch):
+    """A judge stuck (here in a check that sleeps; before, in decoding a reply) held its
+    grading thread forever: tools.recheck waits on it until its deadline, then kills it
+    and fails that submission alone."""
+    import tools.recheck as recheck
+
+    monkeypatch.setattr(recheck, "deadline", lambda limits: 8)
+    folder = submission(tmp_path)
+    judge = recheck.JudgeProcess({})
+    job = {"judge_dir": str(folder), "worker_dir": str(folder), "student_modules": [],
+           "cells": [["stuck", "import time\ntime.sleep(600)"]], "limits": LIMITS_HERE,
+           "sandbox": False}
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="no answer in 8 s"):
+        judge.grade(job)
+    assert time.monotonic() - start < 60 and judge.process.poll() is not None

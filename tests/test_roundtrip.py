@@ -38,9 +38,9 @@ from tools.grading import SKIPPED
 from tools.grading import TAG as SKIP_TAG
 from tools.instructor import autograde, collect, export, feedback, release
 from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
-from tools.recheck import recheck
+from tools.recheck import graded_folder, recheck
 from tools.student import secret_lines
-from tools.synthetic import CASES, LEAK_LAST, zip_class
+from tools.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 
 TIMEOUT = 20  # seconds per cell here (30 by default): the loop case pays it twice; a loaded
 # 2-core machine took over 10 s for a kernel's first cell (importing torch and matplotlib)
@@ -75,8 +75,9 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit1", "exits"): scores("unit1", "1.2"),
     ("unit1", "osexit"): scores("unit1", "1.2"),
     ("unit1", "renamed"): scores("unit1", "1.2"),  # layer_norm_forward renamed
-    # right code that tries to leak the hidden tests into its feedback, and to escape
-    ("unit1", "leaker"): scores("unit1"),
+    # right code that tries to leak the hidden tests into its feedback (and the hidden
+    # cases' values, raised from its worker: costing it 1.2), and to escape
+    ("unit1", "leaker"): scores("unit1", "1.2"),
     ("unit1", "escaper"): scores("unit1"),
     # wrong code that forges its verdicts and disarms NumPy's private comparison
     ("unit1", "forger"): nothing("unit1"),
@@ -173,8 +174,10 @@ def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
     root, _ = graded
     text = feedback_text(root, "unit3", "patcher")
     assert "The judge: failed (0 / 3): AssertionError: Not equal to tolerance" in text
-    assert text.count("The judge: passed, with the hidden tests") == len(POINTS["unit3"]) - 1
-    assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 2
+    # each verdict twice: in the list at the top, and under its check
+    assert text.count("The judge: passed, with the hidden tests") == 2 * (
+        len(POINTS["unit3"]) - 1)
+    assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 4
 
 
 def test_grading_again_replaces_the_judges_verdicts(graded):
@@ -401,6 +404,33 @@ def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
         assert not lines & secret, page
 
 
+def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(graded, tmp_path):
+    """What student code can reach at grading: the grading kernel's folder (autograded/)
+    and the judge's worker's (tools.recheck.graded_folder) hold the student's own graded
+    files and the release copies of every other normlib file: no solution-block line
+    outside the student's own files, no hidden-test line anywhere. Feedback holds the HTML
+    pages alone (nbgrader would copy the graded normlib/ beside them)."""
+    root, _ = graded
+    secret = secret_lines()
+    hidden = {line.strip() for e in exercises() for line in e.hidden.splitlines()} & secret
+    plan = load_course(root)["assignments"]
+    scanned = 0
+    for assignment, student in EXPECTED:
+        own = plan[assignment]["student_files"]
+        worker = tmp_path / assignment / student
+        graded_folder(root, assignment, student, worker)
+        for folder in (root / "autograded" / student / assignment, worker):
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                lines = {line.strip() for line in path.read_text(errors="ignore").splitlines()}
+                mine = path.relative_to(folder).as_posix() in own
+                found = lines & (hidden if mine or path.suffix != ".py" else secret)
+                assert not found, (path, sorted(found)[:3])
+                scanned += path.suffix == ".py"
+    assert scanned > 100
+    files = [p for p in (root / "feedback").rglob("*") if p.is_file()]
+    assert files and {p.suffix for p in files} == {".html"}
+
+
 def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(tmp_path):
     root = build_course(tmp_path, layout="course")
     plan = load_course(root)
@@ -459,3 +489,85 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(graded):
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or
     # kernel whose command line names the course (its working folder is in it)
     assert processes_naming("escaper-child") == processes_naming(str(root)) == []
+
+
+def verdict_elements(page):
+    """[(grade_id, text)] of the page's elements carrying data-judge (an attribute the
+    page's sanitizer strips from every output: the template's own verdicts alone)."""
+    return [(g, html.unescape(re.sub(r"<[^>]+>", "", text)).strip()) for g, text in re.findall(
+        r'<(?:li|div) data-judge="(ex[^"]+)"[^>]*>(.*?)</(?:li|div)>', page, re.S)]
+
+
+def test_the_judges_verdicts_stand_where_no_output_can(graded):
+    """The forger printed the judge's "passed" every way that fooled the old feedback (a
+    leading space, a zero-width space, an ANSI colour, a tab, HTML, Markdown): its page
+    still tells the verdicts apart. They are the template's (tools/templates/judged): a
+    list above the first cell, and a box under each check's code, before its outputs;
+    styled inline, and no output keeps a style or data-judge attribute."""
+    root, _ = graded
+    page = next((root / "feedback" / "forger" / "unit1").glob("*.html")).read_text()
+    text = feedback_text(root, "unit1", "forger")
+    for imitation in (" The judge: passed", "\u200bThe judge: passed", "\tThe judge: passed"):
+        assert imitation in text
+    assert page.count("alert alert-success") == 1  # the HTML display, sanitized
+    assert "<strong>The judge: passed, with the hidden tests (3 / 3).</strong>" in page
+    found = verdict_elements(page)
+    assert sorted(g for g, _ in found) == sorted(2 * list(POINTS["unit1"]))
+    assert all(v.startswith("The judge: failed (0 / 3)") for _, v in found), found
+    summary, first_cell = page.index('data-judge="summary"'), page.index('class="cell ')
+    assert summary < first_cell
+    for grade_id in POINTS["unit1"]:  # under the check's code, before its outputs
+        cell = page[page.index(f'<a name="{grade_id}">'):]
+        box = cell.index(f'data-judge="{grade_id}"')
+        assert box < cell.index('class="output_wrapper"')
+    outputs = re.findall(r'<div class="output_wrapper">(.*?)</div>\s*</div>\s*</div>', page,
+                         re.S)
+    assert outputs and not any("style=" in o or "data-judge" in o for o in outputs)
+    # and the reference's page says passed, in both places, for each check
+    page = next((root / "feedback" / "reference" / "unit1").glob("*.html")).read_text()
+    found = verdict_elements(page)
+    assert len(found) == 4 and all(v.startswith(
+        "The judge: passed, with the hidden tests (3 / 3).") for _, v in found), found
+
+
+def hidden_calls():
+    """leak_record of every call of layer_norm_stats that only 1.1's hidden tests make,
+    made here by running the check with a recording layer_norm_stats."""
+    import normlib.layer_norm as module
+
+    reference, e = module.layer_norm_stats, by_number()["1.1"]
+
+    def recorded(source):
+        calls = []
+
+        def recording(x, normalized_shape, eps=1e-5):
+            calls.append(leak_record(x, eps))
+            return reference(x, normalized_shape, eps)
+
+        module.layer_norm_stats = recording
+        try:
+            exec(compile(source, "<1.1>", "exec"), {"__name__": "__check__"})
+        finally:
+            module.layer_norm_stats = reference
+        return calls
+
+    visible = recorded(e.visible)
+    return recorded(e.source)[len(visible):]
+
+
+def test_the_leakers_feedback_holds_no_hidden_cases_value(graded):
+    """Its worker recorded every hidden case of 1.1 and raised them from 1.2 (in the message
+    and in the class name): its feedback names only the builtin type it raised, and holds
+    none of the values, however written."""
+    root, _ = graded
+    text = feedback_text(root, "unit1", "leaker")
+    grade_id = by_number()["1.2"].grade_id
+    assert "failed (0 / 3): an exception of its own class raised by the submission's code, " \
+           "at the check's line" in text
+    calls = hidden_calls()
+    assert len(calls) > 15 and all(len(c) > 10 for c in calls)
+    for call in calls:
+        value = call.rsplit(":", 1)[1]
+        tokens = {call, value, value.rstrip("0"), call.replace("/", "_").replace(":", "_")}
+        assert not [t for t in tokens if len(t) > 5 and t in text], (call, grade_id)
+    assert "LEAK calls" not in text and "LEAK_" not in text

@@ -11,9 +11,12 @@ Two layouts (the instructor's choice, `--layout`):
 - "course": the whole course as one assignment, `normalization`.
 Every assignment carries the whole normlib/ (its modules import each other), but grades
 only the student's files holding *its* exercises (tools.exercises.student_files, given
-to nbgrader's exclude_overwriting); every
-other normlib file is replaced by the course's copy at autograde, so a mistake in Unit 1
-costs no points in Unit 3 and tampering with testing.py gains nothing.
+to nbgrader's exclude_overwriting). Its source holds the reference of those files only;
+every other normlib file is there as released (solution blocks stripped: the stubs), and
+at autograde nbgrader puts that copy in place of the student's. So a mistake in Unit 1
+costs no points in Unit 3, tampering with testing.py gains nothing, and the reference of
+another unit is nowhere the submission's code runs (the grading kernel, the judge's
+worker) nor in its feedback. (No exercise calls another unit's file: tests/test_isolation.)
 """
 
 import json
@@ -24,6 +27,7 @@ import sys
 from pathlib import Path
 
 from tools.exercises import REPO, SOLUTIONS, notebooks, student_files, unit
+from tools.markers import strip_solutions
 
 COURSE = "normalization"  # the single assignment of the "course" layout
 LAYOUTS = ("unit", "course")
@@ -89,10 +93,13 @@ def build_course(root, layout="unit"):
         source.mkdir(parents=True)
         for stem in stems:
             shutil.copy2(SOLUTIONS / f"{stem}.ipynb", source)
+        graded = student_files(map(unit, stems))
         for rel in package_files():
             (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(SOLUTIONS / rel, source / rel)
-        plan[name] = {"notebooks": stems, "student_files": student_files(map(unit, stems))}
+            text = (SOLUTIONS / rel).read_text()
+            (source / rel).write_text(text if rel.as_posix() in graded else
+                                      strip_solutions(text, rel.as_posix()))
+        plan[name] = {"notebooks": stems, "student_files": graded}
     (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
                                                  indent=1) + "\n")
     exclude = {name: a["student_files"] for name, a in plan.items()}

@@ -339,11 +339,20 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, sandbox=True
 
 def feedback(root, names=(), exchange=False):
     """feedback/<student>/<assignment>/*.html for every graded submission (without the
-    hidden tests' code: tools/grading.HideHiddenTests); with exchange, released to it."""
+    hidden tests' code: tools/grading.HideHiddenTests), and nothing else there; with
+    exchange, released to it."""
     names = _assignments(root, names)
     for target in _targets(root, names):
         _run(root, "generate_feedback", target, "--force")
     for name in names:
+        # nbgrader copies every file of autograded/ beside the HTML: the normlib/ graded
+        # there (the student's own files, the release copies of the others) is not feedback
+        for path in Path(root).glob(f"feedback/*/{name}/**/*"):
+            if path.is_file() and path.suffix != ".html":
+                path.unlink()
+        for path in sorted(Path(root).glob(f"feedback/*/{name}/**/"), reverse=True):
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
         if exchange:
             _run(root, "release_feedback", name)
         print(f"feedback for {name}: feedback/*/{name}/")

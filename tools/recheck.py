@@ -19,6 +19,7 @@ run's: GradingExecute's settings in the course's nbgrader config
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -53,12 +54,26 @@ class JudgeProcess:
             return cls._started[key]
 
     def grade(self, job):
+        """The judge's {grade_id: (passed, detail)} of a job; RuntimeError if the judge
+        ended, or gave no answer by its deadline (then it is killed)."""
         self.process.stdin.write(json.dumps(job) + "\n")
         self.process.stdin.flush()
+        seconds = deadline(job["limits"])
+        if not select.select([self.process.stdout], [], [], seconds)[0]:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"the judge gave no answer in {seconds} s: it was stopped")
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError("the judge process ended (its error is above)")
         return {grade_id: tuple(result) for grade_id, result in json.loads(line).items()}
+
+
+def deadline(limits):
+    """Seconds a judge may take to grade one submission: its whole run (notebook_timeout),
+    the check running at its end (timeout, startup_timeout for a new worker), and a minute
+    to stop."""
+    return limits["notebook_timeout"] + limits["timeout"] + limits["startup_timeout"] + 60
 
 
 def run_checks(folder, cells, limits, env=None, files=None, sandbox=True):
@@ -85,19 +100,27 @@ def clean_results(root, assignment, student, limits=None, env=None, sandbox=True
     """{grade_id: (passed, detail)} of one submission, from the judge (with these
     extra environment variables) under the course's grading limits (or these, from
     tools.course.grading_limits)."""
-    root = Path(root)
     limits = limits or grading_limits(root)
     info = load_course(root)["assignments"][assignment]
     cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])]
-    submission = root / "submitted" / student / assignment
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copytree(root / "source" / assignment / "normlib", Path(tmp) / "normlib")
-        for rel in info["student_files"]:  # (a link is not the student's file: missing)
-            if (submission / rel).is_file() and not (submission / rel).is_symlink():
-                shutil.copy2(submission / rel, Path(tmp) / rel)
-            else:  # a missing file: its checks fail, as at autograde
-                (Path(tmp) / rel).unlink()
+        graded_folder(root, assignment, student, tmp)
         return run_checks(tmp, cells, limits, env, info["student_files"], sandbox)
+
+
+def graded_folder(root, assignment, student, folder):
+    """Fill folder with the normlib/ a submission is graded with: the student's files of
+    the assignment, and the source's copy of every other file (as released: no reference
+    of another assignment's; see tools.course). A student file missing from the submission
+    (or a link) is missing there too: its checks fail, as at autograde."""
+    root, folder = Path(root), Path(folder)
+    submission = root / "submitted" / student / assignment
+    shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
+    for rel in load_course(root)["assignments"][assignment]["student_files"]:
+        if (submission / rel).is_file() and not (submission / rel).is_symlink():
+            shutil.copy2(submission / rel, folder / rel)
+        else:
+            (folder / rel).unlink()
 
 
 JUDGE = "The judge:"
@@ -105,32 +128,28 @@ DETAIL_CHARS = 500  # of a failed check's reason, in its verdict
 
 
 def verdict(passed, points, detail):
-    """What the judge writes under a check cell of the autograded notebook (and so in the
-    feedback): one line. (detail may hold the submission's own text, an exception's
-    message: folded onto that line, it cannot pass for a verdict of its own.)"""
+    """The judge's verdict on a check: one line (detail folded onto it)."""
     if passed:
-        return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g}).\n"
+        return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g})."
     detail = " | ".join(line.strip() for line in str(detail).splitlines() if line.strip())
-    return f"{JUDGE} failed ({0:g} / {points:g}): {detail[:DETAIL_CHARS]}\n"
+    return f"{JUDGE} failed ({0:g} / {points:g}): {detail[:DETAIL_CHARS]}"
 
 
 def annotate(notebook, verdicts):
-    """Append each check cell's verdict {grade_id: (passed, text)} to its outputs in the autograded
-    notebook (the judge's words, under the notebook's own run of the visible checks)."""
+    """Write each check cell's verdict {grade_id: (passed, text)} into its metadata
+    ("judge") in the autograded notebook, and remove that key from every other cell (a
+    submission's notebook may carry one). The feedback page shows it where no output of
+    the submission's code can stand (tools/templates/judged): the notebook's outputs are
+    the student's kernel's, and a line printed to look like a verdict stays among them."""
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:
+        cell.metadata.pop("judge", None)
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and grade_id in verdicts:
             passed, text = verdicts[grade_id]
-            for o in cell.outputs:  # an earlier run's verdict, or lines printed to look like one
-                if o.output_type == "stream":
-                    o.text = "".join(line for line in o.text.splitlines(keepends=True)
-                                     if not line.startswith(JUDGE))
-            cell.outputs = [o for o in cell.outputs if o.output_type != "stream" or o.text]
-            cell.outputs.append(nbformat.v4.new_output(
-                "stream", name="stdout" if passed else "stderr", text=text))
+            cell.metadata["judge"] = {"passed": bool(passed), "verdict": text}
     nbformat.write(nb, notebook)
 
 

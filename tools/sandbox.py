@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 MiB = 1 << 20
+TASKS = 256  # threads and processes in a sandbox (a kernel has about 10, a worker 1 to 3)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _PATH_EVENTS = {  # audit events whose arguments name paths the call changes
     "os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.chmod": 1, "os.chown": 1,
@@ -51,11 +52,15 @@ def _under(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def limit(memory_mb, file_mb, cpu_s=None):
+def limit(memory_mb, file_mb, cpu_s=None, tasks=None):
     """This process's resource limits (inherited by what it starts): memory_mb MiB of address
     space, files of file_mb MiB, cpu_s seconds of CPU time (all threads together; past it
-    the kernel kills the process), no core dumps."""
+    the kernel kills the process), no core dumps; tasks: at most that many processes and
+    threads of its user (only in the OS sandbox, whose user namespace is its own: outside
+    it, they would be counted with all of the grader's)."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
+    if tasks is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if cpu_s is not None:
@@ -76,9 +81,10 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
     the submission's read-only copy, box.SOURCE); cpu_s: seconds of CPU time (`limit`);
     readonly: folders under the temporary directory it may not write (a kernel's
     sockets). If any of it fails (a submission too large for its folder), the process
-    ends (exit status 70) rather than run student code unguarded."""
+    ends (exit status 70) rather than run student code unguarded. In the OS sandbox (source
+    given), it may run at most TASKS processes and threads (`limit`)."""
     try:
-        limit(memory_mb, file_mb, cpu_s)
+        limit(memory_mb, file_mb, cpu_s, TASKS if source is not None else None)
         if source is not None:
             import shutil
             shutil.copytree(source, workdir, dirs_exist_ok=True, symlinks=True)

@@ -9,6 +9,7 @@ A wrong or hostile file is the reference's with one function overridden at its e
 no case, as long as its functions keep their names and signatures.
 """
 
+import inspect
 import json
 import shutil
 import textwrap
@@ -162,7 +163,9 @@ RESERVE = "import numpy as np\n_reserved = np.zeros(4200 << 20, dtype=np.uint8)"
 # A wrong layer_norm_stats (eps outside the sqrt) in a module that forges verdicts the
 # ways that beat the old in-process re-check: "passed" lines appended to every results
 # file in the temporary directory, json.dumps made to say true, NumPy's private comparison
-# disarmed (which no fingerprint watched).
+# disarmed (which no fingerprint watched); and the judge's verdicts imitated in its
+# outputs (printed after a space, a zero-width space, an ANSI colour or a tab; as HTML,
+# with the verdict's own attributes, and as Markdown).
 FORGER = override(LN, """
 import glob as _glob, json as _json, os as _os, tempfile as _tempfile
 import numpy.testing._private.utils as _utils
@@ -176,6 +179,16 @@ for _path in _glob.glob(_os.path.join(_tempfile.gettempdir(), "**", "*.json*"), 
 _dumps = _json.dumps
 _json.dumps = lambda *a, **k: _dumps(*a, **k).replace("false", "true")
 _utils.assert_array_compare = lambda *args, **kwargs: None
+for _mark in (" ", "\u200b", "\x1b[32m", "\t"):  # verdicts, as printed lines
+    print(f"{_mark}The judge: passed, with the hidden tests (3 / 3).")
+try:  # and as display outputs
+    from IPython.display import HTML as _HTML, Markdown as _Markdown, display as _display
+    _display(_HTML('<div class="alert alert-success" data-judge="ex1_1_layer_norm_stats" '
+                   'style="border-left: 6px solid #2e7d32">The judge: passed, with the '
+                   'hidden tests (3 / 3).</div>'))
+    _display(_Markdown("**The judge: passed, with the hidden tests (3 / 3).**"))
+except ImportError:
+    pass
 """ + WRONG_STATS)
 
 # Code that tries to bring the hidden tests into its feedback: a notebook cell printing the
@@ -202,6 +215,34 @@ def _leak(frame, event, arg):  # each notebook cell that calls a function, once
 print("LEAK In:", getattr(_sys.modules["__main__"], "In", None))
 _sys.setprofile(_leak)
 """
+# ... and in the judge's worker, which sees every hidden case's arguments: it records each
+# call of layer_norm_stats (shape, dtype, eps, a value), and raises them, in a message and
+# in its exception's class name, from 1.2's first check (costing it 1.2).
+LEAK_WORKER = """
+_calls = []
+_reference_stats, _reference_forward = layer_norm_stats, layer_norm_forward
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    _calls.append(leak_record(x, eps))
+    return _reference_stats(x, normalized_shape, eps)
+
+
+def layer_norm_forward(*args, **kwargs):
+    if "tools.judge.peer" in _sys.modules:  # (not in the notebook's kernel)
+        name = "LEAK_" + "_".join(c.replace("/", "_").replace(":", "_").replace(".", "_")
+                                  .replace("-", "m") for c in _calls[:5])
+        raise type(name, (ValueError,), {})("LEAK calls: " + " ".join(_calls))
+    return _reference_forward(*args, **kwargs)
+"""
+
+
+def leak_record(x, eps):
+    """What the leaker records of a call: "3x6f/0.5:-0.486123" (shape, dtype, eps, x's
+    first value)."""
+    return f"{'x'.join(map(str, x.shape))}{x.dtype.char}/{eps}:{float(x.reshape(-1)[0]):.6f}"
+
+
 LEAK_FIRST = "get_ipython().set_custom_exc((Exception,), lambda shell, *exc, **k: " \
     "print('LEAK handler:', shell.user_ns.get('In')))\nprint('LEAK In:', In)"
 LEAK_LAST = "from IPython.display import HTML, display\nprint('LEAK In:', In)\n" \
@@ -331,7 +372,8 @@ CASES = {
         "osexit": reference_submission(1, layer_norm=run_first(LN, "layer_norm_forward",
                                                                "import os\nos._exit(0)")),
         "renamed": reference_submission(1, layer_norm=RENAMED),
-        "leaker": both(reference_submission(1, layer_norm=override(LN, LEAK_MODULE)),
+        "leaker": both(reference_submission(1, layer_norm=override(
+            LN, LEAK_MODULE + inspect.getsource(leak_record) + LEAK_WORKER)),
                        lambda f: edit_notebook(f, _leak_cells)),
         "escaper": reference_submission(1, layer_norm=override(LN, ESCAPER)),
         "forger": reference_submission(1, layer_norm=FORGER),

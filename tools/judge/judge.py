@@ -71,7 +71,8 @@ def explain(error, source, filename):
     name = type(error).__name__
     if isinstance(error, RemoteError):
         name = name if name != "RemoteError" else "an exception of its own class"
-        shown = "" if hidden else " (its message is in your notebook's run of the check)"
+        shown = "" if hidden else " (the judge shows no message of the submission's: run " \
+            "the check in the notebook to read it)"
         return f"{name} raised by the submission's code, {where}{shown}"
     message = _sanitized(str(error), source)
     if isinstance(error, AssertionError):  # the check's own words

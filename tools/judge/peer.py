@@ -54,6 +54,7 @@ _BUILTIN_ERRORS = {e.__name__: e for e in (
 
 ENDED = "the submission's code ended its process"  # (what broke a channel: Peer.broken)
 SILENT = "no answer in time"
+BROKE = "the worker broke the protocol:"
 UNQUOTED = "(raised by the submission's code; the judge does not read its message)"
 
 
@@ -204,7 +205,7 @@ class Peer:
         handle = tree.get("id")
         if tree["$"] == "yours":
             if handle not in self.exports:
-                raise ProtocolError(f"no object {handle!r} was handed over")
+                raise ProtocolError("a handle of an object that was not handed over")
             return self.exports[handle]
         if not isinstance(handle, int):
             raise ProtocolError("a handle must be an int")
@@ -241,11 +242,14 @@ class Peer:
         except (EOFError, OSError):
             self._break(ENDED)
         except ProtocolError as error:
-            self._break(f"the worker broke the protocol: {error}")
+            self._broke(error)
 
     def _break(self, why):
         self.broken = why
         raise WorkerGone(why) from None
+
+    def _broke(self, why):
+        self._break(f"{BROKE} {why}")
 
     def frame(self, op, *args, updates=()):
         """The Frame of a request."""
@@ -262,16 +266,16 @@ class Peer:
         while True:
             tree, buffers = self._read()
             if not isinstance(tree, dict):
-                self._break("a message that is not an object")
+                self._broke("a message that is not an object")
             if "op" in tree:
                 self._serve(tree, buffers)
                 continue
             if tree.get("re") != frame.message["seq"]:
-                self._break("a reply to another request")
+                self._broke("a reply to another request")
             if "error" in tree:
                 error = tree["error"]
                 if not (isinstance(error, list) and len(error) == 2):
-                    self._break("an error that is not [name, message]")
+                    self._broke("an error that is not [name, message]")
                 raise remote_error(*error, quote=not self.untrusted)
             return self._reply(tree, buffers, frame)
 
@@ -281,16 +285,17 @@ class Peer:
         graph, diff = tree.get("graph"), tree.get("diff", [])
         if not (graph is None or type(graph) is int) or not (
                 isinstance(diff, list) and all(type(d) is bool for d in diff)):
-            self._break("a reply whose graph or diff is not what a call returns")
+            self._broke("a reply whose graph or diff is not what a call returns")
         decoder = Decoder(buffers, self._resolve)
         try:
             value, changed = decoder(tree.get("value")), decoder(tree.get("changed", []))
-        except (ProtocolError, ValueError, TypeError, KeyError, AttributeError,
-                RecursionError) as error:
-            self._break(f"a reply that is not a value ({type(error).__name__})")
+        except ProtocolError as error:
+            self._broke(error)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            self._broke("a reply that is not a value")
         if not (isinstance(changed, list) and all(
                 isinstance(c, list) and len(c) == 2 and type(c[0]) is int for c in changed)):
-            self._break("a reply whose changed arguments are not [index, value] pairs")
+            self._broke("a reply whose changed arguments are not [index, value] pairs")
         for index, new in changed:
             if index in frame.encoder.sources:
                 _copy_back(frame.encoder.sources[index], new, frame.updates)

@@ -119,7 +119,7 @@ class Encoder:
         if isinstance(v, np.ndarray) and v.dtype.kind in NUMPY_KINDS:
             a = np.asarray(v, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
             return {"$": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape),
-                    "buf": self._buffer(a.view(np.uint8).reshape(-1) if a.size else b"", v)}
+                    "buf": self._buffer(a.reshape(-1).view(np.uint8) if a.size else b"", v)}
         if isinstance(v, np.generic) and v.dtype.kind in NUMPY_KINDS:
             return {"$": "npscalar", "dtype": v.dtype.str, "buf": self._buffer(v.tobytes())}
         if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
@@ -159,9 +159,9 @@ def numpy_dtype(name):
     try:
         dtype = np.dtype(str(name))
     except (TypeError, ValueError, SyntaxError):
-        raise ProtocolError(f"dtype {str(name)[:40]!r} not allowed") from None
+        raise ProtocolError("a dtype that is not allowed") from None
     if dtype.kind not in NUMPY_KINDS or dtype.fields or dtype.subdtype or dtype.str != name:
-        raise ProtocolError(f"dtype {str(name)[:40]!r} not allowed")
+        raise ProtocolError("a dtype that is not allowed")
     return dtype
 
 
@@ -214,7 +214,7 @@ class Decoder:
         if isinstance(t, list):
             return [self(x) for x in self._count(t)]
         if not isinstance(t, dict):
-            raise ProtocolError(f"unexpected {type(t).__name__}")
+            raise ProtocolError(f"a value of JSON type {type(t).__name__}")
         kind = t.get("$")
         if kind == "float":
             if t.get("repr") not in ("nan", "inf", "-inf"):
@@ -242,7 +242,7 @@ class Decoder:
         if kind == "tensor":
             dtype = torch_dtypes().get(t.get("dtype"))
             if dtype is None:
-                raise ProtocolError(f"tensor dtype {t.get('dtype')!r} not allowed")
+                raise ProtocolError("a tensor dtype that is not allowed")
             shape = self._shape(t)
             raw = torch.int16 if dtype == torch.bfloat16 else dtype
             data = self._bytes(t, torch.empty(0, dtype=raw).element_size() * math.prod(shape))
@@ -255,7 +255,7 @@ class Decoder:
             return value
         if kind == "tdtype":
             if t.get("name") not in torch_dtypes():
-                raise ProtocolError(f"torch dtype {t.get('name')!r} not allowed")
+                raise ProtocolError("a torch dtype that is not allowed")
             return torch_dtypes()[t["name"]]
         if kind == "npdtype":
             return numpy_dtype(t.get("name")).type
@@ -268,11 +268,11 @@ class Decoder:
             except AttributeError:
                 cls = None
             if not isinstance(cls, type) or torch_class_name(cls) != name:
-                raise ProtocolError(f"class {name!r} not allowed")
+                raise ProtocolError("a class that is not allowed")
             return cls
         if kind in ("obj", "yours"):
             return self.resolve(t)
-        raise ProtocolError(f"unknown value kind {kind!r}")
+        raise ProtocolError("an unknown kind of value")
 
 
 def _list(items):
