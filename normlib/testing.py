@@ -147,7 +147,8 @@ def assert_close(actual, expected, name, rtol=None, atol=None):
     """Assert that actual is a NumPy array of exactly expected's shape and dtype, and
     equal to it within rtol and atol (default: TOLERANCES of that dtype), atol in units of
     expected's largest magnitude (at least 1): an entry near 0 computed from larger terms,
-    a difference or a sum of many, carries their rounding. NaN equals nothing."""
+    a difference or a sum of many, carries their rounding. A NaN passes only where expected
+    holds one (torch's statistics of an empty input)."""
     if not isinstance(actual, np.ndarray):
         raise AssertionError(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:
@@ -157,8 +158,7 @@ def assert_close(actual, expected, name, rtol=None, atol=None):
     tol = dict(TOLERANCES[expected.dtype])
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
     tol["atol"] *= max(1.0, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
-    # (equal_nan=False: a NaN never passes, even where the expected value is NaN too)
-    np.testing.assert_allclose(actual, expected, err_msg=name, equal_nan=False, **tol)
+    np.testing.assert_allclose(actual, expected, err_msg=name, **tol)
 
 
 def _exact(a, requires_grad=False):
