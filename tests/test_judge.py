@@ -515,3 +515,82 @@ def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monke
     with pytest.raises(RuntimeError, match="no answer in 3 s"):
         judge.grade(job)
     assert time.monotonic() - start < 60 and judge.process.poll() is not None
+
+
+# Rule 5: a measurement from outside. The checks of 5.5 and 5.6 measured memory with
+# tracemalloc, in the worker, where the submission could reset it. Now the judge reads the
+# peak of a fresh worker's resident memory from /proc (tools.judge.judge.Judge.measure).
+UNIT5 = [(e.grade_id, e.source) for e in exercises() if e.number in ("5.5", "5.6")]
+NAIVE_FAST = """
+import numpy as _np
+from normlib.layer_norm import layer_norm_backward as _backward
+from normlib.layer_norm import layer_norm_forward as _forward
+"""
+TRICKS = {  # what each kernel does after computing naively (2 and 4 times x's size)
+    "reset_peak": "import tracemalloc\ndef _trick():\n    tracemalloc.reset_peak()\n",
+    "clear_refs": "def _trick():  # the peak of its resident memory, reset from inside\n"
+                  "    with open('/proc/self/clear_refs', 'w') as f:\n        f.write('5')\n",
+    "reserve": "_reserve = [_np.ones(64 << 20, _np.uint8)]  # resident at import\n"
+               "def _trick():  # freed before the temporaries, taken again after\n"
+               "    _reserve.append(_np.ones(64 << 20, _np.uint8))\n",
+    "none": "def _trick():\n    pass\n",
+}
+
+
+def _naive_with(trick):
+    return NAIVE_FAST + TRICKS[trick] + """
+def _run(kernel, *args):
+    if '_reserve' in globals():
+        _reserve.clear()
+    result = kernel(*args)
+    try:
+        _trick()
+    except OSError:  # (a read-only /proc)
+        pass
+    return result
+
+
+def layer_norm_forward_fast(*args):
+    return _run(_forward, *args)
+
+
+def layer_norm_backward_fast(*args):
+    return _run(_backward, *args)
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("trick", ["none", "reset_peak", "clear_refs", "reserve"])
+def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
+    """Case 5: naive kernels that called tracemalloc.reset_peak() scored 8 points more than
+    without it. Now the same naive kernels fail both memory checks whatever they do: reset
+    the peak that tracemalloc keeps, or the one the kernel keeps (/proc/self/clear_refs,
+    read-only in the sandbox), or hold memory from import on to free it for their
+    temporaries (the import is measured too). (The reference passes: test_isolation.)"""
+    results = judged(submission(tmp_path, layer_norm_fast=_naive_with(trick)), UNIT5)
+    for number, times in (("5.5", 2), ("5.6", 4)):
+        passed, detail = results[number]
+        assert not passed and detail.startswith("AssertionError: memory for x (4096, 1024) "
+                                                "float32"), (number, detail)
+        assert f": {times} times x's size" in detail or trick == "reserve", detail
+
+
+def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
+    """The judge's order, with the measuring worker's memory seen at each step: the
+    arguments (32 MiB here) are in before the reset, the call's growth after it."""
+    folder = submission(tmp_path)
+    judge = Judge(folder, folder, {"normlib.layer_norm_fast"}, LIMITS_HERE, sandbox=False)
+    judge.start()
+    try:
+        import numpy as np
+
+        import normlib.layer_norm_fast as fast
+
+        x = np.ones((4096, 2048), np.float32)  # (R, H) 32 MiB
+        w = np.ones(2048, np.float32)  # (H,)
+        (y, mean, rstd), peak = fast.layer_norm_forward_fast.remote_peak_memory(
+            x, (2048,), w, w, 1e-5)
+        assert y.shape == x.shape and y.dtype == x.dtype
+        assert x.nbytes <= peak <= 1.1 * x.nbytes, peak / x.nbytes  # y, and a few blocks
+    finally:
+        judge.stop()

@@ -8,7 +8,8 @@ The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. I
   path for a grading kernel), filled with a copy of the submission (read-only at
   /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
   vanish with it;
-- /proc of its own PID namespace (no other process exists there), a minimal /dev;
+- /proc of its own PID namespace (no other process exists there), read-only (no resetting
+  the peak of its memory that the judge measures: /proc/self/clear_refs), a minimal /dev;
 - nothing else: not the course folder, the gradebook, solutions/, other submissions or
   their temporary files, nor the judge's. No network (not even the host's loopback).
 
@@ -114,7 +115,8 @@ def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), fil
             "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "grading",
             # first the fresh file systems, then the binds (the environment may be under
             # /tmp, as in a fresh clone's test run: a later mount would hide it)
-            "--size", size, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+            "--size", size, "--tmpfs", "/tmp", "--proc", "/proc", "--remount-ro", "/proc",
+            "--dev", "/dev",
             "--size", size, "--tmpfs", "/dev/shm"]
     for path in sorted(ro):
         args += ["--ro-bind", path, path]

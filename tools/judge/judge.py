@@ -33,9 +33,13 @@ import time
 import traceback
 import types
 
+import numpy as np
+
 from tools import sandbox
 from tools.judge import box
-from tools.judge.peer import ENDED, SILENT, Peer, RemoteError
+from tools.judge.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
+from tools.judge.wire import raw_bytes
+from tools.judge.worker import MEASURED_ENV
 from tools.markers import hidden_line_numbers
 
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
@@ -90,6 +94,44 @@ def check(source, grade_id):
     return True, ""
 
 
+def _end(process):
+    """Kill a worker and close its channel."""
+    process.kill()
+    process.wait()
+    with contextlib.suppress(BrokenPipeError):  # what a lost worker did not read
+        process.stdin.close()
+    process.stdout.close()
+
+
+def worker_pid(pid):
+    """The process id of the worker that process pid started: the last of its chain of
+    children (bubblewrap's sandbox runs it two levels down; the worker starts none)."""
+    while True:
+        children = []
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:  # pid (comm) state ppid ...
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        children.append(int(entry))
+        if not children:
+            return pid
+        pid = min(children)
+
+
+def peak_memory(pid):
+    """The peak of process pid's resident memory (VmHWM), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        line = next(line for line in f if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+def reset_peak_memory(pid):
+    """Reset process pid's peak resident memory to its resident memory now; that, in bytes."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+    return peak_memory(pid)
+
+
 class StudentModule(types.ModuleType):
     """The judge's stand-in for a student module: attributes are the worker's."""
 
@@ -100,7 +142,10 @@ class StudentModule(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self.__dict__["_remote"], name)
+        value = getattr(self.__dict__["_remote"], name)
+        if isinstance(value, Remote):  # where it came from, the judge's record
+            object.__setattr__(value, "_origin", (self.__name__, name))
+        return value
 
     def __setattr__(self, name, value):
         if name.startswith("__"):
@@ -138,25 +183,69 @@ class Judge:
         self.finder = _Finder(self)
 
     def start(self):
-        argv = ["-m", "tools.judge.worker", json.dumps(self.limits)]
-        if self.sandbox:
-            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE], box.thread_env())
-            fds, env, cwd = (fd,) if fd is not None else (), None, None
-        else:
-            command, fds, fd = [sys.executable, *argv], (), None
-            env, cwd = {**os.environ, "PYTHONPATH": REPO}, self.worker_dir
-        self.process = subprocess.Popen(  # (unbuffered: a read waits with select)
-            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-            stderr=subprocess.DEVNULL, env=env, pass_fds=fds, preexec_fn=self._limit)
-        if fd is not None:
-            os.close(fd)
-        self.peer = Peer(self.process.stdout, self.process.stdin, JUDGE_OPS, untrusted=True)
+        self.process, self.peer = self._launch()
+        self.peer.measurer = self.measure
         for name in [n for n in sys.modules if n == "normlib" or n.startswith("normlib.")]:
             del sys.modules[name]  # proxies of a worker that is gone; course modules again
         if self.finder not in sys.meta_path:
             sys.meta_path.insert(0, self.finder)
         if self.judge_dir not in sys.path:
             sys.path.insert(0, self.judge_dir)
+
+    def _launch(self, *flags, env=None):
+        """(the process, the Peer) of a new worker (python -m tools.judge.worker *flags ...),
+        in its sandbox, with these extra environment variables."""
+        argv = ["-m", "tools.judge.worker", *flags, json.dumps(self.limits)]
+        if self.sandbox:
+            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE],
+                                      {**box.thread_env(), **(env or {})})
+            fds, env, cwd = (fd,) if fd is not None else (), None, None
+        else:
+            command, fds, fd = [sys.executable, *argv], (), None
+            env, cwd = {**os.environ, "PYTHONPATH": REPO, **(env or {})}, self.worker_dir
+        process = subprocess.Popen(  # (unbuffered: a read waits with select)
+            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+            stderr=subprocess.DEVNULL, env=env, pass_fds=fds, preexec_fn=self._limit)
+        if fd is not None:
+            os.close(fd)
+        return process, Peer(process.stdout, process.stdin, JUDGE_OPS, untrusted=True)
+
+    def measure(self, function, args):
+        """(function(*args), the bytes by which the memory of the process that ran it grew
+        at its peak), for a function of a student module (a Remote the judge got from a
+        StudentModule). Measured from outside, where the submission cannot reach: a fresh
+        worker (worker.py's --measure) receives args; the judge resets the peak of its
+        resident memory (/proc/PID/clear_refs, which the sandbox's read-only /proc keeps
+        from the worker) and reads it after the call, which imports the student's module
+        (no student code runs before). So what the code allocates, by NumPy, torch or C,
+        is counted, and nothing it does can hide it. Within the check's deadline."""
+        origin = getattr(function, "_origin", None)
+        if origin is None:
+            raise TypeError("only a function of a student module is measured")
+        process, peer = self._launch("--measure", env=MEASURED_ENV)
+        peer.deadline = self.peer.deadline or time.monotonic() + self.limits["timeout"]
+        timer = threading.Timer(max(0.0, peer.deadline - time.monotonic()), process.kill)
+        timer.start()
+        try:
+            peer.request("stage", *args)
+            peer.request("reset")  # (the reply comes once the arguments' message is freed)
+            pid = worker_pid(process.pid)
+            before = reset_peak_memory(pid)
+            peer.request("run", *origin)
+            peak = peak_memory(pid) - before
+            result, now = peer.request("fetch")
+        except WorkerGone:
+            self.peer.broken = self.peer.broken or peer.broken  # the check's verdict
+            raise
+        finally:
+            timer.cancel()
+            _end(process)
+        for original, new in zip(args, now if isinstance(now, list) else []):
+            if isinstance(original, np.ndarray) and (
+                    not isinstance(new, np.ndarray) or raw_bytes(new) != raw_bytes(original)):
+                raise AssertionError("the call wrote into one of its arguments, which it must "
+                                     "not change: a kernel must not write into its inputs")
+        return result, peak
 
     def _limit(self):
         """In the worker, before it starts: its memory, the size of a file it writes, its
@@ -166,11 +255,7 @@ class Judge:
 
     def stop(self):
         if self.process:
-            self.process.kill()
-            self.process.wait()
-            with contextlib.suppress(BrokenPipeError):  # what a lost worker did not read
-                self.process.stdin.close()
-            self.process.stdout.close()
+            _end(self.process)
         self.process = None
 
     def run(self, cells):

@@ -23,10 +23,10 @@ and gradients across it. The same class runs on both sides.
 """
 
 import contextlib
+import gc
 import importlib
 import itertools
 import re
-import tracemalloc
 import types
 from dataclasses import dataclass
 
@@ -151,9 +151,11 @@ class Remote:
         return self._peer.call(self, args, kwargs)
 
     def remote_peak_memory(self, *args):
-        """(self(*args), the bytes it allocated at its peak), measured where it runs (see
-        normlib.testing.peak_memory)."""
-        return self._peer.request("peak", self, args)
+        """(self(*args), the bytes its process's memory grew by at its peak), measured from
+        outside that process (the judge's `Peer.measurer`; see normlib.testing.peak_memory)."""
+        if self._peer.measurer is None:
+            raise RuntimeError("memory is measured by the judge only")
+        return self._peer.measurer(self, args)
 
     def remote_call_updating(self, args, updates):
         """self(*args), where the arrays `updates` (some of args) receive what the call wrote
@@ -186,6 +188,8 @@ class Peer:
         self.untrusted, self.deadline, self.broken = untrusted, None, None
         self.exports, self._ids, self._count = {}, {}, itertools.count(1)
         self.proxies, self.graphs, self._seq = {}, {}, itertools.count(1)
+        self.measurer = None  # the judge's: (remote function, args) -> (result, bytes)
+        self.staged = self.result = None  # a measuring worker's call (_op_stage, _op_run)
 
     # -- values ------------------------------------------------------------------------
     def _export(self, obj):
@@ -399,20 +403,26 @@ class Peer:
                 params[name].copy_(value)
         return {"value": None}
 
-    def _op_peak(self, target, args):
-        tracing = tracemalloc.is_tracing()
-        if not tracing:
-            tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            result = target(*args)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            if not tracing:
-                tracemalloc.stop()
-        return {"value": (result, peak)}
+    # a measuring worker (tools.judge.judge.Judge.measure): the arguments arrive first, then
+    # the judge takes the worker's memory, then the call runs, the student's module imported
+    # by it (no student code ran before), then the judge reads the memory's peak
+    def _op_stage(self, *args):
+        self.staged = args
+        return {"value": None}
+
+    def _op_run(self, module, name):
+        function = getattr(self._op_import(module)["value"], str(name))
+        self.result = function(*self.staged)
+        return {"value": None}
+
+    def _op_fetch(self):
+        """The call's result, and its arguments as they are now (to tell if it wrote there)."""
+        return {"value": (self.result, list(self.staged))}
 
     def _op_reset(self):
+        """Between checks, and before a measured call: no graphs kept, no garbage left for
+        the collector to free during the next call (and, the reply sent once the last
+        request's buffers are freed, a worker at rest)."""
         self.graphs.clear()
+        gc.collect()
         return {"value": None}

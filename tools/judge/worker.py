@@ -4,12 +4,15 @@ normlib modules from its working directory and answers the judge's requests (too
 nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
 inside the sandbox (tools.judge.box).
 
-    python -m tools.judge.worker LIMITS_JSON [SOURCE]
+    python -m tools.judge.worker [--measure] LIMITS_JSON [SOURCE]
 
 SOURCE: the submission, copied into the working folder first (in the sandbox, box.SOURCE).
 LIMITS_JSON: the grading limits (tools.course.grading_limits); the worker installs
 tools/sandbox.py with them (its audit hook: no reading the protected folders, no
 processes) before any student code, as a second wall inside the OS sandbox.
+--measure: a worker for one measured call (MEASURE_OPS; see Judge.measure), whose memory
+is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
+pages, so that its resident memory grows and shrinks with them, byte for byte.
 """
 
 import json
@@ -17,7 +20,13 @@ import os
 import sys
 
 WORKER_OPS = ("import", "getattr", "setattr", "call", "backward", "params", "setparams",
-              "peak", "reset")
+              "reset")
+MEASURE_OPS = ("stage", "reset", "run", "fetch")
+# glibc's malloc: every block of 64 KiB or more mapped on its own and returned when freed
+# (no heap left over from decoding the arguments for a call to reuse unseen); set before the
+# process starts
+MEASURED_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536:"
+                                  "glibc.malloc.trim_threshold=65536"}
 
 
 def main():
@@ -28,17 +37,32 @@ def main():
     from tools import sandbox
     from tools.judge.peer import Peer, WorkerGone
 
-    limits = json.loads(sys.argv[1])
+    measure = sys.argv[1] == "--measure"
+    argv = sys.argv[2:] if measure else sys.argv[1:]
+    limits = json.loads(argv[0])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
-    source = sys.argv[2] if len(sys.argv) > 2 else None
+    source = argv[1] if len(argv) > 1 else None
     sandbox.install(os.getcwd(), limits["protected"], limits["memory_mb"], limits["file_mb"],
                     source)
+    if measure:
+        _warm_up()
 
     try:
-        Peer(reader, writer, WORKER_OPS).serve_forever()
+        Peer(reader, writer, MEASURE_OPS if measure else WORKER_OPS).serve_forever()
     except WorkerGone:  # the judge closed the channel: grading is over
         pass
     os._exit(0)
+
+
+def _warm_up():
+    """What NumPy allocates once, on its first use, allocated before the judge takes the
+    measuring worker's memory (BLAS's buffers); its arrays in pages of 4 KiB."""
+    import numpy as np
+
+    np._core.multiarray._set_madvise_hugepage(False)
+    for dtype in (np.float32, np.float64):
+        a = np.ones((64, 64), dtype)  # (64, 64)
+        a @ a, a @ a[0], np.vecdot(a, a), a.sum(axis=1), np.sqrt(a)
 
 
 if __name__ == "__main__":
