@@ -38,8 +38,8 @@ try:
     found["fork"] = ctypes.CDLL(None).fork()  # past the audit hook: seccomp's -1
 except Exception as error:
     found["fork"] = type(error).__name__
-# its sockets' folder, the one host folder it can reach: Python may not write there,
-# and what native code writes is swept away before the next cell
+# its sockets' folder: Python may not write there, and what native code writes stays on
+# the folder's own file system, of 1 MiB
 from ipykernel.connect import get_connection_file
 sockets = os.path.dirname(get_connection_file())
 try:
@@ -47,8 +47,12 @@ try:
     found["write beside the sockets"] = "allowed"
 except OSError as error:
     found["write beside the sockets"] = type(error).__name__
-found["native write"] = ctypes.CDLL(None).open(os.path.join(sockets, "native.txt").encode(),
-                                                os.O_CREAT | os.O_WRONLY, 0o644)
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(os.path.join(sockets, "native.txt").encode(), os.O_CREAT | os.O_WRONLY, 0o644)
+block, written = b"x" * 65536, 0
+while written < 4 << 20 and libc.write(fd, block, len(block)) == len(block):
+    written += len(block)
+found["native write"] = written
 print(json.dumps(found))
 """
 SOCKETS = "import os\nfrom ipykernel.connect import get_connection_file\n" \
@@ -91,9 +95,9 @@ def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     assert found["network"] != "reached" and found["fork"] == -1
     assert found["cpu"] == cpu_seconds(GradingExecute().notebook_timeout)
     assert found["write beside the sockets"] == "PermissionError"
-    assert found["native write"] >= 0  # (native code passes the audit hook, but:)
+    assert 0 < found["native write"] <= 1 << 20  # (native code passes the audit hook, but)
     assert cells[1].outputs[0].text == str(["ipc-1", "ipc-2", "ipc-3", "ipc-4", "ipc-5",
-                                            "kernel.json"]) + "\n"
+                                            "kernel.json", "native.txt"]) + "\n"
     # the kernel that died was restarted, in a sandbox again
     assert [o.ename for o in cells[2].outputs] == ["DeadKernelError"]
     assert cells[3].outputs[0].text == "restarted\n"

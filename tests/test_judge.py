@@ -299,7 +299,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
     marker = f"probe-{os.getpid()}-{time.time_ns()}"
     course = str(SOLUTIONS / "normlib" / "layer_norm.py")
     command, fd = box.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
-                                       str(server.getsockname()[1]), marker], {})
+                                       str(server.getsockname()[1]), marker], {}, 1024)
     process = subprocess.Popen(command, pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
     os.close(fd)
     try:

@@ -67,40 +67,43 @@ class BoxedKernelManager(AsyncKernelManager):
     """A grading kernel in the OS sandbox of tools/judge/box.py (bubblewrap: its own PID,
     network and user namespaces, no processes, nothing of the course): its working folder
     is a private copy of the notebook's folder, and it talks to nbgrader over IPC sockets
-    in a folder of its own, the one host folder it may write (with no network, TCP on the
-    host's loopback is out of its reach). Killing it (a restart, a shutdown) kills bubblewrap,
+    on a file system of its own (box.SOCKETS_MB), which nbgrader's end reaches through
+    /proc (with no network, TCP on the host's loopback is out of its reach). Killing it (a restart, a shutdown) kills bubblewrap,
     and with it every process of the sandbox."""
+
+    memory_mb = 4096  # (GradingExecute's, set as it makes this manager)
+    reached = None  # the kernel's sockets' path, as nbgrader's end reaches them (box.reach)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.sockets = tempfile.mkdtemp(prefix="kernel-")  # (short: a socket path < 108)
         self.transport = "ipc"
-        self.ip = os.path.join(self.sockets, "ipc")
-        self.connection_file = os.path.join(self.sockets, "kernel.json")
+        self.ip = os.path.join(self.sockets, "ipc")  # the kernel's, in its connection file
+        self.connection_file = os.path.join(self.sockets, box.CONNECTION)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         folder = kw.pop("cwd")  # the notebook's folder, its path inside the sandbox too
         # JPY_PARENT_PID=1: the kernel's parent in its PID namespace, which it must not poll
         env = {**box.thread_env(), "JPY_PARENT_PID": 1}
-        command, fd = box.command(folder, kernel_cmd[1:], env, inside=folder,
-                                  binds=[self.sockets], files=font_cache())
+        self.reached = None
+        command, fd = box.command(folder, kernel_cmd[1:], env, self.memory_mb, inside=folder,
+                                  sockets=self.sockets, files=font_cache())
         try:
             await super()._async_launch_kernel(command, **kw,
                                                pass_fds=() if fd is None else (fd,))
         finally:
             if fd is not None:
                 os.close(fd)
+        # the kernel's sockets are on its own file system: nbgrader's end reaches them there
+        self.reached = os.path.join(box.reach(self.provisioner.pid, self.sockets), "ipc")
 
-    def sweep(self):
-        """Delete what the kernel wrote in its sockets folder (its audit hook refuses it;
-        native code could still write): only the sockets and the connection file stay."""
-        for path in Path(self.sockets).iterdir():
-            if path.name == "kernel.json" or (path.name.startswith("ipc-") and path.is_socket()):
-                continue
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+    def client(self, **kwargs):  # (the kernel's connection file keeps its own path)
+        client = super().client(**kwargs)
+        client.ip = self.reached or self.ip
+        return client
+
+    def _make_url(self, channel):  # (for the manager's own sockets)
+        return super()._make_url(channel).replace(self.ip, self.reached or self.ip, 1)
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart)
@@ -147,6 +150,12 @@ class GradingExecute(Execute):
             self.extra_arguments = [*others, _EXEC_LINES + line]
         return super().preprocess(nb, resources, km)
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if isinstance(km, BoxedKernelManager):
+            km.memory_mb = self.memory_mb
+        return km
+
     def _remaining(self):  # of the notebook's time, counted from its first cell
         if self._deadline is None:
             self._deadline = time.monotonic() + self.notebook_timeout
@@ -156,8 +165,6 @@ class GradingExecute(Execute):
         return max(1, min(self.timeout, math.ceil(self._remaining())))
 
     def preprocess_cell(self, cell, resources, index):
-        if isinstance(self.km, BoxedKernelManager):
-            self.km.sweep()  # (the last cell's writes go with the folder, at shutdown)
         if cell.cell_type == "code" and self._remaining() <= 0:
             self._error(cell, "NotebookTimeoutError", f"the notebook ran over its "
                         f"{self.notebook_timeout} s limit: this cell was not run")

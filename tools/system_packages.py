@@ -81,7 +81,7 @@ def sandbox_refusal():
     from tools.judge import box  # (the standard library and tools/ only)
 
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = box.command(folder, ["-c", "pass"], {})
+        command, fd = box.command(folder, ["-c", "pass"], {}, memory_mb=256)
         try:
             run = subprocess.run(command, pass_fds=() if fd is None else (fd,),
                                  stdin=subprocess.DEVNULL, capture_output=True, text=True)

@@ -7,7 +7,8 @@ The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. I
 - read-write: its working folder (/submission for the judge's worker, the notebook's own
   path for a grading kernel), filled with a copy of the submission (read-only at
   /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
-  vanish with it;
+  vanish with it; a kernel, its sockets' folder, a file system of SOCKETS_MB MiB of its
+  own (the host connects through /proc/PID/root: `reach`);
 - /proc of its own PID namespace (no other process exists there), read-only (no resetting
   the peak of its memory that the judge measures: /proc/self/clear_refs), a minimal /dev;
 - nothing else: not the course folder, the gradebook, solutions/, other submissions or
@@ -24,14 +25,17 @@ kernel features). For a class you do not trust, also run grading on a host of it
 a container or a VM per grading host.
 """
 
+import contextlib
 import os
 import shutil
 import struct
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
+from tools import cgroup
 from tools.course import threads
 from tools.exercises import REPO
 
@@ -42,6 +46,8 @@ INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora
 # it copies it to: a fresh file system of DISK_MB MiB, as are /tmp and /dev/shm, so that
 # what student code writes is bounded in total and vanishes with the sandbox
 SOURCE, SUBMISSION, DISK_MB = "/opt/submission", "/submission", 256
+# a kernel's IPC sockets: a file system of its own, and the connection file it reads there
+SOCKETS_MB, CONNECTION = 1, "kernel.json"
 # the environment variables the worker keeps: its number of threads
 THREADS = tuple(threads(1))
 # seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
@@ -88,6 +94,36 @@ def seccomp_filter(machine=None):
     ])
 
 
+def innermost(pid):
+    """The process id of the last of process pid's chain of children: the process that a
+    sandbox runs, two levels under bubblewrap (a sandbox starts no process of its own)."""
+    while True:
+        children = []
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:  # pid (comm) state ppid ...
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        children.append(int(entry))
+        if not children:
+            return pid
+        pid = min(children)
+
+
+def reach(pid, folder, timeout=60):
+    """The path by which the host reaches `folder` as the sandbox started by process pid
+    sees it (command's sockets: its private file system there), through
+    /proc/<the sandbox's process>/root; once the sandbox has mounted it."""
+    host = os.stat(folder).st_dev
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = f"/proc/{innermost(pid)}/root{os.path.abspath(folder)}"
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_dev != host:  # (before bubblewrap mounts it: the host's)
+                return path
+        time.sleep(0.01)
+    raise RuntimeError(f"the sandbox of process {pid} did not mount {folder} in {timeout} s")
+
+
 def thread_env():
     """The caller's variables of THREADS (the only ones a sandboxed process inherits)."""
     return {k: v for k, v in os.environ.items() if k in THREADS}
@@ -98,15 +134,19 @@ def bwrap():
     return shutil.which("bwrap")
 
 
-def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), files=None):
+def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, sockets=None,
+            files=None):
     """(the command that runs argv, a Python command line, in the sandbox; the file
     descriptor of its seccomp filter, to pass to it). folder: the private copy of the
     submission, seen read-only at SOURCE; inside: the working folder, a fresh file system of
     size_mb MiB that the program fills from SOURCE before any student code
-    (tools.sandbox.install's source).
-    env: the variables it gets (nothing else of the caller's environment); binds: host
-    folders it may write, at the same path (a kernel's sockets); files: {path inside: host
-    file} it may read (matplotlib's font cache)."""
+    (tools.sandbox.install's source). memory_mb: its memory, besides its file systems, in
+    its cgroup where the machine allows one (tools/cgroup.py: also at most TASKS tasks).
+    env: the variables it gets (nothing else of the caller's environment); sockets: a host
+    folder (a kernel's), where the program finds a private file system of SOCKETS_MB MiB for
+    its IPC sockets, which the host reaches through `reach`, and the folder's connection
+    file (CONNECTION), read-only; files: {path inside: host file} it may read (matplotlib's
+    font cache)."""
     python = Path(sys.executable)
     venv = Path(sys.prefix)
     ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
@@ -128,8 +168,10 @@ def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), fil
             args += ["--ro-bind", str(target), str(target)]
     for inside_path, path in (files or {}).items():
         args += ["--ro-bind", str(path), str(inside_path)]
-    for path in binds:
-        args += ["--bind", str(path), str(path)]
+    if sockets is not None:
+        connection = os.path.join(sockets, CONNECTION)
+        args += ["--size", str(SOCKETS_MB << 20), "--tmpfs", str(sockets),
+                 "--ro-bind", connection, connection]
     args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools",
              "--ro-bind", str(folder), SOURCE, "--size", size, "--tmpfs", str(inside),
              "--chdir", str(inside), "--clearenv"]
@@ -144,4 +186,5 @@ def command(folder, argv, env, inside=SUBMISSION, size_mb=DISK_MB, binds=(), fil
             f.seek(0)
             fd = os.dup(f.fileno())
         args += ["--seccomp", str(fd)]
-    return [*args, "--", str(python), *argv], fd
+    memory = memory_mb + 3 * size_mb  # (its working folder, /tmp and /dev/shm)
+    return cgroup.wrap([*args, "--", str(python), *argv], memory, cgroup.here()), fd

@@ -103,21 +103,6 @@ def _end(process):
     process.stdout.close()
 
 
-def worker_pid(pid):
-    """The process id of the worker that process pid started: the last of its chain of
-    children (bubblewrap's sandbox runs it two levels down; the worker starts none)."""
-    while True:
-        children = []
-        for entry in os.listdir("/proc"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat") as f:  # pid (comm) state ppid ...
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        children.append(int(entry))
-        if not children:
-            return pid
-        pid = min(children)
-
-
 def peak_memory(pid):
     """The peak of process pid's resident memory (VmHWM), in bytes."""
     with open(f"/proc/{pid}/status") as f:
@@ -198,7 +183,8 @@ class Judge:
         argv = ["-m", "tools.judge.worker", *flags, json.dumps(self.limits)]
         if self.sandbox:
             command, fd = box.command(self.worker_dir, [*argv, box.SOURCE],
-                                      {**box.thread_env(), **(env or {})})
+                                      {**box.thread_env(), **(env or {})},
+                                      self.limits["memory_mb"])
             fds, env, cwd = (fd,) if fd is not None else (), None, None
         else:
             command, fds, fd = [sys.executable, *argv], (), None
@@ -229,7 +215,7 @@ class Judge:
         try:
             peer.request("stage", *args)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
-            pid = worker_pid(process.pid)
+            pid = box.innermost(process.pid)
             before = reset_peak_memory(pid)
             peer.request("run", *origin)
             peak = peak_memory(pid) - before
