@@ -68,8 +68,8 @@ class BoxedKernelManager(AsyncKernelManager):
     network and user namespaces, no processes, nothing of the course): its working folder
     is a private copy of the notebook's folder, and it talks to nbgrader over IPC sockets
     on a file system of its own (box.SOCKETS_MB), which nbgrader's end reaches through
-    /proc (with no network, TCP on the host's loopback is out of its reach). Killing it (a restart, a shutdown) kills bubblewrap,
-    and with it every process of the sandbox."""
+    /proc (with no network, TCP on the host's loopback is out of its reach). Killing it (a
+    restart, a shutdown) kills bubblewrap, and with it every process of the sandbox."""
 
     memory_mb = 4096  # (GradingExecute's, set as it makes this manager)
     reached = None  # the kernel's sockets' path, as nbgrader's end reaches them (box.reach)
