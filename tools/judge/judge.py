@@ -103,18 +103,18 @@ def _end(process):
     process.stdout.close()
 
 
-def peak_memory(pid):
+def resident_peak(pid):
     """The peak of process pid's resident memory (VmHWM), in bytes."""
     with open(f"/proc/{pid}/status") as f:
         line = next(line for line in f if line.startswith("VmHWM:"))
     return int(line.split()[1]) * 1024
 
 
-def reset_peak_memory(pid):
+def reset_resident_peak(pid):
     """Reset process pid's peak resident memory to its resident memory now; that, in bytes."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")
-    return peak_memory(pid)
+    return resident_peak(pid)
 
 
 class StudentModule(types.ModuleType):
@@ -216,9 +216,9 @@ class Judge:
             peer.request("stage", *args)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
             pid = box.innermost(process.pid)
-            before = reset_peak_memory(pid)
+            before = reset_resident_peak(pid)
             peer.request("run", *origin)
-            peak = peak_memory(pid) - before
+            peak = resident_peak(pid) - before
             result, now = peer.request("fetch")
         except WorkerGone:
             self.peer.broken = self.peer.broken or peer.broken  # the check's verdict
