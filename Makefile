@@ -5,10 +5,12 @@ INSTALLED := $(VENV)/.installed
 EX ?=
 COURSE_DIR ?= build/course
 # Instructors: LAYOUT=unit (one assignment per unit) or course (one for the whole course);
-# A="unit1 unit2" for some assignments only (default all); JOBS grading processes (default
-# one per core); ARGS more flags, e.g. ARGS=--exchange or ARGS="--timeout 60 --force".
+# A="unit1 unit2" for some assignments only (default all); STUDENT="s1004 s1007" to grade
+# these students' submissions again; JOBS grading processes (default one per core); ARGS
+# more flags, e.g. ARGS=--exchange, ARGS=--execute or ARGS="--timeout 60 --force".
 LAYOUT ?= unit
 A ?=
+STUDENT ?=
 JOBS ?=
 ARGS ?=
 INSTRUCTOR := $(PY) -m tools.instructor
@@ -20,7 +22,7 @@ LAB_ARGS ?=
 .NOTPARALLEL:
 
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
-	course release collect autograde feedback grades grading-bench formgrader
+	course release collect autograde feedback grades rubric grading-bench formgrader
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
@@ -101,17 +103,22 @@ release: $(INSTALLED)
 collect: $(INSTALLED)
 	$(INSTRUCTOR) collect $(COURSE_DIR) $(A) $(ARGS)
 
-# ... graded in parallel, each re-checked in a clean process, ...
+# ... each new or changed submission graded once, by the judge (STUDENT: these again), ...
 autograde: $(INSTALLED)
-	$(INSTRUCTOR) autograde $(COURSE_DIR) $(A) $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+	$(INSTRUCTOR) autograde $(COURSE_DIR) $(A) $(foreach s,$(STUDENT),--student $(s)) \
+		$(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
-# ... feedback/<student>/<assignment>/*.html, ...
+# ... feedback/<student>/<assignment>/*.html and feedback_zips/<assignment>/<student>.zip, ...
 feedback: $(INSTALLED)
 	$(INSTRUCTOR) feedback $(COURSE_DIR) $(A) $(ARGS)
 
 # ... and COURSE_DIR/grades.csv, with each check's points.
 grades: $(INSTALLED)
-	$(INSTRUCTOR) export $(COURSE_DIR) $(ARGS)
+	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(ARGS)
+
+# ... COURSE_DIR/rubric.html: each written question's model answer and rubric, for graders.
+rubric: $(INSTALLED)
+	$(INSTRUCTOR) rubric $(COURSE_DIR)
 
 # JupyterLab in the built course, with nbgrader's formgrader (its gradebook needs the
 # environment's `alembic` on PATH).
@@ -119,9 +126,10 @@ formgrader: $(INSTALLED)
 	cd $(COURSE_DIR) && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-# Whole-course submissions per minute, serial and parallel: a class of 4 right ones (minutes).
+# Whole-course submissions per minute with 1 and 2 jobs (or JOBS), judge-only and with
+# --execute: an honest class of 10 (tests/grading_bench.py; several minutes).
 grading-bench: $(INSTALLED)
-	$(INSTRUCTOR) bench $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+	$(PY) -m tests.grading_bench $(if $(JOBS),--jobs $(JOBS)) $(ARGS)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -10,11 +10,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 import nbgrader  # noqa: E402
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
-from tools.grading import (  # noqa: E402
+from tools.preprocessors import (  # noqa: E402
     FoldHiddenTests,
     GradingExecute,
     HideHiddenTests,
-    SkipAtGrading,
+    Judged,
+    JudgedAutoGrades,
+    WaitingAnswers,
 )
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
@@ -25,44 +27,38 @@ c.CourseDirectory.course_id = "normalization-layers"
 # (A failing hook is only logged by nbgrader, so the release step scans the release.)
 c.GenerateAssignment.post_convert_hook = "tools.markers.strip_release"
 
-# zip_collect: one zip per student in downloaded/<assignment>/archive/, named
-# "<student_id>_<anything>.zip" (an LMS's bulk download, unzipped once), holding the
-# assignment's files with or without one enclosing folder. Its .py files are collected too.
-c.FileNameCollectorPlugin.named_regexp = (
-    r".*/extracted/(?P<student_id>[^/_]+)[^/]*/(?:[^/]+/)??(?P<file_id>(?:normlib/)?[^/]+)$"
-)
-c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".py"]
-
 # A check cell the student deleted is put back (and run), never simply scored 0.
 c.OverwriteCells.add_missing_cells = True
 
-# Each cell has a time limit: past it, or if the kernel dies or runs out of memory, that
-# cell is an error, the kernel restarts and grading goes on. Each kernel starts in
-# tools/sandbox.py. Both are tools/grading.GradingExecute, whose settings are the grading
-# limits (timeout, startup_timeout, memory_mb, file_mb, protected; their defaults are in
-# tools/grading.py). Set yours in the course's nbgrader_config_local.py, e.g.
-# c.GradingExecute.memory_mb = 8192: the clean re-check (tools/recheck.py) reads the same.
-c.Autograde.autograde_preprocessors = [
-    GradingExecute if p.__name__ == "Execute" else p
-    for p in Autograde.class_traits()["autograde_preprocessors"].default()
-]
-
-# Long experiments (cells tagged skip-at-grading) are not run at autograde, and the check
-# cells run without their hidden tests, which only the judge runs (tools/grading.py;
-# tools/recheck.py). Added after nbgrader's own sanitizing, which restores the check cells.
+# Autograde: the judge has graded the submission's code (tools/autograde.py); nbgrader
+# records the notebooks as submitted (their outputs kept: no ClearOutput), with each
+# check's verdict (Judged) and the written answers for hand grading (JudgedAutoGrades:
+# nbgrader's SaveAutoGrades, but a check's score is the judge's). The check cells keep
+# their hidden tests folded (FoldHiddenTests: no hidden test in anything that leaves).
+# GradingExecute runs the notebooks first, in the OS sandbox, only with autograde's
+# --execute (tools/preprocessors.py); its limits are the course's (c.Grading, in
+# nbgrader_config_local.py: tools/settings.py).
+_REPLACED = {"Execute": GradingExecute, "SaveAutoGrades": JudgedAutoGrades}
 c.Autograde.sanitize_preprocessors = [
-    *Autograde.class_traits()["sanitize_preprocessors"].default(), SkipAtGrading,
-    FoldHiddenTests,
+    p for p in Autograde.class_traits()["sanitize_preprocessors"].default()
+    if p.__name__ != "ClearOutput"
+] + [FoldHiddenTests]
+c.Autograde.autograde_preprocessors = [
+    q for p in Autograde.class_traits()["autograde_preprocessors"].default()
+    for q in ([Judged, _REPLACED[p.__name__]] if p.__name__ == "SaveAutoGrades"
+              else [_REPLACED.get(p.__name__, p)])
 ]
 
-# Feedback shows which checks failed and why, not the hidden tests' code (tools/grading.py),
+# Feedback shows which checks failed and why, not the hidden tests' code, and which written
+# answers wait for a grader (tools/preprocessors.py),
 # and its HTML is sanitized: a student's <script> or onerror output is not run there.
 c.GenerateFeedback.preprocessors = [
-    *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests
+    *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests,
+    WaitingAnswers,
 ]
 c.HTMLExporter.sanitize_html = True
 # The judge's verdicts stand where no output can (tools/templates/judged: nbgrader's
-# feedback page, with the verdicts in the check cells' metadata; tools/recheck.annotate).
+# feedback page, with the verdicts in the check cells' metadata: Judged).
 c.HTMLExporter.template_name = "judged"
 c.HTMLExporter.template_file = "judged.html.j2"  # (it extends nbgrader's index.html.j2)
 c.HTMLExporter.extra_template_basedirs = [

@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "solutions"))
 sys.path.insert(1, str(REPO))  # for `tools`
 
-from tools.course import threads  # noqa: E402 (needs the path above)
 from tools.exercises import by_number  # noqa: E402
+from tools.sandbox import threads  # noqa: E402 (needs the path above)
 
 # One thread per process for NumPy and torch, in this process (before torch is imported),
 # its xdist workers, their notebook kernels and every subprocess a test starts (a test

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import cgroup
-from tools.judge import box
-from tools.sandbox import TASKS
+from tools import cgroup, sandbox
+from tools.guard import TASKS
 
 NO_SYSTEMD = staticmethod(lambda: None)
 
@@ -106,7 +105,7 @@ print(started, flush=True)
 """
 
 
-@pytest.mark.skipif(box.bwrap() is None, reason="bubblewrap is not installed: apt-get "
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: apt-get "
                     "install bubblewrap (make test installs it)")
 def test_a_sandbox_starts_at_most_TASKS_tasks_here():
     """For real, with what this machine has: its cgroup (pids.max), or RLIMIT_NPROC. Root
@@ -116,7 +115,7 @@ def test_a_sandbox_starts_at_most_TASKS_tasks_here():
     if where is None and os.geteuid() == 0:
         pytest.skip("no cgroup here, and root is exempt from RLIMIT_NPROC: no task bound")
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = box.command(folder, ["-c", f"TASKS = {TASKS}\n" + THREADS], {}, 256)
+        command, fd = sandbox.command(folder, ["-c", f"TASKS = {TASKS}\n" + THREADS], {}, 256)
         process = subprocess.Popen(command, pass_fds=() if fd is None else (fd,),
                                    stdout=subprocess.PIPE, text=True,
                                    preexec_fn=lambda: _nproc(where))
@@ -159,7 +158,7 @@ while made < 2_000_000:  # empty files: no bytes, an inode and a directory entry
 """
 
 
-@pytest.mark.skipif(box.bwrap() is None, reason="bubblewrap is not installed: apt-get "
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: apt-get "
                     "install bubblewrap (make test installs it)")
 def test_the_inodes_of_a_sandboxs_files_count_in_its_cgroup_here():
     """Case 10: a million empty files in the sandbox's /tmp cost the host about 1 GB of
@@ -169,7 +168,7 @@ def test_the_inodes_of_a_sandboxs_files_count_in_its_cgroup_here():
     if where is None:
         pytest.skip("no cgroup here: the README says what bounds a sandbox without one")
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = box.command(folder, ["-c", FILES], {}, 32, size_mb=1)
+        command, fd = sandbox.command(folder, ["-c", FILES], {}, 32, size_mb=1)
         run = subprocess.run(command, pass_fds=() if fd is None else (fd,), timeout=120,
                              capture_output=True, text=True)
         os.close(fd)

@@ -8,8 +8,9 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.exchange import ExchangeFactory
 from traitlets.config import Config
 
+from tools.collect import collect
 from tools.course import build_course
-from tools.instructor import collect, release
+from tools.release import release
 
 
 def as_student(home, exchange, step):
@@ -46,4 +47,4 @@ def test_release_fetch_submit_collect_through_the_exchange(tmp_path, capsys):
     submitted = root / "submitted" / getpass.getuser() / "unit1"
     assert (submitted / "normlib" / "layer_norm.py").read_text() == kernel.read_text()
     assert (submitted / "01_layernorm_forward.ipynb").is_file()
-    assert "collected unit1: 1 submission (" in capsys.readouterr().out
+    assert "collected unit1 from the exchange: 1 submission\n" in capsys.readouterr().out

@@ -9,7 +9,7 @@ and no other. Under three layouts:
   process, no judge), on a folder whose normlib/ is the student's (here: the reference
   but the broken file; tests/test_check.py runs the command itself on one such folder);
 - the "course" grading layout: one assignment grading every student file, each check
-  with its hidden tests, in the judge (tools.recheck.clean_results), for layer_norm.py
+  with its hidden tests, in the judge (tools.verdicts.verdicts), for layer_norm.py
   (every exercise runs there: one file keeps the cost down);
 - the "unit" grading layout: each assignment that grades the file (layer_norm.py is
   Unit 1's and Unit 2's), where the other units' files are the course's copies.
@@ -25,15 +25,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import exercise_marks
+from tests.synthetic import override
 from tools.check import run
 from tools.course import build_course, load_course
 from tools.exercises import SOLUTIONS, by_number, exercises, student_files
-from tools.grading import LIMITS, GradingExecute
-from tools.recheck import clean_results
-from tools.synthetic import override
+from tools.limits import Limits
+from tools.verdicts import verdicts
 
 BROKEN = "def (:\n"  # a syntax error, appended to a file
-LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS}, "protected": []}
+LIMITS_HERE = Limits()
 
 
 def expected_failures(rel):
@@ -125,7 +125,7 @@ def grade(root, rel):
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
         (submission / rel).write_text(override(rel, BROKEN))
-        results = clean_results(root, name, "student", LIMITS_HERE)
+        results, _ = verdicts(root, name, "student", LIMITS_HERE)
         found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
     return found
 

@@ -1,5 +1,5 @@
 """The judge (tools/judge): verdicts computed where student code never runs, the worker
-that runs it in the OS sandbox (tools/judge/box.py).
+that runs it in the OS sandbox (tools/judge/sandbox.py).
 
 - (The reference passes every check, hidden tests included, through the worker: shown by
   tests/test_isolation.py, where every exercise but a broken file's passes, and by the
@@ -27,17 +27,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import processes_naming
+from tests.synthetic import override
+from tools import sandbox
 from tools.exercises import SOLUTIONS, exercises
-from tools.grading import LIMITS, GradingExecute
-from tools.judge import box
 from tools.judge.judge import Judge
 from tools.judge.peer import ENDED, Peer, WorkerGone
-from tools.recheck import run_checks
-from tools.synthetic import override
+from tools.limits import Limits
+from tools.verdicts import run_checks
 
-LIMITS_HERE = {**{name: getattr(GradingExecute(), name) for name in LIMITS},
-               "protected": [], "timeout": 20}
-SANDBOX = box.bwrap() is not None
+LIMITS_HERE = Limits(timeout=20)
+SANDBOX = sandbox.bwrap() is not None
 needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed: "
                                  "apt-get install bubblewrap (make test installs it)")
 UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
@@ -51,10 +50,10 @@ def submission(tmp_path, **files):
     return tmp_path
 
 
-def judged(folder, cells=UNIT1, sandbox=SANDBOX):
+def judged(folder, cells=UNIT1, sandboxed=SANDBOX):
     """{number: (passed, detail)}."""
     numbers = {e.grade_id: e.number for e in exercises()}
-    results = run_checks(folder, cells, LIMITS_HERE, sandbox=sandbox)
+    results = run_checks(folder, cells, LIMITS_HERE, sandboxed=sandboxed)
     return {numbers[g]: r for g, r in results.items()}
 
 
@@ -154,8 +153,8 @@ def test_the_judge_starts_a_new_worker_after_losing_one(monkeypatch):
         judge.process, judge.peer = LostWorker(), Channel(gone=len(starts) == 1)
 
     monkeypatch.setattr(Judge, "start", start)
-    limits = {"notebook_timeout": 60, "timeout": 30, "startup_timeout": 30}
-    judge = Judge("/nonexistent", "/nonexistent", [], limits, sandbox=False)
+    limits = Limits(notebook_timeout=60, timeout=30, startup_timeout=30)
+    judge = Judge("/nonexistent", "/nonexistent", [], limits, sandboxed=False)
     found = judge.run([("first", "pass"), ("second", "pass")])
     assert len(starts) == 2
     assert found["first"] == (False, "the submission's code ended its process")
@@ -229,7 +228,7 @@ def test_the_worker_never_sees_a_check_or_its_hidden_tests(tmp_path):
     # submission's folder (in the sandbox it is a private file system that vanishes, and
     # /proc shows the worker alone: see test_the_sandbox_refuses_every_escape)
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", LEAK))
-    results = judged(folder, sandbox=False)
+    results = judged(folder, sandboxed=False)
     assert results["1.1"][0], results["1.1"]  # it was graded, and its values were right
     leak = (folder / "leak.txt").read_text()
     assert len(leak) > 10_000  # it did dump the worker's state
@@ -298,7 +297,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
     folder.mkdir()
     marker = f"probe-{os.getpid()}-{time.time_ns()}"
     course = str(SOLUTIONS / "normlib" / "layer_norm.py")
-    command, fd = box.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
+    command, fd = sandbox.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
                                        str(server.getsockname()[1]), marker], {}, 1024)
     process = subprocess.Popen(command, pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
     os.close(fd)
@@ -316,7 +315,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
                        "the judge's memory", "connect to the host", "fork", "run a program",
                        "write the environment", "write /usr", "write its folder's source",
                        "fill its folder"}, found
-    assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: box.DISK_MB
+    assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: sandbox.DISK_MB
     assert found["fork"][1] == found["run a program"][1] == "PermissionError"
     assert found["uid"] == 65534 and found["thread"] == "ran"
     assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process
@@ -329,9 +328,9 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
 
 
 def test_bwrap_filter_is_a_whole_bpf_program():
-    program = box.seccomp_filter("x86_64")
+    program = sandbox.seccomp_filter("x86_64")
     assert len(program) % 8 == 0 and len(program) // 8 == 15
-    assert box.seccomp_filter("riscv64") is None
+    assert sandbox.seccomp_filter("riscv64") is None
 
 
 # --- a hostile class: each attack that broke grading, graded beside what it deserves ----
@@ -483,7 +482,7 @@ _reference_stats = layer_norm_stats
 
 
 def layer_norm_stats(*args, **kwargs):
-    from tools.sandbox import TASKS
+    from tools.guard import TASKS
     assert _resource.getrlimit(_resource.RLIMIT_NPROC) == (TASKS, TASKS), "no task limit"
     return _reference_stats(*args, **kwargs)
 """
@@ -491,7 +490,7 @@ def layer_norm_stats(*args, **kwargs):
 
 @needs_bwrap
 def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
-    """RLIMIT_NPROC, in the sandbox's own user namespace (tools.sandbox.TASKS); the 96,365
+    """RLIMIT_NPROC, in the sandbox's own user namespace (tools.guard.TASKS); the 96,365
     it inherited were more than the host's pid_max. (The kernel exempts a grader running
     as root, as this test may be: it shows the limit is set where it applies.)"""
     reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
@@ -501,19 +500,19 @@ def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
 
 def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monkeypatch):
     """A judge stuck (here in a check that sleeps; before, in decoding a reply) held its
-    grading thread forever: tools.recheck waits on it until its deadline, then kills it
+    grading thread forever: tools.verdicts waits on it until its deadline, then kills it
     and fails that submission alone."""
-    import tools.recheck as recheck
+    import tools.verdicts as verdicts
 
-    monkeypatch.setattr(recheck, "deadline", lambda limits: 3)
+    monkeypatch.setattr(verdicts, "deadline", lambda limits: 3)
     folder = submission(tmp_path)
-    judge = recheck.JudgeProcess({})
+    judge = verdicts.JudgeProcess({})
     job = {"judge_dir": str(folder), "worker_dir": str(folder), "student_modules": [],
-           "cells": [["stuck", "import time\ntime.sleep(600)"]], "limits": LIMITS_HERE,
-           "sandbox": False}
+           "cells": [["stuck", "import time\ntime.sleep(600)"]], "limits": LIMITS_HERE.to_json(),
+           "sandboxed": False}
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="no answer in 3 s"):
-        judge.grade(job)
+        judge.grade(job, LIMITS_HERE)
     assert time.monotonic() - start < 60 and judge.process.poll() is not None
 
 
@@ -579,7 +578,7 @@ def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
     """The judge's order, with the measuring worker's memory seen at each step: the
     arguments (32 MiB here) are in before the reset, the call's growth after it."""
     folder = submission(tmp_path)
-    judge = Judge(folder, folder, {"normlib.layer_norm_fast"}, LIMITS_HERE, sandbox=False)
+    judge = Judge(folder, folder, {"normlib.layer_norm_fast"}, LIMITS_HERE, sandboxed=False)
     judge.start()
     try:
         import numpy as np

@@ -1,40 +1,63 @@
-"""One set of grading limits: GradingExecute's settings in the course's nbgrader config,
-nbgrader_config_local.py included, read by tools.course.grading_limits for both runs of
-a submission (nbgrader's notebook run, tools/recheck.py's clean re-check).
+"""One set of grading limits, one typed object (tools/limits.py): c.Grading's settings in
+the course's nbgrader config, nbgrader_config_local.py included, read by
+tools.settings.read, the command line's --timeout over them; the judge's worker gets them
+whole.
 
-The "big" submission of tools/synthetic.py (right, but its layer_norm_forward reserves
+The "big" submission of tests/synthetic.py (right, but its layer_norm_forward reserves
 4200 MiB of address space) shows both sides of a raised limit:
-- here, under the defaults (4096 MiB), the clean re-check fails Exercise 2.5 with a
-  MemoryError, so the submission does need the raised limit;
+- here, under the defaults (4096 MiB), the judge fails Exercise 2.5 with a MemoryError, so
+  the submission does need the raised limit;
 - tests/test_roundtrip.py grades it in a course whose nbgrader_config_local.py raises the
-  memory to 8192 MiB (and sets the time limit): full points in the notebook run, and the
-  clean re-check overrides none of them.
+  memory to 8192 MiB (and sets the time limit): full points.
 """
 
 import contextlib
+import datetime
 import io
 
-from tools.course import build_course, grading_limits, threads
-from tools.instructor import JOBS, release
-from tools.recheck import clean_results
-from tools.synthetic import write_submission
+import pytest
+
+from tests.synthetic import write_submission
+from tools.autograde import JOBS
+from tools.course import build_course
+from tools.limits import Limits
+from tools.release import release
+from tools.sandbox import threads
+from tools.settings import read
+from tools.verdicts import verdicts
 
 CHECK = "ex2_5_layer_norm_function"  # the check that calls layer_norm_forward
 
 
 def test_limits_are_read_from_the_course_config_and_the_default_is_too_small(tmp_path):
     root = build_course(tmp_path / "course", layout="unit")
-    limits = grading_limits(root)  # the defaults, tools/grading.GradingExecute's
-    assert limits["memory_mb"] == 4096 and limits["timeout"] == 30
+    limits = read(root).limits  # the defaults, tools/limits.py's
+    assert (limits.memory_mb, limits.timeout) == (4096, 30)
+    assert limits.protected[0] == str(root)  # (and solutions/: build_course writes them)
     with contextlib.redirect_stdout(io.StringIO()):
         release(root, ["unit2"])
     write_submission(root, "unit2", "big", root / "submitted" / "big" / "unit2")
-    clean = clean_results(root, "unit2", "big", env=threads(JOBS))
-    assert not clean[CHECK][0] and "MemoryError" in clean[CHECK][1], clean[CHECK]
-    assert all(passed for g, (passed, _) in clean.items() if g != CHECK), clean
+    found, missing = verdicts(root, "unit2", "big", limits, env=threads(JOBS))
+    assert not found[CHECK][0] and "MemoryError" in found[CHECK][1], found[CHECK]
+    assert all(passed for g, (passed, _) in found.items() if g != CHECK), found
+    assert missing == []
 
     # the instructor's values, then a command line's --timeout over them
     (root / "nbgrader_config_local.py").write_text(
-        "c.GradingExecute.memory_mb = 16384\nc.GradingExecute.timeout = 45\n")
-    assert grading_limits(root) == {**limits, "memory_mb": 16384, "timeout": 45}
-    assert grading_limits(root, timeout=60)["timeout"] == 60
+        "c.Grading.memory_mb = 16384\nc.Grading.timeout = 45\n"
+        "c.Grading.due = {'unit1': '2026-10-05 23:59 +02:00'}\n")
+    settings = read(root)
+    assert settings.limits == Limits(**{**limits.__dict__, "memory_mb": 16384, "timeout": 45})
+    assert read(root, timeout=60).limits.timeout == 60
+    assert settings.due == {"unit1": datetime.datetime(2026, 10, 5, 21, 59,
+                                                       tzinfo=datetime.timezone.utc)}
+    assert Limits.from_json(settings.limits.to_json()) == settings.limits
+
+
+@pytest.mark.parametrize("due,why", [("next week", "is not a date"),
+                                     ("2026-10-05 23:59", "has no time zone")])
+def test_a_due_date_that_is_not_one_is_refused_by_name(tmp_path, due, why):
+    root = build_course(tmp_path / "course", layout="unit")
+    (root / "nbgrader_config_local.py").write_text(f"c.Grading.due = {{'unit1': {due!r}}}\n")
+    with pytest.raises(SystemExit, match=f"c.Grading.due\\['unit1'\\] = '{due}' {why}"):
+        read(root)

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tools.course import threads
+from tools.sandbox import threads
 
 # NumPy's features above its baseline, chosen at run time (x86-64: X86_V3, X86_V4, ...)
 DISPATCHED = np._core._multiarray_umath.__cpu_dispatch__

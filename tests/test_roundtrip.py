@@ -1,22 +1,24 @@
 """The instructor's pipeline end to end (tools/instructor.py), on the synthetic class of
-tools/synthetic.py: build the course (one assignment per unit), release it, collect the
-class from LMS zips, autograde it with three processes (each notebook run in a kernel in
-the OS sandbox, without its hidden tests; every check graded by the judge, the student's
-code in a sandboxed worker), generate feedback, export the CSV, and check every score.
+tests/synthetic.py: build the course (one assignment per unit), release it, collect the
+class from LMS zips, autograde it with three processes (every check graded by the judge,
+the student's code in a sandboxed worker; the notebooks recorded as submitted), generate
+feedback, export the CSV, and check every score. A second course grades the cases whose
+notebooks matter with --execute (each notebook run in a kernel in the OS sandbox, without
+its hidden tests): the same scores, and what each kernel showed.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
-10 s a cell, and 8192 MiB a process, which one right submission needs (more than the
-default 4096 MiB, which tests/test_limits.py shows it fails): both runs, the notebook's
-and the judge's, must give it full points.
+20 s a check, and 8192 MiB a process, which one right submission needs (more than the
+default 4096 MiB, which tests/test_limits.py shows it fails).
 
 Every hardening case is one submission, graded in the same run as the others: an
 infinite loop deaf to interrupts, unbounded memory, sys.exit, os._exit, a killed kernel,
 a syntax error, a missing file, a renamed function, an edited, a deleted and a duplicated
 check cell, a renamed and a truncated notebook, a notebook cell and a module that patch
-the checks, a module that forges its verdicts, one that tries to leak the hidden tests
-into its feedback (and outputs a script), and one that tries to escape (the gradebook,
-the reference, other processes and kernels, a forked process). The honest students keep
-their scores; each of the others gets what its code deserves.
+the checks, a module that forges its verdicts (and a notebook holding forged ones), one
+that tries to leak the hidden tests into its feedback (and outputs a script), and one that
+tries to escape (the gradebook, the reference, other processes and kernels, a forked
+process). The honest students keep their scores; each of the others gets what its code
+deserves.
 """
 
 import contextlib
@@ -25,24 +27,29 @@ import html
 import io
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
 from tests.conftest import exercise_param, processes_naming
+from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
+from tools.autograde import autograde
+from tools.collect import collect
 from tools.course import SOLUTIONS, build_course, gradebook_url, load_course
 from tools.exercises import by_number, exercises, questions
-from tools.grading import SKIPPED
-from tools.grading import TAG as SKIP_TAG
-from tools.instructor import autograde, collect, export, feedback, release
+from tools.feedback import feedback
+from tools.grades import export
 from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
-from tools.recheck import graded_folder, recheck
+from tools.preprocessors import SKIPPED
+from tools.preprocessors import TAG as SKIP_TAG
+from tools.release import release
 from tools.student import secret_lines
-from tools.synthetic import CASES, LEAK_LAST, leak_record, zip_class
+from tools.verdicts import graded_folder
 
-TIMEOUT = 20  # seconds per cell here (30 by default): the loop case pays it twice; a loaded
+TIMEOUT = 20  # seconds per check (per cell, with --execute) here (30 by default): a loaded
 # 2-core machine took over 10 s for a kernel's first cell (importing torch and matplotlib)
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
 JOBS = 3  # grading processes: one more than the 2 cores, to fill the time they wait
@@ -105,14 +112,26 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # values, 4x the memory): the fast forward passes the memory check inside the sandbox
     ("unit5", "mixed"): scores("unit5", "5.1", "5.6"),
 }
-# submissions whose notebook could not be run whole: their status in grades.csv
-PARTLY = {
-    ("unit1", "renamed-notebook"): "partly graded: no 01_layernorm_forward.ipynb (found "
-                                   "01_layernorm_forward-Copy1.ipynb)",
-    ("unit1", "truncated"): "partly graded: 01_layernorm_forward.ipynb: not a readable "
-                            "notebook",
-    ("unit1", "duplicated"): "partly graded: 01_layernorm_forward.ipynb: a graded cell appears "
-                             "twice (ex1_1_layer_norm_stats)",
+# the submissions whose status says more than "graded", and what
+STATUS = {
+    ("unit1", "renamed-notebook"): "graded; 01_layernorm_forward-Copy1.ipynb graded as "
+                                   "01_layernorm_forward.ipynb",
+    ("unit1", "truncated"): "graded; 01_layernorm_forward.ipynb: not a readable notebook "
+                            "(NotJSONError): its written answers wait for a grader",
+    ("unit2", "missing"): "graded; missing normlib/nn.py",
+    ("unit1", "duplicated"): "graded; 01_layernorm_forward.ipynb: a graded cell appears twice "
+                             "(ex1_1_layer_norm_stats): the later copy is read as an ordinary "
+                             "cell",
+}
+# the cases graded again with --execute (those whose notebooks or kernels matter; the
+# loop's, which would wait out every cell that calls it, is tests/test_preprocessors.py's)
+EXECUTED = {
+    "unit1": ["reference", "stubs", "tampered", "memory", "exits", "osexit", "renamed",
+              "leaker", "escaper", "forger"],
+    "unit2": ["reference", "tampered", "killed", "missing"],
+    "unit3": ["reference", "broken"],
+    "unit4": ["reference", "stubs"],
+    "unit5": ["mixed"],
 }
 
 
@@ -120,24 +139,49 @@ def test_expectations_cover_every_case():
     assert set(EXPECTED) == {(a, s) for a, cases in CASES.items() for s in cases}
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pipeline")
+def grade_class(tmp, cases, execute=False):
+    """A course graded as an instructor grades it: (its root, what the steps printed)."""
     root = build_course(tmp / "course", layout="unit")
     (root / "nbgrader_config_local.py").write_text(
-        f"c.GradingExecute.timeout = {TIMEOUT}\nc.GradingExecute.memory_mb = {MEMORY_MB}\n")
+        f"c.Grading.timeout = {TIMEOUT}\nc.Grading.memory_mb = {MEMORY_MB}\n")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         release(root)
-        for assignment, cases in CASES.items():  # each case's student id is its name
-            zip_class(root, assignment, {case: case for case in cases}, tmp / "staging")
+        for assignment, students in cases.items():  # each case's student id is its name
+            zip_class(root, assignment, {case: case for case in students}, tmp / "staging")
         collect(root)
-        failed = autograde(root, jobs=JOBS)  # with the limits of nbgrader_config_local.py
+        failed = autograde(root, jobs=JOBS, execute=execute)  # with the local config's limits
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()
-    assert f"{TIMEOUT} s per cell, {MEMORY_MB} MiB per process" in out.getvalue()
+    assert f"{TIMEOUT} s per check, {MEMORY_MB} MiB per process" in out.getvalue()
     return root, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("pipeline"), CASES)
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED, execute=True)
+
+
+def test_execute_and_judge_only_give_the_same_scores(graded, executed):
+    """Every score of every graded cell (the checks and the written answers) of the cases
+    graded both ways is the same."""
+    found = {}
+    for (root, _), name in ((graded, "judge-only"), (executed, "execute")):
+        with Gradebook(gradebook_url(root)) as gb:
+            for assignment, students in EXECUTED.items():
+                for student in students:
+                    submission = gb.find_submission(assignment, student)
+                    found.setdefault(name, {})[assignment, student] = sorted(
+                        (g.name, g.auto_score, g.needs_manual_grade)
+                        for nb in submission.notebooks for g in nb.grades)
+    assert found["judge-only"] == found["execute"]
+    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) > 15
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
@@ -155,19 +199,23 @@ def test_every_check_scores_as_expected(graded, number):
                 f"{grade.score} != {expected[grade_id]}"
 
 
-def test_the_judges_score_is_the_grade_whatever_the_notebook_said(graded):
-    root, log = graded
+def test_the_judges_score_is_the_grade_whatever_the_notebook_holds(graded):
+    """Each check's auto score is the judge's, none set by hand. The forger's notebook, as
+    submitted, holds check cells whose outputs and metadata say they passed: they score 0."""
+    root, _ = graded
     with Gradebook(gradebook_url(root)) as gb:
         for (assignment, student), expected in EXPECTED.items():
-            for g in expected:  # the judge's score is the auto score; none is set by hand
+            for g in expected:
                 grade = gb.find_grade(g, NOTEBOOK[g], assignment, student)
                 assert (grade.auto_score, grade.manual_score) == (expected[g], None), student
-    # the checks the notebook passed after a patch, which the judge failed
-    assert "ex2_5_layer_norm_function: 4.0 in the notebook, 0 by the judge" in log
-    # the patcher's wrong GroupNorm, its comparison disarmed in the notebook, is caught by
-    # the judge's own comparison, with the values that differ
-    assert re.search(r"ex3_4_group_norm_forward: 3\.0 in the notebook, 0 by the judge "
-                     r"\(the judge's score counts\): AssertionError: Not equal to tolerance", log)
+    submitted = json.loads(next((root / "submitted" / "forger" / "unit1").glob(
+        "[0-9]*.ipynb")).read_text())
+    forged = [c for c in submitted["cells"] if c["metadata"].get("judge")
+              and c["metadata"]["nbgrader"].get("grade")]
+    assert len(forged) == len(POINTS["unit1"]) and all(c["outputs"] for c in forged)
+    cells = json.loads(autograded(root, "unit1", "forger").read_text())["cells"]
+    assert [c["metadata"]["judge"]["passed"] for c in cells if c["metadata"].get("judge")] \
+        == [False] * len(POINTS["unit1"])
 
 
 def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
@@ -178,14 +226,6 @@ def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
     assert text.count("The judge: passed, with the hidden tests") == 2 * (
         len(POINTS["unit3"]) - 1)
     assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 4
-
-
-def test_grading_again_replaces_the_judges_verdicts(graded):
-    root, _ = graded
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert recheck(root, "unit1", "reference") == []  # the judge agrees with itself
-    text = json.dumps(json.loads(autograded(root, "unit1", "reference").read_text()))
-    assert text.count("The judge: passed") == 2  # one per check, not two
 
 
 def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):
@@ -202,20 +242,21 @@ def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded)
             assert (row["submitted"], row["status"], float(row["score"])) == ("no", "missing", 0)
             continue
         assert row["submitted"] == "yes"
-        assert row["status"].startswith(PARTLY.get((assignment, student), "graded")), row
+        assert row["status"].startswith(STATUS.get((assignment, student), "graded")), row
+        assert row["submitted_at"] and row["late"] == ""  # (no due date in this course)
         assert float(row["score"]) == sum(expected.values())
         for other, points in POINTS.items():  # per-check points; blank for other units'
             for g in points:
                 want = expected[g] if other == assignment else None
                 assert (float(row[g]) if row[g] else None) == want, (student, g)
         assert row["overridden"] == ""  # no score was set by hand
-        # the reference students answered the written questions: blank until a grader
-        # scores them, never 0, and the status says so; the others left them as released
-        # ("YOUR ANSWER HERE"), which nbgrader scores 0
-        # (a notebook nbgrader could not run leaves its answer to a grader, or has none)
+        # the reference students (and the renamed notebook's) answered the written
+        # questions: blank until a grader scores them, never 0, and the status says so;
+        # so are the answers of a notebook that cannot be read; the others left them as
+        # released ("YOUR ANSWER HERE"), which nbgrader scores 0
         waiting = sum(row[q] == "" for q in WRITTEN[assignment])
-        if (assignment, student) not in PARTLY:
-            assert waiting == (len(WRITTEN[assignment]) if student == "reference" else 0), row
+        answered = student in ("reference", "renamed-notebook", "truncated")
+        assert waiting == (len(WRITTEN[assignment]) if answered else 0), row
         assert all(row[q] in ("", "0.0") for q in WRITTEN[assignment]), row
         if waiting:
             assert row["status"].endswith(f"; {waiting} written answer{'s' * (waiting > 1)} "
@@ -267,13 +308,13 @@ def demonstrated(path):
     return {cell_id for stem, cell_id in DEMONSTRATED if stem == Path(path).stem}
 
 
-def test_no_cell_but_a_check_fails_at_grading(graded):
+def test_no_cell_but_a_check_fails_at_grading(executed):
     # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
     # them defines would fail in every student's feedback. Each unit's reference (unit5's
     # one submission, right but for two checks): no error outside the check cells, the
     # demonstrated errors and the NotImplementedError of a "your turn" function the
     # submission left unwritten.
-    root, _ = graded
+    root, _ = executed
     for assignment in UNITS:
         student = "reference" if (assignment, "reference") in EXPECTED else "mixed"
         path = autograded(root, assignment, student)
@@ -285,11 +326,11 @@ def test_no_cell_but_a_check_fails_at_grading(graded):
         assert errors == [], f"{assignment}, {student}: errors in cells {errors}"
 
 
-def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
+def test_unfinished_work_says_so_and_run_all_would_go_on(executed):
     # the stub submissions, as graded: every error but a demonstrated one is a stub's,
     # shown as one line saying which exercise is not yet implemented (normlib.notebook, the
     # course's copy), in a cell tagged raises-exception (JupyterLab's Run All goes on past it)
-    root, _ = graded
+    root, _ = executed
     for assignment in ("unit1", "unit4"):
         path = autograded(root, assignment, "stubs")
         cells = json.loads(path.read_text())["cells"]
@@ -317,8 +358,6 @@ def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
 
 
 ERRORS = {  # (assignment, student, check) -> what the autograded notebook and feedback say
-    ("unit1", "loop", "ex1_2_layer_norm_forward"): f"CellTimeoutError: the cell ran over the "
-                                                   f"{TIMEOUT} s limit",
     ("unit1", "memory", "ex1_2_layer_norm_forward"): "MemoryError: Unable to allocate",
     ("unit1", "exits", "ex1_2_layer_norm_forward"): "SystemExit",
     ("unit1", "osexit", "ex1_2_layer_norm_forward"): "DeadKernelError: the kernel died",
@@ -337,8 +376,8 @@ def feedback_text(root, assignment, student):
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # what a reader sees
 
 
-def test_each_hardening_case_says_what_happened_in_its_cell_and_feedback(graded):
-    root, _ = graded
+def test_each_hardening_case_says_what_happened_in_its_cell_and_feedback(executed):
+    root, _ = executed
     for (assignment, student, grade_id), message in ERRORS.items():
         errors = [f"{o['ename']}: {o['evalue']}" for o in
                   cell(autograded(root, assignment, student), grade_id)["outputs"]
@@ -357,10 +396,10 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
     assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
 
 
-def test_experiments_are_skipped_at_grading_and_checks_never(graded):
+def test_experiments_are_skipped_at_grading_and_checks_never(executed):
     """Cells tagged skip-at-grading (Unit 4's training runs) were not run at autograde;
     the check cells were, including the one the tampered submission tagged (it scores 0)."""
-    root, _ = graded
+    root, _ = executed
     source = next(SOLUTIONS.glob("04_*.ipynb"))
     tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
               if SKIP_TAG in c["metadata"].get("tags", [])]
@@ -397,7 +436,16 @@ def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
     root, _ = graded
     secret = secret_lines()
     pages = sorted((root / "feedback").rglob("*.html"))
-    assert len(pages) == len(EXPECTED) - len(PARTLY)  # (no notebook ran: no page)
+    assert len(pages) == len(EXPECTED) - 1  # (the truncated notebook has none)
+    zips = sorted((root / "feedback_zips").rglob("*.zip"))
+    assert len(zips) == len(pages)  # (one notebook an assignment)
+    for path in zips:  # what an instructor uploads to the LMS
+        with zipfile.ZipFile(path) as z:
+            assert all(name.endswith(".html") for name in z.namelist())
+            for name in z.namelist():
+                lines = {line.strip() for line in html.unescape(re.sub(
+                    r"<[^>]+>", "", z.read(name).decode())).splitlines()}
+                assert not lines & secret, (path, name)
     for page in pages:
         lines = {line.strip() for line in feedback_text(
             root, page.parent.name, page.parent.parent.name).splitlines()}
@@ -406,7 +454,7 @@ def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
 
 def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(graded, tmp_path):
     """What student code can reach at grading: the grading kernel's folder (autograded/)
-    and the judge's worker's (tools.recheck.graded_folder) hold the student's own graded
+    and the judge's worker's (tools.verdicts.graded_folder) hold the student's own graded
     files and the release copies of every other normlib file: no solution-block line
     outside the student's own files, no hidden-test line anywhere. Feedback holds the HTML
     pages alone (nbgrader would copy the graded normlib/ beside them)."""
@@ -462,12 +510,12 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
     }
 
 
-def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(graded):
+def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(executed):
     """Its notebook cells and its module printed the kernel's input history, every
     calling cell's source and the namespace's In: none of it held a hidden test, which
     never reached the kernel (test_no_feedback_page_shows_a_hidden_test_or_solution_line).
     Its HTML output is sanitized in the feedback."""
-    root, _ = graded
+    root, _ = executed
     text = feedback_text(root, "unit1", "leaker")
     assert "LEAK In:" in text and "LEAK caller:" in text and "check_stats" in text
     page = next((root / "feedback" / "leaker" / "unit1").glob("*.html")).read_text()
@@ -475,15 +523,19 @@ def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(gra
     assert "<script>document.title" not in page and not re.search(r"<img[^>]*onerror", page)
 
 
-def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(graded):
+@pytest.mark.parametrize("run", ["graded", "executed"])
+def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(run, request):
     """From the grading kernel, in the OS sandbox: no rename of the gradebook, no file
     beside the course, no read of the reference through a directory descriptor, no other
     process's memory, no other kernel's connection file, no process forked past the
-    audit hook (it would have slept for ten minutes)."""
-    root, _ = graded
-    outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
-    escaped = re.findall(r"ESCAPED: [^\\]*", outputs)  # (up to the JSON's escaped newline)
-    assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
+    audit hook (it would have slept for ten minutes). Judge-only, its module ran in the
+    judge's worker alone, which shows nothing; with --execute, in a kernel too, whose
+    outputs say what it escaped."""
+    root, _ = request.getfixturevalue(run)
+    if run == "executed":
+        outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
+        escaped = re.findall(r"ESCAPED: [^\\]*", outputs)  # (up to the JSON's escaped newline)
+        assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
     assert (root / "gradebook.db").is_file()
     assert not list(root.parent.rglob("owned.txt"))
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or
@@ -498,19 +550,25 @@ def verdict_elements(page):
         r'<(?:li|div) data-judge="(ex[^"]+)"[^>]*>(.*?)</(?:li|div)>', page, re.S)]
 
 
-def test_the_judges_verdicts_stand_where_no_output_can(graded):
-    """The forger printed the judge's "passed" every way that fooled the old feedback (a
-    leading space, a zero-width space, an ANSI colour, a tab, HTML, Markdown): its page
-    still tells the verdicts apart. They are the template's (tools/templates/judged): a
-    list above the first cell, and a box under each check's code, before its outputs;
-    styled inline, and no output keeps a style or data-judge attribute."""
-    root, _ = graded
+@pytest.mark.parametrize("run", ["graded", "executed"])
+def test_the_judges_verdicts_stand_where_no_output_can(run, request):
+    """The forger's notebook, as submitted, holds outputs imitating the judge's "passed"
+    (a line, an HTML box with the verdict's own attributes); with --execute, its module
+    printed it every way that fooled the old feedback (a leading space, a zero-width space,
+    an ANSI colour, a tab, HTML, Markdown). Its page still tells the verdicts apart. They
+    are the template's (tools/templates/judged): a list above the first cell, and a box
+    under each check's code, before its outputs; styled inline, and no output keeps a
+    style or data-judge attribute."""
+    root, _ = request.getfixturevalue(run)
     page = next((root / "feedback" / "forger" / "unit1").glob("*.html")).read_text()
     text = feedback_text(root, "unit1", "forger")
-    for imitation in (" The judge: passed", "\u200bThe judge: passed", "\tThe judge: passed"):
+    imitations = (" The judge: passed", "\u200bThe judge: passed", "\tThe judge: passed") \
+        if run == "executed" else ("The judge: passed, with the hidden tests (3 / 3).",)
+    for imitation in imitations:
         assert imitation in text
-    assert page.count("alert alert-success") == 1  # the HTML display, sanitized
-    assert "<strong>The judge: passed, with the hidden tests (3 / 3).</strong>" in page
+    if run == "executed":
+        assert page.count("alert alert-success") == 1  # the HTML display, sanitized
+        assert "<strong>The judge: passed, with the hidden tests (3 / 3).</strong>" in page
     found = verdict_elements(page)
     assert sorted(g for g, _ in found) == sorted(2 * list(POINTS["unit1"]))
     assert all(v.startswith("The judge: failed (0 / 3)") for _, v in found), found

@@ -6,13 +6,25 @@ Authors and students:
     student     generate (or --check) the student edition from solutions/
     check       `make check`: which exercises pass
     lab         `make lab`: JupyterLab on notebooks/, nbgrader cut to what works for a student
-Instructors (docs/instructors.md):
-    instructor  the commands: build, release, collect, autograde, feedback, export, bench
-    course      the nbgrader course: layouts, assignments, the files each one grades
-    grading     nbgrader preprocessors: kernels in the OS sandbox, limits, no hidden
-                tests in the kernel, skipped experiments, feedback
-    sandbox     resource limits and an audit hook, inside the OS sandbox
-    recheck     every check run by the judge: its score is the grade, its verdict the feedback
-    judge       the judge (checks, verdicts) and its sandboxed worker (student code)
-    synthetic   a synthetic class (correct, stub, wrong, hostile) for tests and the bench
+Instructors (docs/instructors.md), one module per step of the term:
+    instructor  the command line: `python -m tools.instructor <step>` (the Makefile's targets)
+    course      build: the nbgrader course, its layouts, assignments and student files
+    release     release: what students get, scanned for solutions
+    collect     collect: the LMS's zips (or the exchange) into submitted/, every one accounted
+    autograde   autograde: new and changed submissions, graded once, by the judge
+    feedback    feedback: HTML pages and one zip per student
+    grades      export: grades.csv
+and what they share:
+    settings    the course's settings (c.Grading): limits, due dates, roster
+    limits      the limits of a grading process, one typed object to the worker
+    gradebook   the grading state: nbgrader's gradebook and the course's table in it
+    verdicts    a submission's verdicts, from the judge
+    preprocessors  nbgrader preprocessors: verdicts into the notebooks, --execute's
+                sandboxed kernels, feedback without hidden tests
+    judge       the judge (checks, verdicts) and its worker (the only student code)
+    sandbox     the OS sandbox (bubblewrap, seccomp), where student code runs
+    cgroup      each sandbox's cgroup: its tasks and memory
+    guard       resource limits and an audit hook, inside the sandbox
+tests/synthetic.py is the synthetic class (correct, stub, wrong, hostile) of the tests and
+`make grading-bench` (tests/grading_bench.py).
 """

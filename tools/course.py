@@ -56,32 +56,6 @@ def gradebook_url(root):
         f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
 
 
-def grading_limits(root, **overrides):
-    """{name: value} of the grading limits (tools.grading.LIMITS: timeout, startup_timeout,
-    memory_mb, file_mb, protected) of the course at root, for both runs of a submission
-    (nbgrader's notebook run and the judge's (tools.recheck)): GradingExecute's
-    settings as nbgrader gets them from the course's nbgrader_config.py (the repository's
-    settings, then this course's, then nbgrader_config_local.py), each override that is
-    not None (the command line's --timeout) on top."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    from tools.grading import LIMITS, GradingExecute
-
-    unknown = set(overrides) - set(LIMITS)
-    if unknown:
-        raise ValueError(f"not grading limits: {', '.join(sorted(unknown))}")
-    path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
-    try:
-        config = PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
-    finally:
-        sys.path[:] = path
-    for name, value in overrides.items():
-        if value is not None:
-            config.GradingExecute[name] = value
-    execute = GradingExecute(config=config)
-    return {name: getattr(execute, name) for name in LIMITS}
-
-
 def build_course(root, layout="unit"):
     """Create (or refresh) the nbgrader course at root: source/, course.json, the config."""
     root = Path(root).resolve()
@@ -110,9 +84,8 @@ def build_course(root, layout="unit"):
         f"c.CourseDirectory.db_url = {gradebook_url(root)!r}\n"
         "# grade the student's files holding each assignment's exercises, not the reference\n"
         f"c.Autograde.exclude_overwriting = {exclude!r}\n"
-        "# what a student's code may not read or write at grading (tools/sandbox.py), in\n"
-        "# the notebook run and the judge (tools.course.grading_limits)\n"
-        f"c.GradingExecute.protected = {[str(root), str(SOLUTIONS)]!r}\n"
+        "# what student code may not read at grading (tools/guard.py; tools/settings.py)\n"
+        f"c.Grading.protected = {[str(root), str(SOLUTIONS)]!r}\n"
         "load_subconfig('nbgrader_config_local.py')\n"
     )
     return root
@@ -126,13 +99,6 @@ def load_course(root):
     return json.loads(path.read_text())
 
 
-def threads(n):
-    """Environment variables limiting NumPy's and torch's threads to n per process: with
-    several processes grading at once, more threads than cores slow every one of them."""
-    return {name: str(n) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                      "OPENBLAS_NUM_THREADS")}
-
-
 def nbgrader(root, *args, check=True, env=None):
     """Run an nbgrader command in the course at root with this Python's nbgrader (and
     these extra environment variables)."""
@@ -142,3 +108,19 @@ def nbgrader(root, *args, check=True, env=None):
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path, **(env or {})}
     return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
+
+
+def assignment_names(root, names=()):
+    """These assignments of the course at root (all of them if none is named); exits
+    naming any the course does not have."""
+    known = list(load_course(root)["assignments"])
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        sys.exit(f"no assignment {', '.join(unknown)} in {root} (it has {', '.join(known)})")
+    return list(names) or known
+
+
+def submissions(root, names=()):
+    """{assignment: [student, ...]} of every collected submission."""
+    return {name: sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}")
+                         if p.is_dir()) for name in assignment_names(root, names)}

@@ -1,143 +1,198 @@
-"""What a submission's code may do while it is graded: the second wall, inside the OS
-sandbox (tools/judge/box.py, bubblewrap), which is the first.
+"""The OS sandbox of the worker: bubblewrap (Debian's `bubblewrap`), with a seccomp filter.
 
-`install` runs first in every grading kernel (tools.grading.GradingExecute starts each
-kernel with it) and in the judge's worker (tools/judge/worker.py), before any student
-code. It copies the submission into the sandbox's working folder, then sets:
+The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. It sees:
 
-- resource limits (`limit`): memory (address space: an allocation past it raises
-  MemoryError), size of any file written, CPU time, no core dumps. These limits and the
-  protected folders are the course's grading limits (tools.grading.GradingExecute's
-  memory_mb, file_mb, notebook_timeout and protected, as the course's nbgrader config
-  sets them), the same in both runs;
-- imports of normlib from the submission's folder only (not from an installed copy);
-- a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
-  - reading anything under a protected folder (the course directory, solutions/) other
-    than the submission's own folder: other students' work, the reference normlib, the
-    gradebook with its hidden tests;
-  - writing, creating, deleting or renaming outside the submission's folder and the
-    temporary directory;
-  - starting a process (subprocess, os.system, exec, fork), signalling another process,
-    opening an SQLite database (the gradebook).
+- read-only: /usr (and its /bin, /lib links), the Python installation and the course's
+  virtual environment, and the course's tools/ at /opt/grader/tools (the worker's code);
+- read-write: its working folder (/submission for the judge's worker, the notebook's own
+  path for a grading kernel), filled with a copy of the submission (read-only at
+  /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
+  vanish with it; a kernel, its sockets' folder, a file system of SOCKETS_MB MiB of its
+  own (the host connects through /proc/PID/root: `reach`);
+- /proc of its own PID namespace (no other process exists there), read-only (no resetting
+  the peak of its memory that the judge measures: /proc/self/clear_refs), a minimal /dev;
+- nothing else: not the course folder, the gradebook, solutions/, other submissions or
+  their temporary files, nor the judge's. No network (not even the host's loopback).
 
-Code that leaves Python (ctypes, a compiled extension) is not seen by audit hooks: that is
-what the OS sandbox is for (no view of the course, seccomp against new processes). With
---no-sandbox (no bubblewrap) this hook is the only wall.
+seccomp refuses fork, vfork, clone3 and any clone that is not a new thread: the worker
+starts no process. Resource limits (memory, file size, no core dumps) are set by the
+judge before bubblewrap starts. The namespace's first process dies with bubblewrap
+(--die-with-parent), and with it every process of the namespace: the judge kills
+bubblewrap when a check runs over its time or grading ends, so nothing outlives it.
+
+What it does not protect against: a bug in the Linux kernel (namespaces and seccomp are
+kernel features). For a class you do not trust, also run grading on a host of its own:
+a container or a VM per grading host.
 """
 
+import contextlib
 import os
-import resource
+import shutil
+import struct
 import sys
+import sysconfig
 import tempfile
+import time
+from pathlib import Path
 
-MiB = 1 << 20
-TASKS = 256  # threads and processes in a sandbox (a kernel has about 10, a worker 1 to 3)
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_PATH_EVENTS = {  # audit events whose arguments name paths the call changes
-    "os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.chmod": 1, "os.chown": 1,
-    "os.truncate": 1, "os.utime": 1, "os.rename": 2, "os.link": 2, "os.symlink": 2,
-    "shutil.rmtree": 1, "shutil.move": 2, "shutil.copyfile": 2,
+from tools import cgroup
+from tools.exercises import REPO
+
+INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install " \
+    "bubblewrap), or grade with --no-sandbox on a machine you do not mind student code reaching"
+
+# where the sandbox sees the submission's private copy (read-only), and the working folder
+# it copies it to: a fresh file system of DISK_MB MiB, as are /tmp and /dev/shm, so that
+# what student code writes is bounded in total and vanishes with the sandbox
+SOURCE, SUBMISSION, DISK_MB = "/opt/submission", "/submission", 256
+# a kernel's IPC sockets: a file system of its own, and the connection file it reads there
+SOCKETS_MB, CONNECTION = 1, "kernel.json"
+
+
+def threads(n):
+    """Environment variables limiting NumPy's and torch's threads to n per process: with
+    several processes grading at once, more threads than cores slow every one of them."""
+    return {name: str(n) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                      "OPENBLAS_NUM_THREADS")}
+
+
+# the environment variables the worker keeps: its number of threads
+THREADS = tuple(threads(1))
+# seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
+_ARCH_X86_64, _ARCH_AARCH64 = 0xC000003E, 0xC00000B7
+_SYSCALLS = {  # machine: (audit arch, fork, vfork, clone, clone3); -1: no such call there
+    "x86_64": (_ARCH_X86_64, 57, 58, 56, 435),
+    "aarch64": (_ARCH_AARCH64, -1, -1, 220, 435),
 }
-_PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                   "os.fork", "os.forkpty", "pty.spawn", "os.killpg", "sqlite3.connect"}
+_CLONE_THREAD = 0x00010000
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
 
-def _real(path):
-    if isinstance(path, bytes):
-        path = path.decode(errors="replace")
-    return os.path.realpath(os.fspath(path))
+def _bpf(code, jt, jf, k):
+    return struct.pack("<HBBI", code, jt, jf, k)
 
 
-def _under(path, folder):
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+def seccomp_filter(machine=None):
+    """The BPF program, as bytes, that bubblewrap's --seccomp loads: EPERM for fork, vfork
+    and a clone without CLONE_THREAD (threads stay allowed: NumPy and torch use them),
+    ENOSYS for clone3 (so that the C library falls back to clone). None on a machine
+    whose system calls it does not know."""
+    machine = machine or os.uname().machine
+    if machine not in _SYSCALLS:
+        return None
+    arch, fork, vfork, clone, clone3 = _SYSCALLS[machine]
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, BPF_RET
+    never = 0xFFFFFFFF  # (a call the machine does not have: no number matches)
+    return b"".join([
+        _bpf(LD, 0, 0, 4),  # 0: the architecture
+        _bpf(JEQ, 1, 0, arch),  # 1: this machine's: go to 3
+        _bpf(RET, 0, 0, _EPERM),  # 2: another ABI (32-bit calls): refuse
+        _bpf(LD, 0, 0, 0),  # 3: the system call's number
+        _bpf(JGE, 7, 0, 0x40000000),  # 4: the x32 ABI's numbers: refuse (12)
+        _bpf(JEQ, 6, 0, fork & never),  # 5: refuse (12)
+        _bpf(JEQ, 5, 0, vfork & never),  # 6: refuse (12)
+        _bpf(JEQ, 6, 0, clone3),  # 7: ENOSYS (14)
+        _bpf(JEQ, 1, 0, clone),  # 8: look at its flags (10)
+        _bpf(RET, 0, 0, _ALLOW),  # 9: any other call
+        _bpf(LD, 0, 0, 16),  # 10: clone's flags (the low 32 bits of args[0])
+        _bpf(JSET, 1, 0, _CLONE_THREAD),  # 11: a thread: allow (13)
+        _bpf(RET, 0, 0, _EPERM),  # 12
+        _bpf(RET, 0, 0, _ALLOW),  # 13
+        _bpf(RET, 0, 0, _ENOSYS),  # 14
+    ])
 
 
-def limit(memory_mb, file_mb, cpu_s=None, tasks=None):
-    """This process's resource limits (inherited by what it starts): memory_mb MiB of address
-    space, files of file_mb MiB, cpu_s seconds of CPU time (all threads together; past it
-    the kernel kills the process), no core dumps; tasks: at most that many processes and
-    threads of its user (only in the OS sandbox, whose user namespace is its own: outside
-    it, they would be counted with all of the grader's)."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MiB, memory_mb * MiB))
-    if tasks is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * MiB, file_mb * MiB))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if cpu_s is not None:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+def innermost(pid):
+    """The process id of the last of process pid's chain of children: the process that a
+    sandbox runs, two levels under bubblewrap (a sandbox starts no process of its own)."""
+    while True:
+        children = []
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:  # pid (comm) state ppid ...
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        children.append(int(entry))
+        if not children:
+            return pid
+        pid = min(children)
 
 
-def cpu_seconds(notebook_timeout):
-    """The CPU time of a grading process: its notebook's time limit on every core (the
-    wall-clock limits stop it first; this one holds even if they fail)."""
-    return notebook_timeout * (os.cpu_count() or 1)
+def reach(pid, folder, timeout=60):
+    """The path by which the host reaches `folder` as the sandbox started by process pid
+    sees it (command's sockets: its private file system there), through
+    /proc/<the sandbox's process>/root; once the sandbox has mounted it."""
+    host = os.stat(folder).st_dev
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = f"/proc/{innermost(pid)}/root{os.path.abspath(folder)}"
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_dev != host:  # (before bubblewrap mounts it: the host's)
+                return path
+        time.sleep(0.01)
+    raise RuntimeError(f"the sandbox of process {pid} did not mount {folder} in {timeout} s")
 
 
-def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
-            readonly=()):
-    """Limit this process (and what it starts) to grading one submission in workdir:
-    no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
-    source: a folder copied into workdir first (in the OS sandbox of tools/judge/box.py,
-    the submission's read-only copy, box.SOURCE); cpu_s: seconds of CPU time (`limit`);
-    readonly: folders under the temporary directory it may not write (a kernel's
-    sockets). If any of it fails (a submission too large for its folder), the process
-    ends (exit status 70) rather than run student code unguarded. In the OS sandbox (source
-    given), it may run at most TASKS processes and threads (`limit`)."""
-    try:
-        limit(memory_mb, file_mb, cpu_s, TASKS if source is not None else None)
-        if source is not None:
-            import shutil
-            shutil.copytree(source, workdir, dirs_exist_ok=True, symlinks=True)
-        _guard(workdir, protected, readonly)
-    except BaseException:
-        os._exit(70)
+def thread_env():
+    """The caller's variables of THREADS (the only ones a sandboxed process inherits)."""
+    return {k: v for k, v in os.environ.items() if k in THREADS}
 
 
-def _guard(workdir, protected, readonly):
-    """The audit hook, and normlib from the submission's folder only (see install)."""
-    workdir = _real(workdir)
-    protected = [_real(p) for p in protected]
-    writable = [workdir, _real(tempfile.gettempdir()), "/dev"]
-    me = os.getpid()
+def bwrap():
+    """The path of bubblewrap, or None."""
+    return shutil.which("bwrap")
 
-    def refuse(what):
-        raise PermissionError(f"refused at grading: {what} (see tools/sandbox.py)")
 
-    def check_read(path):
-        if any(_under(path, p) for p in protected) and not _under(path, workdir):
-            refuse(f"reading {path}")
-
-    readonly = [_real(p) for p in readonly]
-
-    def check_write(path):
-        if not any(_under(path, w) for w in writable) or any(_under(path, r) for r in readonly):
-            refuse(f"writing {path} (outside the submission's folder)")
-
-    def hook(event, args):
-        if event == "open":
-            path, mode, flags = args
-            if path is None or isinstance(path, int):  # an open file descriptor
-                return
-            path = _real(path)
-            check_read(path)
-            if (isinstance(flags, int) and flags & _WRITE_FLAGS) or \
-                    (isinstance(mode, str) and any(c in mode for c in "wax+")):
-                check_write(path)
-        elif event in _PATH_EVENTS:
-            for path in args[: _PATH_EVENTS[event]]:
-                if path is not None and not isinstance(path, int):
-                    check_write(_real(path))
-        elif event in ("os.listdir", "os.scandir", "glob.glob") and args and args[0]:
-            if not isinstance(args[0], int):
-                check_read(_real(args[0]))
-        elif event == "os.kill" and args[0] != me:
-            refuse(f"signalling process {args[0]}")
-        elif event in _PROCESS_EVENTS and not (event == "sqlite3.connect"
-                                               and args and args[0] == ":memory:"):
-            refuse(f"{event}")
-
-    sys.addaudithook(hook)
-    # normlib is the submission's folder only: a module it lacks must not be found in an
-    # editable install of the course (pip install -e), which would stand in for it
-    sys.meta_path[:] = [f for f in sys.meta_path
-                        if not getattr(f, "__module__", "").startswith("__editable__")]
+def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, sockets=None,
+            files=None):
+    """(the command that runs argv, a Python command line, in the sandbox; the file
+    descriptor of its seccomp filter, to pass to it). folder: the private copy of the
+    submission, seen read-only at SOURCE; inside: the working folder, a fresh file system of
+    size_mb MiB that the program fills from SOURCE before any student code
+    (tools.guard.install's source). memory_mb: its memory, besides its file systems, in
+    its cgroup where the machine allows one (tools/cgroup.py: also at most TASKS tasks).
+    env: the variables it gets (nothing else of the caller's environment); sockets: a host
+    folder (a kernel's), where the program finds a private file system of SOCKETS_MB MiB for
+    its IPC sockets, which the host reaches through `reach`, and the folder's connection
+    file (CONNECTION), read-only; files: {path inside: host file} it may read (matplotlib's
+    font cache)."""
+    python = Path(sys.executable)
+    venv = Path(sys.prefix)
+    ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
+    size = str(size_mb << 20)
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "grading",
+            # first the fresh file systems, then the binds (the environment may be under
+            # /tmp, as in a fresh clone's test run: a later mount would hide it)
+            "--size", size, "--tmpfs", "/tmp", "--proc", "/proc", "--remount-ro", "/proc",
+            "--dev", "/dev",
+            "--size", size, "--tmpfs", "/dev/shm"]
+    for path in sorted(ro):
+        args += ["--ro-bind", path, path]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        target = Path("/", link)
+        if target.is_symlink():
+            args += ["--symlink", os.readlink(target), f"/{link}"]
+        elif target.is_dir():
+            args += ["--ro-bind", str(target), str(target)]
+    for inside_path, path in (files or {}).items():
+        args += ["--ro-bind", str(path), str(inside_path)]
+    if sockets is not None:
+        connection = os.path.join(sockets, CONNECTION)
+        args += ["--size", str(SOCKETS_MB << 20), "--tmpfs", str(sockets),
+                 "--ro-bind", connection, connection]
+    args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools",
+             "--ro-bind", str(folder), SOURCE, "--size", size, "--tmpfs", str(inside),
+             "--chdir", str(inside), "--clearenv"]
+    for name, value in {**env, "PYTHONPATH": "/opt/grader", "HOME": "/tmp",
+                        "MPLCONFIGDIR": "/tmp", "PATH": "/usr/bin:/bin"}.items():
+        args += ["--setenv", name, str(value)]
+    program = seccomp_filter()
+    fd = None
+    if program is not None:
+        with tempfile.TemporaryFile() as f:  # bwrap reads the filter from a descriptor
+            f.write(program)
+            f.seek(0)
+            fd = os.dup(f.fileno())
+        args += ["--seccomp", str(fd)]
+    memory = memory_mb + 3 * size_mb  # (its working folder, /tmp and /dev/shm)
+    return cgroup.wrap([*args, "--", str(python), *argv], memory, cgroup.here()), fd

@@ -1,7 +1,7 @@
 """`make test`'s first step: the system packages it needs beside the Python ones.
 
     bubblewrap  `bwrap`, the OS sandbox of grading kernels and the judge's workers
-                (tools/judge/box.py): the grading tests run student code only inside it
+                (tools/judge/sandbox.py): the grading tests run student code only inside it
     chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
                 would; COURSE_CHROMIUM names another Chromium or Chrome binary
 
@@ -13,7 +13,7 @@ chromium package, only a snap). Elsewhere (no apt-get, no root: macOS, a shared 
 it prints one message naming each missing package and the command that installs it, and
 exits 1 before any test starts. So does a `bwrap` that cannot make grading's sandbox here
 (user namespaces switched off, as Ubuntu 24.04's AppArmor does): the probe is that sandbox,
-built by tools/judge/box.py, running a Python that does nothing.
+built by tools/judge/sandbox.py, running a Python that does nothing.
 
 A student's `make lab` and `make check` need neither. The system's python3 runs this before
 the virtual environment exists: the standard library only.
@@ -76,12 +76,12 @@ def refusal(absent):
 
 
 def sandbox_refusal():
-    """None where bubblewrap makes grading's sandbox here (tools/judge/box.py's, with its
+    """None where bubblewrap makes grading's sandbox here (tools/judge/sandbox.py's, with its
     namespaces, file systems and seccomp filter); else the message saying why not."""
-    from tools.judge import box  # (the standard library and tools/ only)
+    from tools import sandbox  # (the standard library and tools/ only)
 
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = box.command(folder, ["-c", "pass"], {}, memory_mb=256)
+        command, fd = sandbox.command(folder, ["-c", "pass"], {}, memory_mb=256)
         try:
             run = subprocess.run(command, pass_fds=() if fd is None else (fd,),
                                  stdin=subprocess.DEVNULL, capture_output=True, text=True)

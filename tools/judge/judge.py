@@ -23,7 +23,6 @@ the check's line either, only that a hidden test failed.
 import contextlib
 import importlib.abc
 import importlib.machinery
-import json
 import os
 import re
 import subprocess
@@ -35,8 +34,7 @@ import types
 
 import numpy as np
 
-from tools import sandbox
-from tools.judge import box
+from tools import guard, sandbox
 from tools.judge.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
 from tools.judge.wire import raw_bytes
 from tools.judge.worker import MEASURED_ENV
@@ -158,12 +156,12 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 class Judge:
-    def __init__(self, judge_dir, worker_dir, student_modules, limits, sandbox=True):
+    def __init__(self, judge_dir, worker_dir, student_modules, limits, sandboxed=True):
         self.judge_dir, self.worker_dir = str(judge_dir), str(worker_dir)
-        self.student_modules, self.limits = set(student_modules), limits
-        if sandbox and not box.bwrap():
-            raise RuntimeError(f"bubblewrap (bwrap) is not installed: {box.INSTALL}")
-        self.sandbox = sandbox
+        self.student_modules, self.limits = set(student_modules), limits  # (a Limits)
+        if sandboxed and not sandbox.bwrap():
+            raise RuntimeError(f"bubblewrap (bwrap) is not installed: {sandbox.INSTALL}")
+        self.sandboxed = sandboxed
         self.process = self.peer = None
         self.finder = _Finder(self)
 
@@ -180,11 +178,11 @@ class Judge:
     def _launch(self, *flags, env=None):
         """(the process, the Peer) of a new worker (python -m tools.judge.worker *flags ...),
         in its sandbox, with these extra environment variables."""
-        argv = ["-m", "tools.judge.worker", *flags, json.dumps(self.limits)]
-        if self.sandbox:
-            command, fd = box.command(self.worker_dir, [*argv, box.SOURCE],
-                                      {**box.thread_env(), **(env or {})},
-                                      self.limits["memory_mb"])
+        argv = ["-m", "tools.judge.worker", *flags, self.limits.to_json()]
+        if self.sandboxed:
+            command, fd = sandbox.command(self.worker_dir, [*argv, sandbox.SOURCE],
+                                      {**sandbox.thread_env(), **(env or {})},
+                                      self.limits.memory_mb)
             fds, env, cwd = (fd,) if fd is not None else (), None, None
         else:
             command, fds, fd = [sys.executable, *argv], (), None
@@ -209,13 +207,13 @@ class Judge:
         if origin is None:
             raise TypeError("only a function of a student module is measured")
         process, peer = self._launch("--measure", env=MEASURED_ENV)
-        peer.deadline = self.peer.deadline or time.monotonic() + self.limits["timeout"]
+        peer.deadline = self.peer.deadline or time.monotonic() + self.limits.timeout
         timer = threading.Timer(max(0.0, peer.deadline - time.monotonic()), process.kill)
         timer.start()
         try:
             peer.request("stage", *args)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
-            pid = box.innermost(process.pid)
+            pid = sandbox.innermost(process.pid)
             before = reset_resident_peak(pid)
             peer.request("run", *origin)
             peak = resident_peak(pid) - before
@@ -236,8 +234,8 @@ class Judge:
     def _limit(self):
         """In the worker, before it starts: its memory, the size of a file it writes, its
         CPU time, no core dumps (the grading limits, as at autograde)."""
-        sandbox.limit(self.limits["memory_mb"], self.limits["file_mb"],
-                      sandbox.cpu_seconds(self.limits["notebook_timeout"]))
+        guard.limit(self.limits.memory_mb, self.limits.file_mb,
+                      guard.cpu_seconds(self.limits.notebook_timeout))
 
     def stop(self):
         if self.process:
@@ -247,11 +245,11 @@ class Judge:
     def run(self, cells):
         """{grade_id: (passed, detail)} of check cells [(grade_id, source)]."""
         found = {}
-        deadline = time.monotonic() + self.limits["notebook_timeout"]
+        deadline = time.monotonic() + self.limits.notebook_timeout
         for grade_id, source in cells:
             if time.monotonic() >= deadline:
                 found[grade_id] = (False, f"not run: the submission ran over its "
-                                          f"{self.limits['notebook_timeout']} s limit")
+                                          f"{self.limits.notebook_timeout} s limit")
                 continue
             found[grade_id] = self._grade(grade_id, source, deadline)
         self.stop()
@@ -264,7 +262,7 @@ class Judge:
         if fresh:
             self.stop()
             self.start()
-        budget = self.limits["timeout"] + (self.limits["startup_timeout"] if fresh else 0)
+        budget = self.limits.timeout + (self.limits.startup_timeout if fresh else 0)
         start = time.monotonic()
         budget = min(budget, deadline - start)
         self.peer.deadline = start + budget  # every read from the worker
@@ -282,6 +280,6 @@ class Judge:
             self.process.kill()  # ended, ending, silent or out of step: never used again
             self.process.wait()  # (not yet reaped, poll() would say it still runs)
             over = self.peer.broken == SILENT or time.monotonic() - start >= budget
-            passed, detail = False, (f"ran over the {self.limits['timeout']} s limit" if over
+            passed, detail = False, (f"ran over the {self.limits.timeout} s limit" if over
                                      else self.peer.broken or ENDED)
         return passed, detail

@@ -2,20 +2,19 @@
 normlib modules from its working directory and answers the judge's requests (tools.judge
 .peer) on stdin/stdout; whatever the student's code prints goes nowhere. It decides
 nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
-inside the sandbox (tools.judge.box).
+inside the sandbox (tools.sandbox).
 
     python -m tools.judge.worker [--measure] LIMITS_JSON [SOURCE]
 
-SOURCE: the submission, copied into the working folder first (in the sandbox, box.SOURCE).
+SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE).
 LIMITS_JSON: the grading limits (tools.course.grading_limits); the worker installs
-tools/sandbox.py with them (its audit hook: no reading the protected folders, no
+tools/guard.py with them (its audit hook: no reading the protected folders, no
 processes) before any student code, as a second wall inside the OS sandbox.
 --measure: a worker for one measured call (MEASURE_OPS; see Judge.measure), whose memory
 is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
 pages, so that its resident memory grows and shrinks with them, byte for byte.
 """
 
-import json
 import os
 import sys
 
@@ -34,15 +33,16 @@ def main():
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the student's prints must not reach the channel
         os.dup2(devnull, fd)
-    from tools import sandbox
+    from tools import guard
     from tools.judge.peer import Peer, WorkerGone
+    from tools.limits import Limits
 
     measure = sys.argv[1] == "--measure"
     argv = sys.argv[2:] if measure else sys.argv[1:]
-    limits = json.loads(argv[0])
+    limits = Limits.from_json(argv[0])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
     source = argv[1] if len(argv) > 1 else None
-    sandbox.install(os.getcwd(), limits["protected"], limits["memory_mb"], limits["file_mb"],
+    guard.install(os.getcwd(), limits.protected, limits.memory_mb, limits.file_mb,
                     source)
     if measure:
         _warm_up()

@@ -1,7 +1,7 @@
 """A synthetic class for the grading pipeline: correct, stub, wrong and hostile
 submissions, made from an assignment's release the way a student would make them.
-tests/test_roundtrip.py grades every case and asserts each score; `tools.instructor
-bench` grades a class of right submissions (honest_class) to time the pipeline.
+tests/test_roundtrip.py grades every case and asserts each score; tests/grading_bench.py
+(`make grading-bench`) grades a class of right submissions (honest_class) to time it.
 
 Each case is (assignment, edit): edit(folder) changes a copy of release/<assignment>/.
 A wrong or hostile file is the reference's with one function overridden at its end
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tools.course import load_course
 from tools.exercises import SOLUTIONS, by_number, student_files, unit
-from tools.grading import TAG as SKIP_TAG
+from tools.preprocessors import TAG as SKIP_TAG
 
 
 def reference(rel):
@@ -347,6 +347,20 @@ def _duplicate_check(cells):  # a check cell copied and pasted in JupyterLab
     cells.insert(i + 1, json.loads(json.dumps(cells[i])))
 
 
+def _forge_verdicts(cells):
+    """Every check cell of the notebook as submitted: outputs saying it passed (a line as
+    the judge writes it, and its HTML), and the judge's metadata key, saying so too."""
+    for cell in cells:
+        if _grade_id(cell) and cell["cell_type"] == "code":
+            line = "The judge: passed, with the hidden tests (3 / 3)."
+            cell["metadata"]["judge"] = {"passed": True, "verdict": line}
+            cell["outputs"] = [
+                {"output_type": "stream", "name": "stdout", "text": line + "\n"},
+                {"output_type": "display_data", "metadata": {}, "data": {
+                    "text/html": f'<div data-judge="{_grade_id(cell)}" style="border-left: '
+                                 f'6px solid #2e7d32">{line}</div>', "text/plain": line}}]
+
+
 def _rename_notebook(folder):  # saved as a copy, the original deleted
     path = next(Path(folder).glob("[0-9]*.ipynb"))
     path.rename(path.with_name(f"{path.stem}-Copy1.ipynb"))
@@ -376,9 +390,10 @@ CASES = {
             LN, LEAK_MODULE + inspect.getsource(leak_record) + LEAK_WORKER)),
                        lambda f: edit_notebook(f, _leak_cells)),
         "escaper": reference_submission(1, layer_norm=override(LN, ESCAPER)),
-        "forger": reference_submission(1, layer_norm=FORGER),
+        "forger": both(reference_submission(1, layer_norm=FORGER),
+                       lambda f: edit_notebook(f, _forge_verdicts)),
         "duplicated": both(reference_submission(1), lambda f: edit_notebook(f, _duplicate_check)),
-        "renamed-notebook": both(reference_submission(1), _rename_notebook),
+        "renamed-notebook": both(reference_submission(1), answer_questions, _rename_notebook),
         "truncated": both(reference_submission(1), _truncate_notebook),
     },
     "unit2": {
@@ -428,16 +443,16 @@ def zip_folder(folder, path, enclosing=None):
 
 def zip_class(root, assignment, students, staging, cases=None):
     """The submissions {student: case} of an assignment (cases: as write_submission's),
-    written under staging/ and zipped as an LMS download: one zip per student in
-    downloaded/<assignment>/archive/, named as an LMS names them, every other one with an
-    enclosing folder."""
+    written under staging/ and zipped as students upload them: one zip per student in
+    downloaded/<assignment>/archive/, named "<student>_<assignment>.zip", with the files at
+    its top, in an enclosing folder, or two folders deep, in turn."""
     archive = Path(root) / "downloaded" / assignment / "archive"
     archive.mkdir(parents=True, exist_ok=True)
     for i, (student, case) in enumerate(students.items()):
         folder = Path(staging) / assignment / student
         write_submission(root, assignment, case, folder, cases)
-        zip_folder(folder, archive / f"{student}_{1000 + i}_{assignment}.zip",
-                   enclosing=assignment if i % 2 else None)
+        enclosing = (None, assignment, f"{student}_{assignment}/{assignment}")[i % 3]
+        zip_folder(folder, archive / f"{student}_{assignment}.zip", enclosing=enclosing)
 
 
 def honest_class(root, assignment, n):

@@ -1,4 +1,4 @@
-"""tools/sandbox.py, in a fresh process laid out as at grading: the submission's folder
+"""tools/guard.py, in a fresh process laid out as at grading: the submission's folder
 inside a protected course folder. Each attempt reports what it raised (None: allowed)."""
 
 import json
@@ -11,8 +11,8 @@ from tests.conftest import REPO
 PROBE = textwrap.dedent("""
     import json, os, sqlite3, subprocess, sys, tempfile
     sys.path.append(sys.argv[1])
-    from tools import sandbox
-    sandbox.install(os.getcwd(), [sys.argv[2]], memory_mb=1024, file_mb=64)
+    from tools import guard
+    guard.install(os.getcwd(), [sys.argv[2]], memory_mb=1024, file_mb=64)
 
     def attempt(action):
         try:

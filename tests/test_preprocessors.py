@@ -1,4 +1,4 @@
-"""tools/grading.py on its own: a grading kernel in the OS sandbox (BoxedKernelManager), the
+"""tools/preprocessors.py on its own (autograde --execute): a grading kernel in the OS sandbox (BoxedKernelManager), the
 notebook's time limit, and the check cells run without their hidden tests.
 
 One notebook is run by GradingExecute as nbgrader runs it at autograde. Its cells report
@@ -14,12 +14,14 @@ import time
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
 
 from tests.conftest import processes_naming
-from tools.grading import FoldHiddenTests, GradingExecute
-from tools.judge import box
+from tools import sandbox
+from tools.guard import cpu_seconds
+from tools.limits import Limits
 from tools.markers import BEGIN_HIDDEN, END_HIDDEN
-from tools.sandbox import cpu_seconds
+from tools.preprocessors import FoldHiddenTests, GradingExecute
 
 PROBE = r"""
 import json, os, resource, socket
@@ -59,16 +61,17 @@ SOCKETS = "import os\nfrom ipykernel.connect import get_connection_file\n" \
     "print(sorted(os.listdir(os.path.dirname(get_connection_file()))))"
 
 
-def run(tmp_path, cells, **settings):
+def run(tmp_path, cells, **limits):
     notebook = new_notebook(cells=[new_code_cell(c) for c in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
-    execute = GradingExecute(protected=[], box=box.bwrap() is not None, **settings)
+    execute = GradingExecute(config=Config({"Grading": limits}), enabled=True,
+                             sandboxed=sandbox.bwrap() is not None)
     out, _ = execute.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
     return out.cells
 
 
-@pytest.mark.skipif(box.bwrap() is None, reason="bubblewrap is not installed: "
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: "
                     "apt-get install bubblewrap (make test installs it)")
 def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     import socket
@@ -93,7 +96,7 @@ def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     assert not (tmp_path / "written.txt").exists()
     assert found["host's /tmp"] is False
     assert found["network"] != "reached" and found["fork"] == -1
-    assert found["cpu"] == cpu_seconds(GradingExecute().notebook_timeout)
+    assert found["cpu"] == cpu_seconds(Limits().notebook_timeout)
     assert found["write beside the sockets"] == "PermissionError"
     assert 0 < found["native write"] <= 1 << 20  # (native code passes the audit hook, but)
     assert cells[1].outputs[0].text == str(["ipc-1", "ipc-2", "ipc-3", "ipc-4", "ipc-5",

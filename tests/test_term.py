@@ -1,0 +1,196 @@
+"""A term, as an instructor runs it (tools/instructor.py's steps): a due date, submissions
+on time and late, written answers graded by hand, then resubmissions collected and graded
+again without --force (the others left as graded), one student graded again by name, and
+feedback, gradebook and grades.csv describing the same run at each step."""
+
+import contextlib
+import csv
+import html
+import io
+import re
+
+import pytest
+from nbgrader.api import Gradebook
+
+from tests.synthetic import (
+    answer_questions,
+    both,
+    reference_submission,
+    with_files,
+    write_submission,
+    zip_folder,
+)
+from tools import gradebook
+from tools.autograde import autograde
+from tools.collect import collect
+from tools.course import build_course, gradebook_url
+from tools.exercises import exercises, questions
+from tools.feedback import feedback
+from tools.grades import export
+from tools.release import release
+
+CHECKS = {e.grade_id: e.points for e in exercises() if e.unit == 1}
+ANSWERS = [q for q in questions() if q.unit == 1]
+DUE = "2026-10-05 23:59 +02:00"  # 21:59 UTC
+RIGHT = both(reference_submission(1), answer_questions)
+
+
+def changed_answer(folder):
+    """The right submission, one written answer rewritten (the others as before)."""
+    import json
+    from pathlib import Path
+
+    RIGHT(folder)
+    path = next(Path(folder).glob("[0-9]*.ipynb"))
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get(
+        "grade_id") == ANSWERS[0].grade_id)
+    cell["source"] = "A better answer: the mean's gradient cancels."
+    path.write_text(json.dumps(nb))
+
+
+CASES = {"right": RIGHT, "stubs": with_files(), "changed": changed_answer}
+
+
+def submit(root, tmp, student, case, when):
+    """A zip of the case in the archive, submitted at `when` (its timestamp.txt)."""
+    folder = tmp / "staging" / f"{student}-{when}"
+    write_submission(root, "unit1", case, folder, CASES)
+    (folder / "timestamp.txt").write_text(when)
+    archive = root / "downloaded" / "unit1" / "archive"
+    archive.mkdir(parents=True, exist_ok=True)
+    zip_folder(folder, archive / f"{student}_unit1_{when[:10]}.zip", enclosing="unit1")
+
+
+def step(function, *args, **kwargs):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = function(*args, **kwargs)
+    return result, out.getvalue()
+
+
+def rows(root):
+    export(root, root / "grades.csv")
+    return {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
+
+
+def scores(root):
+    with Gradebook(gradebook_url(root)) as gb:
+        return {s.student.id: s.score for s in gb.find_assignment("unit1").submissions}
+
+
+def feedback_passed(root, student):
+    """How many checks the student's feedback page says passed, and its text."""
+    page = next((root / "feedback" / student / "unit1").glob("*.html")).read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    return len(re.findall(r'<div data-judge="ex[^"]+"[^>]*>The judge: passed', page)), text
+
+
+def agree(root, student):
+    """Feedback, gradebook and grades.csv say the same of a student's checks."""
+    passed, _ = feedback_passed(root, student)
+    with Gradebook(gradebook_url(root)) as gb:
+        grades = {g: gb.find_grade(g, e.notebook, "unit1", student).score
+                  for e in exercises() if e.unit == 1 for g in [e.grade_id]}
+    row = rows(root)[student]
+    assert passed == sum(score > 0 for score in grades.values()), student
+    assert {g: float(row[g]) for g in CHECKS} == grades, student
+    return grades
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("term")
+    root = build_course(tmp / "course", layout="unit")
+    (root / "nbgrader_config_local.py").write_text(f"c.Grading.due = {{'unit1': {DUE!r}}}\n")
+    step(release, root, ["unit1"])
+    submit(root, tmp, "s1", "right", "2026-10-05 20:00:00 UTC")
+    submit(root, tmp, "s2", "stubs", "2026-10-05 21:00:00 UTC")
+    submit(root, tmp, "s3", "right", "2026-10-06 09:30:00 UTC")  # 11 h 31 min late
+    _, collected = step(collect, root)
+    failed, graded = step(autograde, root, jobs=2)
+    assert failed == 0, graded
+    step(feedback, root)
+    return root, tmp, collected, graded
+
+
+def test_the_first_grading_marks_the_late_one_and_agrees_everywhere(term):
+    root, _, collected, graded = term
+    assert "3 collected (3 new" in collected and "3 submissions to grade" in graded
+    table = rows(root)
+    assert set(table) == {"s1", "s2", "s3"}  # unit1 alone: the other units are not released
+    assert [table[s]["late"] for s in ("s1", "s2", "s3")] == ["", "", "11 h 31 min late"]
+    assert table["s3"]["submitted_at"] == "2026-10-06 09:30:00"
+    assert agree(root, "s1") == agree(root, "s3") == {g: float(p) for g, p in CHECKS.items()}
+    assert set(agree(root, "s2").values()) == {0}
+
+
+def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(term):
+    root, tmp, _, _ = term
+    # s1's answers graded by hand
+    with Gradebook(gradebook_url(root)) as gb:
+        for q in ANSWERS:
+            gb.find_grade(q.grade_id, q.notebook, "unit1", "s1").manual_score = 1
+        gb.db.commit()
+    assert rows(root)["s1"]["status"] == "graded"
+    before = gradebook.graded(root)
+    # s1 rewrites one answer; s2 finishes the code; both on time
+    submit(root, tmp, "s1", "changed", "2026-10-05 21:30:00 UTC")
+    submit(root, tmp, "s2", "right", "2026-10-05 21:45:00 UTC")
+    _, collected = step(collect, root)
+    assert "3 collected (0 new, 2 replacing an older submission, 1 unchanged)" in collected
+    _, out = step(autograde, root, jobs=2)  # no --force
+    assert "2 submissions to grade; 1 unchanged since graded" in out
+    after = gradebook.graded(root)
+    assert after["unit1", "s3"].graded_at == before["unit1", "s3"].graded_at
+    assert after["unit1", "s2"].graded_at > before["unit1", "s2"].graded_at
+    step(feedback, root)
+    assert set(agree(root, "s2").values()) == set(CHECKS.values()) - {0}
+    _, text = feedback_passed(root, "s2")
+    assert "The judge: passed" in text and "The judge: failed" not in text  # the new run
+    # the changed answer waits for a grader again; the others keep their hand grade
+    row = rows(root)["s1"]
+    assert row[ANSWERS[0].grade_id] == "" and row["status"].startswith(
+        f"graded; answer {ANSWERS[0].number} changed: its hand grade was dropped")
+    assert row["status"].endswith("; 1 written answer to grade by hand")
+    assert [float(row[q.grade_id]) for q in ANSWERS[1:]] == [1.0] * (len(ANSWERS) - 1)
+
+
+def test_one_student_is_graded_again_by_name(term):
+    root, _, _, _ = term
+    before = gradebook.graded(root)
+    _, out = step(autograde, root, jobs=1, students=["s3"])
+    assert "1 submission to grade" in out and "unit1 s3:" in out and "unit1 s1:" not in out
+    after = gradebook.graded(root)
+    assert after["unit1", "s3"].graded_at > before["unit1", "s3"].graded_at
+    assert after["unit1", "s1"].graded_at == before["unit1", "s1"].graded_at
+    with pytest.raises(SystemExit, match="no submission of nobody"):
+        step(autograde, root, students=["nobody"])
+
+
+def test_grades_csv_honours_the_assignments_asked_for(term):
+    root, _, _, _ = term
+    step(export, root, root / "some.csv", ["unit1"])
+    assert {r["assignment"] for r in csv.DictReader((root / "some.csv").open())} == {"unit1"}
+    step(release, root, ["unit2"])  # released, nobody has submitted yet: missing
+    table = list(csv.DictReader((root / "grades.csv").open()))
+    export(root, root / "grades.csv")
+    table = list(csv.DictReader((root / "grades.csv").open()))
+    assert {(r["assignment"], r["status"]) for r in table if r["assignment"] == "unit2"} == \
+        {("unit2", "missing")}
+    step(export, root, root / "one.csv", ["unit1"])
+    assert {r["assignment"] for r in csv.DictReader((root / "one.csv").open())} == {"unit1"}
+
+
+def test_the_rubric_page_shows_graders_each_question_and_stays_in_the_course(term):
+    from tools.rubric import rubric
+
+    root, _, _, _ = term
+    step(rubric, root)
+    page = (root / "rubric.html").read_text()
+    for q in questions():
+        assert f"id='{q.grade_id}'" in page and f"Question {q.number} ({q.points} points)" in page
+    assert page.count("Model answer.") == page.count("Rubric (") == len(questions())
+    assert "BEGIN SOLUTION" not in page and "<script" not in page
+    shared = [p for d in ("release", "feedback", "feedback_zips") for p in (root / d).rglob("*")]
+    assert shared and not [p for p in shared if "rubric" in p.name]

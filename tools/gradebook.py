@@ -1,0 +1,61 @@
+"""The course's grading state, all of it in the gradebook (tools.course.gradebook_url):
+nbgrader's tables (each check's and written answer's score, submission times, due dates)
+and one table of the course's own, `course_grading`: for each graded submission, its
+status and the digest of the files it was graded from (so that a resubmission, and only
+a resubmission, is graded again). Written by tools/autograde.py, read by tools/grades.py.
+"""
+
+import datetime
+import hashlib
+from pathlib import Path
+
+from sqlalchemy import Column, DateTime, String, Text, create_engine
+from sqlalchemy.orm import Session, declarative_base
+
+from tools.course import gradebook_url
+
+_Base = declarative_base()
+
+
+class Graded(_Base):
+    """One graded submission: its status ("graded", "graded; why", "failed: why") and the
+    digest of submitted/<student>/<assignment>/ it was graded from."""
+
+    __tablename__ = "course_grading"
+    assignment = Column(String(128), primary_key=True)
+    student = Column(String(128), primary_key=True)
+    status = Column(Text, nullable=False)
+    digest = Column(String(64), nullable=False)
+    graded_at = Column(DateTime, nullable=False)
+
+
+def _session(root):
+    engine = create_engine(gradebook_url(root))
+    _Base.metadata.create_all(engine)  # (beside nbgrader's tables; once)
+    return Session(engine)
+
+
+def digest(folder):
+    """The SHA-256 of a submission folder: every file's path and bytes."""
+    sha = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix().encode()
+        sha.update(len(rel).to_bytes(8, "big") + rel)
+        data = path.read_bytes()
+        sha.update(len(data).to_bytes(8, "big") + data)
+    return sha.hexdigest()
+
+
+def graded(root):
+    """{(assignment, student): Graded} of every submission graded so far."""
+    with _session(root) as session:
+        return {(g.assignment, g.student): g for g in session.query(Graded)}
+
+
+def record(root, found):
+    """Record {(assignment, student): (status, digest)}, replacing what was there."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    with _session(root) as session, session.begin():
+        for (assignment, student), (status, sha) in found.items():
+            session.merge(Graded(assignment=assignment, student=student, status=status,
+                                 digest=sha, graded_at=now))

@@ -1,0 +1,92 @@
+"""The instructor's settings of a course, read once from its nbgrader config into one typed
+object (Settings), which every step and process of grading gets whole.
+
+An instructor sets them in the course's nbgrader_config_local.py:
+
+    c.Grading.timeout = 30                  # seconds a check may run (a cell, with --execute)
+    c.Grading.memory_mb = 8192              # memory of each grading process
+    c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}   # late after this
+    c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/collect.py)
+
+The limits (Limits) travel as they are from here to the judge's worker and the grading
+kernels (tools/limits.py); nothing copies them into flags or dicts on the way.
+"""
+
+import dataclasses
+import datetime
+import sys
+from pathlib import Path
+
+from traitlets import Dict, Integer, List, Unicode
+from traitlets.config import Configurable
+
+from tools.limits import Limits
+
+_DEFAULT = Limits()
+
+
+class Grading(Configurable):
+    """The course's grading settings, as the nbgrader config sets them (c.Grading.*)."""
+
+    timeout = Integer(_DEFAULT.timeout, help="Seconds a check may run before it fails "
+                      "(the checks take a second or two)").tag(config=True)
+    notebook_timeout = Integer(_DEFAULT.notebook_timeout, help="Seconds all the checks of a "
+                               "submission may run together (with --execute: a whole "
+                               "notebook)").tag(config=True)
+    startup_timeout = Integer(_DEFAULT.startup_timeout, help="Seconds a grading process may "
+                              "take to start (torch's import), on top").tag(config=True)
+    memory_mb = Integer(_DEFAULT.memory_mb, help="Address space of each grading process "
+                        "(the judge's worker, a kernel), MiB").tag(config=True)
+    file_mb = Integer(_DEFAULT.file_mb, help="Largest file a grading process may write, "
+                      "MiB").tag(config=True)
+    protected = List(Unicode(), help="Folders student code may not read: the course "
+                     "directory, solutions/ (the course's nbgrader_config.py sets them)"
+                     ).tag(config=True)
+    due = Dict(value_trait=Unicode(), help='Due date of each assignment, ISO 8601 with '
+               'its time zone: {"unit1": "2026-10-05 23:59 +02:00"}; later submissions are '
+               "marked late in grades.csv").tag(config=True)
+    roster = Unicode("", help="A CSV of the class (lms_id, student_id, name), relative to the "
+                     "course folder: LMS zips are matched to it, never guessed").tag(config=True)
+
+    def limits(self):
+        return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
+                      self.memory_mb, self.file_mb, tuple(self.protected))
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    limits: Limits
+    due: dict  # {assignment: an aware datetime}
+    roster: Path | None  # the roster's CSV, if the course has one
+
+
+def due_date(text, assignment="?"):
+    """An aware datetime of a due date's text (ISO 8601 with its time zone)."""
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise SystemExit(f"c.Grading.due[{assignment!r}] = {text!r} is not a date (write "
+                         "it as 2026-10-05 23:59 +02:00)") from None
+    if when.tzinfo is None:
+        raise SystemExit(f"c.Grading.due[{assignment!r}] = {text!r} has no time zone (write "
+                         "it as 2026-10-05 23:59 +02:00, or Z for UTC)")
+    return when
+
+
+def read(root, timeout=None):
+    """The Settings of the course at root: c.Grading as its nbgrader_config.py sets it (the
+    repository's settings, this course's, then nbgrader_config_local.py), with this
+    timeout if given (the command line's)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
+    finally:
+        sys.path[:] = path
+    grading = Grading(config=config)
+    roster = Path(root, grading.roster) if grading.roster else None
+    if roster is not None and not roster.is_file():
+        raise SystemExit(f"c.Grading.roster: no file {roster}")
+    return Settings(grading.limits().replace(timeout=timeout),
+                    {a: due_date(t, a) for a, t in grading.due.items()}, roster)
