@@ -154,3 +154,20 @@ def test_a_roster_maps_lms_names_and_an_unknown_name_is_listed_not_guessed(tmp_p
 ])
 def test_student_ids_of_zip_names_without_a_roster(name, student):
     assert student_of(name, "unit1") == student
+
+
+def test_a_folder_of_the_download_is_an_entry_too(tmp_path):
+    """Moodle's download, unzipped once: a folder per submission, holding the student's
+    zip, or the files themselves."""
+    root = build_course(tmp_path, layout="unit")
+    archive = root / "downloaded" / "unit1" / "archive"
+    (archive / "Ada Lovelace_111_assignsubmission_file_").mkdir(parents=True)
+    write_zip(archive / "Ada Lovelace_111_assignsubmission_file_" / "mywork.zip", GOOD)
+    files = archive / "Alan Turing_222_assignsubmission_file_"
+    (files / "unit1" / "normlib").mkdir(parents=True)
+    (files / "unit1" / NOTEBOOK).write_text("{}")
+    (files / "unit1" / "normlib" / "layer_norm.py").write_text("x = 1\n")
+    out = run(root, "unit1")
+    assert "2 collected (2 new" in out, out
+    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
+    assert (root / "submitted/alan-turing/unit1/normlib/layer_norm.py").read_text() == "x = 1\n"

@@ -183,6 +183,10 @@ def grade_shard(root, todo, students, settings, execute=False, env=None, sandbox
     path = Path(root) / "logs" / f"autograde-{students[0]}.log"
     path.parent.mkdir(exist_ok=True)
     path.write_text("".join(r.stdout + r.stderr for r in log))
+    for a, s in mine:  # (nbgrader's failures are its own: a submission's, in its status)
+        if not (Path(root) / "autograded" / s / a).is_dir():
+            notes[a, s].append(f"nbgrader recorded no notebook of it, so it has no feedback "
+                               f"page (logs/{path.name})")
     return save(root, judged, notes, unreadable, before)
 
 
