@@ -18,9 +18,11 @@ that runs it in the OS sandbox (tools/judge/sandbox.py).
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -571,7 +573,8 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
         passed, detail = results[number]
         assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
-        assert f": {times} times x's size" in detail or trick == "reserve", detail
+        found = re.search(r": ([\d.]+) times x's size", detail)
+        assert trick == "reserve" or times <= float(found.group(1)) <= times + 0.2, detail
 
 
 def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
@@ -579,7 +582,9 @@ def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
     arguments (32 MiB here) are in before the reset, the call's growth after it."""
     folder = submission(tmp_path)
     judge = Judge(folder, folder, {"normlib.layer_norm_fast"}, LIMITS_HERE, sandboxed=False)
-    judge.start()
+    saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
+                                            if n.split(".")[0] == "normlib"}
+    judge.start()  # (in this process: its finder and modules go again after the test)
     try:
         import numpy as np
 
@@ -593,3 +598,7 @@ def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
         assert x.nbytes <= peak <= 1.1 * x.nbytes, peak / x.nbytes  # y, and a few blocks
     finally:
         judge.stop()
+        sys.meta_path[:], sys.path[:] = saved[0], saved[1]
+        for name in [n for n in sys.modules if n.split(".")[0] == "normlib"]:
+            del sys.modules[name]
+        sys.modules.update(saved[2])

@@ -126,10 +126,10 @@ STATUS = {
 # the cases graded again with --execute (those whose notebooks or kernels matter; the
 # loop's, which would wait out every cell that calls it, is tests/test_preprocessors.py's)
 EXECUTED = {
-    "unit1": ["reference", "stubs", "tampered", "memory", "exits", "osexit", "renamed",
-              "leaker", "escaper", "forger"],
-    "unit2": ["reference", "tampered", "killed", "missing"],
-    "unit3": ["reference", "broken"],
+    "unit1": ["reference", "stubs", "tampered", "exits", "osexit", "leaker", "escaper",
+              "forger"],
+    "unit2": ["reference", "tampered", "killed"],
+    "unit3": ["reference"],
     "unit4": ["reference", "stubs"],
     "unit5": ["mixed"],
 }
@@ -181,7 +181,7 @@ def test_execute_and_judge_only_give_the_same_scores(graded, executed):
                         (g.name, g.auto_score, g.needs_manual_grade)
                         for nb in submission.notebooks for g in nb.grades)
     assert found["judge-only"] == found["execute"]
-    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) > 15
+    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) >= 15
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
@@ -357,17 +357,23 @@ def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
         assert restored.endswith(fold_hidden(written))
 
 
-ERRORS = {  # (assignment, student, check) -> what the autograded notebook and feedback say
-    ("unit1", "memory", "ex1_2_layer_norm_forward"): "MemoryError: Unable to allocate",
+ERRORS = {  # (assignment, student, check) -> what the kernel said, with --execute
     ("unit1", "exits", "ex1_2_layer_norm_forward"): "SystemExit",
     ("unit1", "osexit", "ex1_2_layer_norm_forward"): "DeadKernelError: the kernel died",
     ("unit2", "killed", "ex2_5_layer_norm_function"): "DeadKernelError: the kernel died",
-    ("unit3", "broken", "ex3_5_instance_norm_forward"): "SyntaxError: invalid syntax "
-                                                        "(instance_norm.py",
-    ("unit2", "missing", "ex2_5_layer_norm_function"): "ModuleNotFoundError: No module named "
-                                                       "'normlib.nn'",
-    ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError: cannot import name "
-                                                      "'layer_norm_forward'",
+}
+VERDICTS = {  # (assignment, student, check) -> what the judge's verdict says
+    ("unit1", "loop", "ex1_2_layer_norm_forward"): f"ran over the {TIMEOUT} s limit",
+    ("unit1", "memory", "ex1_2_layer_norm_forward"): "MemoryError raised by the submission's code",
+    ("unit1", "exits", "ex1_2_layer_norm_forward"): "an exception of its own class raised by "
+                                                    "the submission's code",
+    ("unit1", "osexit", "ex1_2_layer_norm_forward"): "the submission's code ended its process",
+    ("unit2", "killed", "ex2_5_layer_norm_function"): "the submission's code ended its process",
+    ("unit3", "broken", "ex3_5_instance_norm_forward"): "SyntaxError raised by the "
+                                                        "submission's code",
+    ("unit2", "missing", "ex2_5_layer_norm_function"): "ModuleNotFoundError raised by the "
+                                                       "submission's code",
+    ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError at the check's line",
 }
 
 
@@ -376,7 +382,15 @@ def feedback_text(root, assignment, student):
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # what a reader sees
 
 
-def test_each_hardening_case_says_what_happened_in_its_cell_and_feedback(executed):
+def test_each_hardening_case_says_what_happened_in_its_verdict(graded):
+    root, _ = graded
+    for (assignment, student, grade_id), message in VERDICTS.items():
+        verdict = cell(autograded(root, assignment, student), grade_id)["metadata"]["judge"]
+        assert not verdict["passed"] and message in verdict["verdict"], (student, verdict)
+        assert message in feedback_text(root, assignment, student), student
+
+
+def test_each_hardening_case_says_what_happened_in_its_cell_with_execute(executed):
     root, _ = executed
     for (assignment, student, grade_id), message in ERRORS.items():
         errors = [f"{o['ename']}: {o['evalue']}" for o in

@@ -1,8 +1,9 @@
 """The course's exercises, read from solutions/ once: what every tool and test knows of them.
 
-    python -m tools.exercises            the authors' table: number, points, file, function,
-                                         the wrong and right variants in tests/variants/, and
-                                         the exercises its reference calls
+    python -m tools.exercises            the authors' table: number, points, file, function
+                                         and the exercises its reference calls (how many
+                                         wrong and right variants each has:
+                                         python -m tests.variants)
     python -m tools.exercises --readme   the README's table of exercises (tested against it)
 
 An exercise is two things in solutions/, and the list below is built from them:
@@ -217,15 +218,6 @@ def readme_table():
     return "\n".join(rows)
 
 
-def variant_counts():
-    """{number: (wrong, right)}: how many variants tests/variants holds for each exercise."""
-    sys.path[:0] = [str(SOLUTIONS), str(REPO)]  # the reference normlib, as the tests see it
-    from tests.variants import RIGHT, WRONG
-
-    return {e.number: (len(WRONG.get(e.number, {})), len(RIGHT.get(e.number, {})))
-            for e in exercises()}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readme", action="store_true", help="print the README's table")
@@ -233,13 +225,9 @@ def main(argv=None):
     if args.readme:
         print(readme_table())
         return 0
-    counts = variant_counts()
-    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}{'wrong':>5}{'right':>6}"
-          "  uses")
+    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}  uses")
     for e in exercises():
-        wrong, right = counts[e.number]
-        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}{wrong:>5}{right:>6}  "
-              + " ".join(e.uses))
+        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}  " + " ".join(e.uses))
     total = sum(e.points for e in exercises())
     print(f"\n{len(exercises())} exercises, {total} points")
     written = sum(q.points for q in questions())

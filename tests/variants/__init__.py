@@ -6,7 +6,7 @@
 one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 4,
 numerics: Unit 5), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
-runs every check on every variant; `python -m tools.exercises` counts them.
+runs every check on every variant; `python -m tests.variants` counts them.
 """
 
 from tests.variants import (
