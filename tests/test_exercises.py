@@ -64,16 +64,20 @@ def test_the_readme_table_is_the_registrys():
     assert result.stdout.strip() == readme_table()
 
 
-def test_the_authors_table_counts_the_variants():
+def test_the_authors_tables_list_the_exercises_and_count_the_variants():
     result = subprocess.run([sys.executable, "-m", "tools.exercises"], cwd=REPO,
                             capture_output=True, text=True, check=True)
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if line}
+    counted = subprocess.run([sys.executable, "-m", "tests.variants"], cwd=REPO,
+                             capture_output=True, text=True, check=True)
+    counts = {line.split()[0]: line.split() for line in counted.stdout.splitlines()[1:]}
     from tests.variants import RIGHT, WRONG
 
     for number, e in by_number().items():
         assert rows[number][:4] == [number, str(e.points), e.file, e.name]
-        assert rows[number][4:6] == [str(len(WRONG[number])), str(len(RIGHT[number]))]
-    assert rows["3.3"][6:] == ["3.1"]
+        assert counts[number] == [number, e.name, str(len(WRONG[number])),
+                                  str(len(RIGHT[number]))]
+    assert rows["3.3"][4:] == ["3.1"]
     assert "26 exercises, 74 points" in result.stdout
     assert "6 written questions graded by hand, 12 points: 1.1, 2.1, 3.1, 3.2, 4.1, 5.1" \
         in result.stdout

@@ -226,6 +226,9 @@ def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
     assert text.count("The judge: passed, with the hidden tests") == 2 * (
         len(POINTS["unit3"]) - 1)
     assert feedback_text(root, "unit1", "reference").count("The judge: passed") == 4
+    # a check that fails with the exercise it builds on says so (eps outside the sqrt: 1.1)
+    assert "It needs Exercise 1.1 (layer_norm_stats), which fails: fix that first" in \
+        feedback_text(root, "unit1", "tampered")
 
 
 def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):

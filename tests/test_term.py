@@ -154,6 +154,13 @@ def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(t
         f"graded; answer {ANSWERS[0].number} changed: its hand grade was dropped")
     assert row["status"].endswith("; 1 written answer to grade by hand")
     assert [float(row[q.grade_id]) for q in ANSWERS[1:]] == [1.0] * (len(ANSWERS) - 1)
+    # ... and the feedback says so: not yet graded, never "0.0 / 2.0"
+    page = next((root / "feedback" / "s1" / "unit1").glob("*.html")).read_text()
+    summary = page[page.index('data-judge="summary"'):page.index('class="cell ')]
+    waiting = html.unescape(re.sub(r"<[^>]+>", "", summary))
+    assert f"{ANSWERS[0].grade_id}:\nnot yet graded ({ANSWERS[0].points:.1f} points)" in waiting
+    assert "1 written answer not yet graded" in waiting
+    assert page.count("not yet graded (") == 2  # in the list, and over the answer itself
 
 
 def test_one_student_is_graded_again_by_name(term):
