@@ -61,6 +61,10 @@ c.HTMLExporter.sanitize_html = True
 # feedback page, with the verdicts in the check cells' metadata: Judged).
 c.HTMLExporter.template_name = "judged"
 c.HTMLExporter.template_file = "judged.html.j2"  # (it extends nbgrader's index.html.j2)
+# its markdown sanitized, its math as MathML rendered ahead of time: no MathJax from a CDN
+# (tools/markdown.py)
+c.HTMLExporter.filters = {name: f"tools.markdown.{function}" for name, function in (
+    ("tex_out", "tex_out"), ("sanitize_markdown", "sanitize"), ("tex_in", "tex_in"))}
 c.HTMLExporter.extra_template_basedirs = [
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
     str(Path(__file__).resolve().parent / "tools" / "templates"),

@@ -19,6 +19,8 @@ and what they share:
     limits      the limits of a grading process, one typed object to the worker
     gradebook   the grading state: nbgrader's gradebook and the course's table in it
     verdicts    a submission's verdicts, from the judge
+    markdown    markdown for the pages: sanitized, its math as MathML (no MathJax)
+    rubric      `make rubric`: the graders' page of model answers and rubrics
     preprocessors  nbgrader preprocessors: verdicts into the notebooks, --execute's
                 sandboxed kernels, feedback without hidden tests
     judge       the judge (checks, verdicts) and its worker (the only student code)

@@ -1,7 +1,7 @@
 """The graders' page: ROOT/rubric.html, each written question of the course's assignments
 with its model answer, rubric and sources (from solutions/), to read beside the
-formgrader's hand-grading view, which shows neither. Its math is TeX as written (no script
-is fetched from anywhere).
+formgrader's hand-grading view, which shows neither. Its math is MathML (tools/markdown.py):
+no script is fetched from anywhere.
 
     python -m tools.instructor rubric ROOT      (make rubric)
 
@@ -17,6 +17,7 @@ from nbconvert.filters import markdown2html
 
 from tools.course import load_course
 from tools.exercises import SOLUTIONS, questions_of
+from tools.markdown import sanitize, tex_in, tex_out
 from tools.markers import BEGIN, END
 
 STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.45}"
@@ -37,6 +38,11 @@ def question_cells(stem):
     return found
 
 
+def rendered(markdown):
+    """Markdown as HTML, sanitized, its math as MathML."""
+    return tex_in(sanitize(markdown2html(tex_out(markdown))))
+
+
 def rubric(root):
     root = Path(root)
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Rubric</title>"
@@ -48,7 +54,7 @@ def rubric(root):
             question, answer = question_cells(q.notebook)[q.grade_id]
             parts.append(f"<h3 id='{q.grade_id}'>Question {q.number} ({q.points} points): "
                          f"<code>{q.grade_id}</code></h3>"
-                         f"<div class='question'>{markdown2html(question)}</div>"
-                         f"<div class='answer'>{markdown2html(answer)}</div>")
+                         f"<div class='question'>{rendered(question)}</div>"
+                         f"<div class='answer'>{rendered(answer)}</div>")
     (root / "rubric.html").write_text("".join(parts) + "</body></html>\n")
     print(f"rubric: {root / 'rubric.html'} (model answers: for graders only)")
