@@ -139,6 +139,10 @@ def test_expectations_cover_every_case():
     assert set(EXPECTED) == {(a, s) for a, cases in CASES.items() for s in cases}
 
 
+LMS_NAMES = {"escaper": "Escaper_1234567_assignsubmission_file_.zip",  # Moodle
+             "leaker": "leaker_LATE_12345_67890_unit1.zip"}  # Canvas
+
+
 def grade_class(tmp, cases, execute=False):
     """A course graded as an instructor grades it: (its root, what the steps printed)."""
     root = build_course(tmp / "course", layout="unit")
@@ -149,6 +153,12 @@ def grade_class(tmp, cases, execute=False):
         release(root)
         for assignment, students in cases.items():  # each case's student id is its name
             zip_class(root, assignment, {case: case for case in students}, tmp / "staging")
+        # as an LMS names them: Moodle's (the student id is the name), Canvas's; and an
+        # upload cut short, which is rejected with its reason
+        archive = root / "downloaded" / "unit1" / "archive"
+        for case, name in LMS_NAMES.items():
+            (archive / f"{case}_unit1.zip").rename(archive / name)
+        (archive / "Eve Upload_999_assignsubmission_file_.zip").write_bytes(b"PK\x03\x04 cut")
         collect(root)
         failed = autograde(root, jobs=JOBS, execute=execute)  # with the local config's limits
         feedback(root)
@@ -166,6 +176,20 @@ def graded(tmp_path_factory):
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED, execute=True)
+
+
+def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
+    """The class's zips: flat, in a folder, two folders deep (tests/synthetic.zip_class),
+    two named by an LMS, and one cut short: every one accounted for."""
+    root, log = graded
+    students = sum(1 for a, s in EXPECTED if a == "unit1")
+    assert f"collected unit1: {students + 1} entries in archive/, {students} collected " \
+           f"({students} new, 0 replacing an older submission, 0 unchanged), 1 rejected" in log
+    assert "REJECTED Eve Upload_999_assignsubmission_file_.zip: not a readable zip " \
+           "(BadZipFile" in log
+    assert (root / "downloaded/unit1/rejected/Eve Upload_999_assignsubmission_file_.zip").is_file()
+    for case in LMS_NAMES:  # graded as their own ids (EXPECTED checks their scores)
+        assert (root / "submitted" / case / "unit1" / "timestamp.txt").is_file()
 
 
 def test_execute_and_judge_only_give_the_same_scores(graded, executed):
