@@ -139,6 +139,8 @@ def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(t
     submit(root, tmp, "s2", "right", "2026-10-05 21:45:00 UTC")
     _, collected = step(collect, root)
     assert "3 collected (0 new, 2 replacing an older submission, 1 unchanged)" in collected
+    assert rows(root)["s2"]["status"].endswith(
+        "; a newer submission, collected since, waits for make autograde")
     _, out = step(autograde, root, jobs=2)  # no --force
     assert "2 submissions to grade; 1 unchanged since graded" in out
     after = gradebook.graded(root)

@@ -42,11 +42,11 @@ JOBS = os.cpu_count() or 1
 
 
 def pending(root, names=(), students=(), force=False):
-    """{assignment: [student]} of the submissions to grade, and how many are left as
-    graded: those never graded, or whose files changed since (a resubmission); every one
-    of these students' (all if force)."""
+    """({assignment: [student]} of the submissions to grade, {(assignment, student): the
+    digest of its files now}, how many are left as graded): those never graded, or whose
+    files changed since (a resubmission); every one of these students' (all if force)."""
     done = gradebook.graded(root)
-    todo, unchanged = {}, 0
+    todo, digests, unchanged = {}, {}, 0
     for assignment, group in submissions(root, names).items():
         for student in group:
             if students and student not in students:
@@ -55,9 +55,10 @@ def pending(root, names=(), students=(), force=False):
             known = done.get((assignment, student))
             if force or students or known is None or known.digest != sha:
                 todo.setdefault(assignment, []).append(student)
+                digests[assignment, student] = sha
             else:
                 unchanged += 1
-    return todo, unchanged
+    return todo, digests, unchanged
 
 
 def shards(todo, jobs):
@@ -151,9 +152,11 @@ def ids_of(stem):
     return [e.grade_id for e in of_notebooks([stem])] + [q.grade_id for q in questions_of([stem])]
 
 
-def grade_shard(root, todo, students, settings, execute=False, env=None, sandboxed=True):
-    """Grade these students' submissions of todo ({assignment: [student]}): see the
-    module's docstring. Returns {(assignment, student): status}."""
+def grade_shard(root, todo, digests, students, settings, execute=False, env=None,
+                sandboxed=True):
+    """Grade these students' submissions of todo ({assignment: [student]}, whose files had
+    these digests when they were chosen): see the module's docstring. Returns
+    {(assignment, student): status}."""
     plan = load_course(root)["assignments"]
     mine = [(a, s) for a, group in todo.items() for s in group if s in students]
     judged, notes, unreadable, before = {}, {}, {}, {}
@@ -187,13 +190,14 @@ def grade_shard(root, todo, students, settings, execute=False, env=None, sandbox
         if not (Path(root) / "autograded" / s / a).is_dir():
             notes[a, s].append(f"nbgrader recorded no notebook of it, so it has no feedback "
                                f"page (logs/{path.name})")
-    return save(root, judged, notes, unreadable, before)
+    return save(root, judged, notes, unreadable, before, digests)
 
 
-def save(root, judged, notes, unreadable, before):
-    """The judge's scores, the statuses and the digests into the gradebook; a changed
-    written answer's hand grade dropped; an unreadable notebook's answers left to a grader
-    (nbgrader scored them 0). Returns {(assignment, student): status}."""
+def save(root, judged, notes, unreadable, before, digests):
+    """The judge's scores, the statuses and the digests (of the files as they were chosen
+    for grading) into the gradebook; a changed written answer's hand grade dropped; an
+    unreadable notebook's answers left to a grader (nbgrader scored them 0). Returns
+    {(assignment, student): status}."""
     from nbgrader.api import Gradebook
 
     plan = load_course(root)["assignments"]
@@ -223,8 +227,7 @@ def save(root, judged, notes, unreadable, before):
             statuses[a, s] = f"failed: {error}" if error else \
                 "; ".join(["graded", *why]) if why else "graded"
         gb.db.commit()
-    shas = {(a, s): gradebook.digest(Path(root) / "submitted" / s / a) for a, s in judged}
-    gradebook.record(root, {k: (status, shas[k]) for k, status in statuses.items()})
+    gradebook.record(root, {k: (status, digests[k]) for k, status in statuses.items()})
     return statuses
 
 
@@ -253,7 +256,7 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     if unknown:
         sys.exit(f"autograde: no submission of {', '.join(unknown)} (collected: "
                  f"{', '.join(sorted(known)) or 'none'})")
-    todo, unchanged = pending(root, names, students, force)
+    todo, digests, unchanged = pending(root, names, students, force)
     limits = settings.limits
     print(f"limits: {limits.timeout} s per check, {limits.memory_mb} MiB per process, "
           f"files up to {limits.file_mb} MiB")
@@ -273,8 +276,8 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     env = sandbox.threads(1)
     statuses = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_shard, root, todo, group, settings, execute, env,
-                               sandboxed) for group in shards(todo, jobs)]
+        futures = [pool.submit(grade_shard, root, todo, digests, group, settings, execute,
+                               env, sandboxed) for group in shards(todo, jobs)]
         for future in futures:
             for (assignment, student), status in sorted(future.result().items()):
                 statuses[assignment, student] = status

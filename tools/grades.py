@@ -74,9 +74,12 @@ def export(root, out, names=()):
                     else:  # left as released ("YOUR ANSWER HERE"), or no notebook: 0
                         points[q.grade_id] = grade.auto_score
                 known = statuses.get((name, student))
-                collected = (root / "submitted" / student / name).is_dir()
+                folder = root / "submitted" / student / name
                 status = known.status if known and submission else \
-                    "collected, not graded yet (make autograde)" if collected else "missing"
+                    "collected, not graded yet (make autograde)" if folder.is_dir() else "missing"
+                if known and submission and folder.is_dir() and \
+                        gradebook.digest(folder) != known.digest:
+                    status += "; a newer submission, collected since, waits for make autograde"
                 if waiting:
                     status += f"; {waiting} written answer{'s' * (waiting > 1)} to grade by hand"
                 when = submission.timestamp if submission else None
