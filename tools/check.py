@@ -14,36 +14,49 @@ The checks are the graded cells of the notebooks, as solutions/ has them
 cells say, whatever you changed in them. They import `normlib` from the working
 directory's normlib/ first (yours, in the repository). A stub that still raises
 NotImplementedError is reported as not yet implemented, without a traceback; a failure
-is reported with its message and the line of normlib it came from (any other
+is reported with its message and where it came from: the deepest line of your own files
+(normlib/'s files that hold exercises), else the check's line (any other
 NotImplementedError too: torch's "must implement backward" is a mistake, not a stub).
+What the check cells print ("the visible checks pass") is not repeated: each exercise
+has one line. `make check` works from notebooks/ too (its Makefile forwards to this one).
 """
 
 import argparse
+import contextlib
+import io
 import sys
 import traceback
 from pathlib import Path
 
-from tools.exercises import exercises
+from tools.exercises import exercises, student_files
 from tools.markers import EXERCISE, STUB_MESSAGE
 
 
 def run(source, filename):
     """Run one check cell in a fresh namespace: ("pass" | "todo" | "FAIL", detail)."""
     try:
-        exec(compile(source, filename, "exec"), {"__name__": "__check__"})
+        with contextlib.redirect_stdout(io.StringIO()):  # (its "... pass" line: ours says it)
+            exec(compile(source, filename, "exec"), {"__name__": "__check__"})
     except NotImplementedError as e:
         if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
             return "todo", str(e)
-        return _failure(e)  # torch's "must implement backward", a missing forward, ...
+        return _failure(e, filename)  # torch's "must implement backward", a missing forward
     except Exception as e:
-        return _failure(e)
+        return _failure(e, filename)
     return "pass", ""
 
 
-def _failure(e):
-    """("FAIL", the exception's type and message, and the line of normlib it came from)."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if "normlib" in f.filename]
-    where = f"  ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+def _failure(e, filename):
+    """("FAIL", the exception's type and message, and where: the deepest line of the
+    student's own files (normlib/layer_norm.py:55), else the check's line)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if isinstance(e, SyntaxError) and e.filename:  # (the file that does not compile)
+        frames.append(traceback.FrameSummary(e.filename, e.lineno or 0, "<module>"))
+    mine = [f for f in frames if Path(f.filename).parent.name == "normlib"
+            and f"normlib/{Path(f.filename).name}" in student_files()]
+    check = [f for f in frames if f.filename == filename]
+    where = f"  (your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
+        else f"  (the check's line {check[-1].lineno}: {check[-1].line})" if check else ""
     message = str(e).strip().splitlines() or [""]
     return "FAIL", f"{type(e).__name__}: " + "\n      ".join(message[:6]) + where
 
@@ -61,13 +74,14 @@ def main(argv=None):
               f"{', '.join(e.number for e in exercises())}")
         return 2
     labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
+    width = max(len(e.name) for e in todo)  # (the longest name's column)
     counts = {"pass": 0, "todo": 0, "FAIL": 0}
     for e in todo:
         status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>")
         counts[status] += 1
         needs = EXERCISE.match(detail) if status == "todo" else None
         note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != e.number else ""
-        print(f"Exercise {e.number}  {e.name:<24} {labels[status]}{note}")
+        print(f"Exercise {e.number}  {e.name:<{width}}  {labels[status]}{note}")
         if status == "FAIL":
             print(f"      {detail}")
     which = "with the hidden tests" if args.hidden else \

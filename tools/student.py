@@ -24,6 +24,14 @@ from tools.markers import block_lines, has_marker
 
 EDITION = ("notebooks", "normlib")  # the folders of the student edition
 IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
+# notebooks/Makefile: JupyterLab opens a terminal in the folder it shows, notebooks/, where
+# `make check` (and every other target) is the course's Makefile's, one folder up
+FORWARD = """# Written by tools/student.py: `make check` here is the course's (one folder up).
+Makefile: ;
+%:
+	@$(MAKE) --no-print-directory -C .. $@
+.DEFAULT_GOAL := check
+"""
 
 
 def generate(out):
@@ -41,6 +49,7 @@ def generate(out):
         (Path(out) / "notebooks").mkdir()
         for notebook in sorted(release.glob("*.ipynb")):
             shutil.copy2(notebook, Path(out) / "notebooks" / notebook.name)
+        (Path(out) / "notebooks" / "Makefile").write_text(FORWARD)
 
 
 def _files(top, folders=EDITION):
