@@ -81,7 +81,7 @@ def test_hidden_runs_the_hidden_tests_and_a_broken_file_costs_only_its_exercises
     failed = [line.split()[1] for line in out.splitlines()
               if line.startswith("Exercise") and line.split()[-1] == "FAIL"]
     assert failed == ["3.5", "5.2"], out
-    assert "SyntaxError" in out and "(instance_norm.py" in out, out
+    assert "SyntaxError" in out and "(your normlib/instance_norm.py:" in out, out
     assert f"{len(chosen) - 2} passed, 2 failed, 0 not yet implemented (with the hidden " \
         "tests)" in out
 
@@ -95,6 +95,10 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     assert code == 1
     assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
     assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
+    # where: the check's line (the wrong value is returned, the check raises), not
+    # normlib/testing.py's
+    assert re.search(r"\(the check's line \d+: assert_close\(result\[1\], rstd", out), out
+    assert "testing.py" not in out
     assert "Fix the failures first" in out
     assert "not yet implemented (needs Exercise 3.1)" in out, out
     assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
@@ -126,3 +130,31 @@ def test_the_exit_status(monkeypatch, capsys, results, code, code_all):
         outcomes = iter(results)
         monkeypatch.setattr(tools.check, "run", lambda source, filename, o=outcomes: (next(o), ""))
         assert tools.check.main(["1.1", "1.2"] + ["--all"] * all_) == (code_all if all_ else code)
+
+
+def test_a_failure_in_the_students_code_names_their_file_and_line(edition):
+    """An error raised in the student's own file points at that line; each exercise is one
+    line of output (the check cell's own "the visible checks pass" is not repeated), in a
+    column as wide as the longest name."""
+    use_reference(edition)
+    path = edition / "normlib" / "layer_norm.py"
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if "def layer_norm_stats" in line) + 1
+    lines.insert(row, "    raise ValueError('my bug')")
+    path.write_text("\n".join(lines) + "\n")
+    code, out = check(edition, "1.1", "2.5", "4.2")
+    assert code == 1
+    assert f"ValueError: my bug  (your normlib/layer_norm.py:{row + 1})" in out, out
+    assert "visible checks pass" not in out
+    names = [line for line in out.splitlines() if line.startswith("Exercise")]
+    assert len(names) == 3 and len({len(line) - len(line.split()[-1]) for line in names}) == 1
+
+
+def test_make_check_works_from_notebooks():
+    """JupyterLab's terminal opens in notebooks/, the folder it shows: notebooks/Makefile
+    (the student edition's) is the course's Makefile, one folder up."""
+    result = subprocess.run(["make", "check", "EX=1.1"], cwd=REPO / "notebooks",
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Exercise 1.1  layer_norm_stats  " in result.stdout, result.stdout
+    assert "No rule to make target" not in result.stdout + result.stderr

@@ -40,13 +40,13 @@ def run(source, filename):
     except NotImplementedError as e:
         if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
             return "todo", str(e)
-        return _failure(e, filename)  # torch's "must implement backward", a missing forward
+        return _failure(e, source, filename)  # torch's "must implement backward", ...
     except Exception as e:
-        return _failure(e, filename)
+        return _failure(e, source, filename)
     return "pass", ""
 
 
-def _failure(e, filename):
+def _failure(e, source, filename):
     """("FAIL", the exception's type and message, and where: the deepest line of the
     student's own files (normlib/layer_norm.py:55), else the check's line)."""
     frames = traceback.extract_tb(e.__traceback__)
@@ -55,8 +55,10 @@ def _failure(e, filename):
     mine = [f for f in frames if Path(f.filename).parent.name == "normlib"
             and f"normlib/{Path(f.filename).name}" in student_files()]
     check = [f for f in frames if f.filename == filename]
+    lines = source.splitlines()
     where = f"  (your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
-        else f"  (the check's line {check[-1].lineno}: {check[-1].line})" if check else ""
+        else f"  (the check's line {check[-1].lineno}: {lines[check[-1].lineno - 1].strip()})" \
+        if check else ""
     message = str(e).strip().splitlines() or [""]
     return "FAIL", f"{type(e).__name__}: " + "\n      ".join(message[:6]) + where
 
