@@ -230,3 +230,22 @@ def test_fused_table_runs_on_the_cpu_without_compiling():
     lines = text.splitlines()
     assert lines[0].startswith("cpu: copy") and "32 rows, float32" in lines[0]
     assert [line.split()[1] for line in lines[2:]] == ["eager", "F.layer_norm"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_means_rounding_reaches_the_variance_at_second_order(seed):
+    """Q5.1's model answer: in float32 at an offset of 1e5, the two-pass variance's relative
+    error is (delta / sigma)^2, delta the float32 mean's error, to within the sums' own
+    roundings (float32's u times a few): second order, far below the first-order
+    |delta| / sigma."""
+    rng = np.random.default_rng(seed)
+    x = (1e5 + rng.standard_normal(4096)).astype(np.float32)  # (N,)
+    exact = x.astype(np.float64)  # the same numbers, exactly
+    var = ((exact - exact.mean()) ** 2).mean()
+    mean32 = x.mean(dtype=np.float32)
+    var32 = ((x - mean32) ** 2).mean(dtype=np.float32)
+    delta = float(mean32) - exact.mean()
+    error = abs(float(var32) - var) / var
+    second = delta * delta / var
+    assert abs(error - second) <= 0.2 * second + 16 * np.finfo(np.float32).eps, (error, second)
+    assert error <= 0.05 * abs(delta) / np.sqrt(var) + 16 * np.finfo(np.float32).eps
