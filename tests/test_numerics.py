@@ -249,3 +249,16 @@ def test_the_means_rounding_reaches_the_variance_at_second_order(seed):
     second = delta * delta / var
     assert abs(error - second) <= 0.2 * second + 16 * np.finfo(np.float32).eps, (error, second)
     assert error <= 0.05 * abs(delta) / np.sqrt(var) + 16 * np.finfo(np.float32).eps
+
+
+def test_a_constant_group_without_eps_is_nan_or_all_minus_one_in_float32():
+    """Q1.1's model answer: without eps a constant group gives 0/0 (NaN), or in float32,
+    where the mean's rounding leaves deviations of a few ulps, noise blown up to unit
+    variance (all -1 here)."""
+    x = np.full((1, 7), 0.1, np.float32)  # (1, 7)
+    mean = x.mean(-1, keepdims=True)  # (1, 1), rounded: 0.10000001
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)  # (1, 1), tiny but not 0
+    assert var[0, 0] > 0 and np.all((x - mean) / np.sqrt(var) == -1)
+    ones = np.ones((1, 8), np.float32)  # a mean without rounding: 0/0
+    with np.errstate(invalid="ignore"):
+        assert np.all(np.isnan((ones - ones.mean()) / np.sqrt(((ones - ones.mean()) ** 2).mean())))
