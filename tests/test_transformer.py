@@ -25,6 +25,9 @@ from normlib.transformer import (
     add_norm,
     grad_norm_profile,
     last_layer_grad_norms,
+    linear2_grad_norms,
+    one_thread,
+    xavier_init_,
 )
 from tests.conftest import exercise
 
@@ -396,3 +399,21 @@ def test_gradient_experiment_is_deterministic():
     assert first.shape == (3,) and np.all(first > 0)
     np.testing.assert_array_equal(first, grad_norm_profile(3, True, seeds=(0,)))
     assert last_layer_grad_norms(3, True, seeds=(0,)) == first[-1]
+
+
+@pytest.mark.parametrize("seeds", [range(10), range(10, 20)])
+def test_without_a_final_norm_the_last_layers_gradient_grows_faster_than_sqrt_depth(seeds):
+    """Q4.1's model answer: a Pre-LN stack without its final norm, at initialization, the
+    last layer's linear2.weight gradient grows about 2.8 times from 6 to 24 layers (two
+    sets of seeds), well above the 2 of sqrt(L) and below the 4 of L."""
+    def last(num_layers, seed):
+        torch.manual_seed(seed)
+        encoder = TransformerEncoder(num_layers, 64, 4, 256, norm_first=True)
+        xavier_init_(encoder)
+        encoder.norm = torch.nn.Identity()  # (no final norm)
+        x, target = torch.randn(8, 16, 64), torch.randn(8, 16, 64)  # (N, S, E)
+        return linear2_grad_norms(encoder, x, target)[-1]
+
+    with one_thread():
+        ratio = np.mean([last(24, s) for s in seeds]) / np.mean([last(6, s) for s in seeds])
+    assert 2.4 < ratio < 3.4, ratio
