@@ -126,9 +126,8 @@ STATUS = {
 # the cases graded again with --execute (those whose notebooks or kernels matter; the
 # loop's, which would wait out every cell that calls it, is tests/test_preprocessors.py's)
 EXECUTED = {
-    "unit1": ["reference", "stubs", "tampered", "exits", "osexit", "leaker", "escaper",
-              "forger"],
-    "unit2": ["reference", "tampered", "killed"],
+    "unit1": ["reference", "stubs", "tampered", "osexit", "leaker", "escaper", "forger"],
+    "unit2": ["reference", "tampered"],
     "unit3": ["reference"],
     "unit4": ["reference", "stubs"],
     "unit5": ["mixed"],
@@ -205,7 +204,7 @@ def test_execute_and_judge_only_give_the_same_scores(graded, executed):
                         (g.name, g.auto_score, g.needs_manual_grade)
                         for nb in submission.notebooks for g in nb.grades)
     assert found["judge-only"] == found["execute"]
-    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) >= 15
+    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) >= 12
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
@@ -384,10 +383,9 @@ def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
         assert restored.endswith(fold_hidden(written))
 
 
-ERRORS = {  # (assignment, student, check) -> what the kernel said, with --execute
-    ("unit1", "exits", "ex1_2_layer_norm_forward"): "SystemExit",
+ERRORS = {  # (assignment, student, check) -> what the kernel said, with --execute (the
+    # kernel's restarts are tests/test_preprocessors.py's)
     ("unit1", "osexit", "ex1_2_layer_norm_forward"): "DeadKernelError: the kernel died",
-    ("unit2", "killed", "ex2_5_layer_norm_function"): "DeadKernelError: the kernel died",
 }
 VERDICTS = {  # (assignment, student, check) -> what the judge's verdict says
     ("unit1", "loop", "ex1_2_layer_norm_forward"): f"ran over the {TIMEOUT} s limit",
