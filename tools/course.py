@@ -124,3 +124,17 @@ def submissions(root, names=()):
     """{assignment: [student, ...]} of every collected submission."""
     return {name: sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}")
                          if p.is_dir()) for name in assignment_names(root, names)}
+
+
+def targets(root, names):
+    """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
+    process for all of them) when they are all the course's, else one per assignment."""
+    return ["*"] if set(names) == set(load_course(root)["assignments"]) else list(names)
+
+
+def run(root, *args):
+    """An nbgrader command that must succeed: its log on failure, and exit."""
+    result = nbgrader(root, *args, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result

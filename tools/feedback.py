@@ -14,8 +14,7 @@ feedback_zips/<assignment>/<student>.zip: that student's pages of the assignment
 import zipfile
 from pathlib import Path
 
-from tools.course import assignment_names
-from tools.release import run, targets
+from tools.course import assignment_names, run, targets
 
 
 def feedback(root, names=(), exchange=False):

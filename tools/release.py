@@ -10,22 +10,8 @@ test or a stored output stops the release (tools.student.leaks).
 
 from pathlib import Path
 
-from tools.course import assignment_names, load_course, nbgrader
+from tools.course import assignment_names, load_course, run, targets
 from tools.student import leaks
-
-
-def targets(root, names):
-    """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
-    process for all of them) when they are all the course's, else one per assignment."""
-    return ["*"] if set(names) == set(load_course(root)["assignments"]) else list(names)
-
-
-def run(root, *args):
-    """An nbgrader command that must succeed: its log on failure, and exit."""
-    result = nbgrader(root, *args, check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
-    return result
 
 
 def release(root, names=(), exchange=False):
