@@ -38,7 +38,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tools.course import assignment_names, nbgrader, submissions
+from tools.course import assignment_names, run, submissions
 from tools.gradebook import digest
 from tools.sandbox import DISK_MB
 from tools.settings import read
@@ -150,13 +150,18 @@ def submission_files(members):
     return found
 
 
+def _utc(text):
+    """The aware datetime of a timestamp.txt's text ("2026-10-05 21:14:03.123456 UTC"; no
+    zone: UTC); ValueError if it is not one."""
+    when = datetime.datetime.fromisoformat(text.strip().removesuffix(" UTC"))
+    return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc)
+
+
 def submitted_at(entry, files):
     """When an entry was submitted (aware, UTC): its timestamp.txt, else its file's date."""
     if TIMESTAMP in files:
-        text = files[TIMESTAMP]().decode(errors="replace").strip().removesuffix(" UTC")
         try:
-            when = datetime.datetime.fromisoformat(text)
-            return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc)
+            return _utc(files[TIMESTAMP]().decode(errors="replace"))
         except ValueError:
             pass
     return datetime.datetime.fromtimestamp(entry.stat().st_mtime, datetime.timezone.utc)
@@ -165,10 +170,7 @@ def submitted_at(entry, files):
 def recorded_at(folder):
     """The submission time recorded in a collected submission's timestamp.txt."""
     path = Path(folder) / TIMESTAMP
-    if not path.is_file():
-        return None
-    when = datetime.datetime.fromisoformat(path.read_text().strip().removesuffix(" UTC"))
-    return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc)
+    return _utc(path.read_text()) if path.is_file() else None
 
 
 def collect_archive(root, assignment, roster=None):
@@ -236,9 +238,7 @@ def collect(root, names=(), exchange=False):
     for name in assignment_names(root, names):
         archive = Path(root) / "downloaded" / name / "archive"
         if exchange:
-            result = nbgrader(root, "collect", name, "--update", check=False)
-            if result.returncode:
-                raise SystemExit(f"nbgrader collect {name} failed:\n{result.stderr}")
+            run(root, "collect", name, "--update")
             students = submissions(root, [name])[name]
             print(f"collected {name} from the exchange: {len(students)} submission"
                   f"{'s' * (len(students) != 1)}")
