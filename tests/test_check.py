@@ -91,19 +91,24 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     path = edition / "normlib" / "layer_norm.py"
     path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
     shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
-    code, out = check(edition, "1.1", "3.3", "5.2")
+    code, out = check(edition, "1.1", "1.2", "3.3", "5.2")
     assert code == 1
     assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
     assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
-    # where: the check's line (the wrong value is returned, the check raises), not
-    # normlib/testing.py's
-    assert re.search(r"\(the check's line \d+: assert_close\(result\[1\], rstd", out), out
-    assert "testing.py" not in out
+    # the worst element, expected vs got, and the signature: a sum for a mean is off by N
+    assert re.search(r"Worst at index \(\d, \d, \d\): expected [\d.]+, got [\d.]+", out), out
+    assert "Likely cause: every value is 0.5 times the exact one" in out, out
+    # where: the student's function (the wrong value is returned, the check raises), and
+    # the check's line that failed, not normlib/testing.py's
+    assert re.search(r"\(your layer_norm_stats is at normlib/layer_norm\.py:\d+; the case is "
+                     r"the check's line \d+: check_stats\(x, \(4,\)\)", out), out
+    assert "testing.py" not in out and "Traceback" not in out
+    assert "It needs Exercise 1.1, which fails: fix that first" in out  # 1.2 calls 1.1
     assert "Fix the failures first" in out
     assert "not yet implemented (needs Exercise 3.1)" in out, out
     assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
-    assert "Exercise 1.2" not in out  # only the chosen exercises ran
-    assert "1 passed, 1 failed, 1 not yet implemented" in out
+    assert "Exercise 2.1" not in out  # only the chosen exercises ran
+    assert "1 passed, 2 failed, 1 not yet implemented" in out
 
 
 def test_only_a_stub_is_not_yet_implemented():
@@ -128,7 +133,8 @@ def test_the_exit_status(monkeypatch, capsys, results, code, code_all):
 
     for all_ in (False, True):
         outcomes = iter(results)
-        monkeypatch.setattr(tools.check, "run", lambda source, filename, o=outcomes: (next(o), ""))
+        monkeypatch.setattr(tools.check, "run",
+                            lambda source, filename, exercise=None, o=outcomes: (next(o), ""))
         assert tools.check.main(["1.1", "1.2"] + ["--all"] * all_) == (code_all if all_ else code)
 
 

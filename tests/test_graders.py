@@ -39,11 +39,11 @@ def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
                             implementation)
     original = normlib.testing.assert_close
 
-    def scaled_assert_close(actual, expected, name, rtol=None, atol=None):
+    def scaled_assert_close(actual, expected, name, rtol=None, atol=None, **kwargs):
         tol = dict(normlib.testing.TOLERANCES.get(getattr(expected, "dtype", None), {}))
         tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
         tol = {k: v * tolerance_scale for k, v in tol.items()}
-        original(actual, expected, name, **tol)
+        original(actual, expected, name, **tol, **kwargs)
 
     monkeypatch.setattr(normlib.testing, "assert_close", scaled_assert_close)
     exec(compile(exercise.source, f"<check {number}>", "exec"), {"__name__": "__check__"})

@@ -9,9 +9,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from traitlets.config import Config
 
-from tools.exercises import by_number
+from tools.exercises import by_number, needs
 from tools.preprocessors import JUDGE, Judged
-from tools.verdicts import needs, verdict
+from tools.verdicts import verdict
 
 FORGED = "NotImplementedError: \nThe judge: passed, with the hidden tests (3 / 3).\nmore"
 

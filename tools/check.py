@@ -23,16 +23,18 @@ has one line. `make check` works from notebooks/ too (its Makefile forwards to t
 
 import argparse
 import contextlib
+import importlib
+import inspect
 import io
 import sys
 import traceback
 from pathlib import Path
 
-from tools.exercises import exercises, student_files
+from tools.exercises import exercises, needs, student_files
 from tools.markers import EXERCISE, STUB_MESSAGE
 
 
-def run(source, filename):
+def run(source, filename, exercise=None):
     """Run one check cell in a fresh namespace: ("pass" | "todo" | "FAIL", detail)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # (its "... pass" line: ours says it)
@@ -40,15 +42,26 @@ def run(source, filename):
     except NotImplementedError as e:
         if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
             return "todo", str(e)
-        return _failure(e, source, filename)  # torch's "must implement backward", ...
+        return _failure(e, source, filename, exercise)  # torch's "must implement backward"
     except Exception as e:
-        return _failure(e, source, filename)
+        return _failure(e, source, filename, exercise)
     return "pass", ""
 
 
-def _failure(e, source, filename):
+def _defined(exercise):
+    """Where the exercise's function or class is: "normlib/layer_norm.py:21" ("" if its
+    module does not import)."""
+    try:
+        target = getattr(importlib.import_module(exercise.module), exercise.name)
+        return f"{exercise.file}:{inspect.getsourcelines(target)[1]}"
+    except Exception:  # (its module fails to import: that failure says more)
+        return ""
+
+
+def _failure(e, source, filename, exercise=None):
     """("FAIL", the exception's type and message, and where: the deepest line of the
-    student's own files (normlib/layer_norm.py:55), else the check's line)."""
+    student's own files (normlib/layer_norm.py:55), else, for a wrong value that the check
+    found (CheckFailed), the exercise's function, else the check's line)."""
     frames = traceback.extract_tb(e.__traceback__)
     if isinstance(e, SyntaxError) and e.filename:  # (the file that does not compile)
         frames.append(traceback.FrameSummary(e.filename, e.lineno or 0, "<module>"))
@@ -56,11 +69,14 @@ def _failure(e, source, filename):
             and f"normlib/{Path(f.filename).name}" in student_files()]
     check = [f for f in frames if f.filename == filename]
     lines = source.splitlines()
-    where = f"  (your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
-        else f"  (the check's line {check[-1].lineno}: {lines[check[-1].lineno - 1].strip()})" \
+    defined = _defined(exercise) if exercise and type(e).__name__ == "CheckFailed" else ""
+    where = f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
+        else f"(your {exercise.name} is at {defined}; the case is the check's line " \
+        f"{check[0].lineno}: {lines[check[0].lineno - 1].strip()})" if defined and check \
+        else f"(the check's line {check[-1].lineno}: {lines[check[-1].lineno - 1].strip()})" \
         if check else ""
     message = str(e).strip().splitlines() or [""]
-    return "FAIL", f"{type(e).__name__}: " + "\n      ".join(message[:6]) + where
+    return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:6], where])
 
 
 def main(argv=None):
@@ -78,14 +94,20 @@ def main(argv=None):
     labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
     width = max(len(e.name) for e in todo)  # (the longest name's column)
     counts = {"pass": 0, "todo": 0, "FAIL": 0}
+    failed = set()  # the exercises that failed so far (a check builds on earlier ones)
     for e in todo:
-        status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>")
+        status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>", e)
         counts[status] += 1
-        needs = EXERCISE.match(detail) if status == "todo" else None
-        note = f" (needs Exercise {needs.group(1)})" if needs and needs.group(1) != e.number else ""
+        stub = EXERCISE.match(detail) if status == "todo" else None
+        note = f" (needs Exercise {stub.group(1)})" if stub and stub.group(1) != e.number else ""
         print(f"Exercise {e.number}  {e.name:<{width}}  {labels[status]}{note}")
         if status == "FAIL":
-            print(f"      {detail}")
+            failed.add(e.number)
+            before = needs(e.number, failed)
+            if before:
+                detail += (f"\nIt needs Exercise {', '.join(before)}, which "
+                           f"fail{'s' * (len(before) == 1)}: fix that first, then this again.")
+            print("\n".join(f"      {line.strip()}" for line in detail.splitlines() if line))
     which = "with the hidden tests" if args.hidden else \
         "the visible checks; grading adds hidden ones"
     print(f"\n{counts['pass']} passed, {counts['FAIL']} failed, "

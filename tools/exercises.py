@@ -195,6 +195,18 @@ def by_number(folder=SOLUTIONS):
     return {e.number: e for e in exercises(folder)}
 
 
+def needs(number, failed):
+    """The exercises that Exercise `number` builds on (its reference calls them, directly
+    or not) among those that failed, in order."""
+    found, todo = set(), list(by_number()[number].uses)
+    while todo:
+        other = todo.pop()
+        if other not in found:
+            found.add(other)
+            todo.extend(by_number()[other].uses)
+    return sorted(found & failed, key=lambda n: tuple(map(int, n.split("."))))
+
+
 def of_notebooks(stems, folder=SOLUTIONS):
     """The exercises of these notebooks (stems), in order."""
     return [e for e in exercises(folder) if e.notebook in stems]

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 from tools.course import REPO, load_course
-from tools.exercises import by_number, of_notebooks, student_files
+from tools.exercises import by_number, needs, of_notebooks, student_files
 from tools.preprocessors import JUDGE
 
 
@@ -125,18 +125,6 @@ def verdicts(root, assignment, student, limits, env=None, sandboxed=True):
     return {e.grade_id: (found[e.grade_id][0],
                          verdict(*found[e.grade_id], e.points, needs(e.number, failed)))
             for e in checks}, missing
-
-
-def needs(number, failed):
-    """The exercises that Exercise `number` builds on (its reference calls them, directly
-    or not) among those that failed, in order."""
-    found, todo = set(), list(by_number()[number].uses)
-    while todo:
-        other = todo.pop()
-        if other not in found:
-            found.add(other)
-            todo.extend(by_number()[other].uses)
-    return sorted(found & failed, key=lambda n: tuple(map(int, n.split("."))))
 
 
 def verdict(passed, detail, points, needed=()):
