@@ -7,17 +7,30 @@ bare `raise NotImplementedError()` of a "your turn" cell) reached from a cell pr
     NotImplementedError: Exercise N.M is not yet implemented: layer_norm_stats in
     normlib/layer_norm.py still raises NotImplementedError. Write it, then run this cell again.
 
-Any other exception keeps its usual traceback. The cell still ends in an error, so a check
+A check that finds a wrong value (normlib.testing.CheckFailed) prints its message alone,
+which says the quantity, the case, the worst element and the likely cause, then where to
+look: the exercise's function in your normlib/ file, with its line, and the check's line
+that failed, instead of a traceback through NumPy. Any other exception keeps its usual
+traceback. The cell still ends in an error, so a check
 of an unfinished exercise still fails (nbgrader scores it 0, Validate reports it), and its
 `raises-exception` tag lets JupyterLab's Run All go on to the next cell. Not an exercise: at
 grading the course's copy of this file is used, not the student's.
 """
 
+import inspect
+import linecache
 import re
 import traceback
 from pathlib import Path
 
 STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
+CHECK = re.compile(r"# Exercise (\d+\.\d+): (\w+) \(")  # a check cell's first line
+
+
+def _shown(filename):
+    """normlib/layer_norm.py for a file of a normlib/ folder, else the file's name."""
+    path = Path(filename)
+    return f"normlib/{path.name}" if path.parent.name == "normlib" else path.name
 
 
 def not_yet_implemented(error):
@@ -28,8 +41,7 @@ def not_yet_implemented(error):
     where = frames[-1]  # the frame that raised
     stub = STUB.fullmatch(str(error))
     if stub:
-        path = Path(where.filename)
-        file = f"normlib/{path.name}" if path.parent.name == "normlib" else path.name
+        file = _shown(where.filename)
         return (f"Exercise {stub[1]} is not yet implemented: {stub[2]} in {file} still raises "
                 "NotImplementedError. Write it, then run this cell again.")
     if not str(error) and "ipykernel" in where.filename and where.name != "<module>":
@@ -37,6 +49,36 @@ def not_yet_implemented(error):
         return (f"{where.name} is not yet implemented: write it in its cell above (YOUR CODE "
                 "HERE) and run that cell, then this one again.")
     return None
+
+
+def check_failed(error, namespace):
+    """The message of a failed check (CheckFailed) raised in a check cell: its own words,
+    then where to look: the exercise's function or class (found in namespace, the cell's
+    globals) in its file, and the check's line that failed."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if "ipykernel" in f.filename or f.filename.startswith("<")]
+    lines = [f"{error}"]
+    title = CHECK.match(linecache.getline(frames[0].filename, 1)) if frames else None
+    target = namespace.get(title[2]) if title else None
+    if target is not None:
+        try:  # (a function or class written in a file: a normlib/ exercise)
+            where = f"{_shown(inspect.getsourcefile(target))}, line " \
+                f"{inspect.getsourcelines(target)[1]}"
+            lines.append(f"Exercise {title[1]}: your {title[2]} is in {where}.")
+        except (TypeError, OSError):
+            pass
+    if frames:
+        line = frames[0].line or ""
+        lines.append(f"The case is the check's line {frames[0].lineno}: {line.strip()}")
+    return "\n".join(lines)
+
+
+def _show_check(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for a failed check: its message, no traceback."""
+    text = check_failed(value, shell.user_ns)
+    stb = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {text}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
 
 
 def _show(shell, etype, value, tb, tb_offset=None):
@@ -50,5 +92,17 @@ def _show(shell, etype, value, tb, tb_offset=None):
     return stb
 
 
+def _handle(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for the exceptions this extension shortens."""
+    from normlib.testing import CheckFailed  # (torch: imported when a check first fails)
+
+    if isinstance(value, CheckFailed):
+        return _show_check(shell, etype, value, tb, tb_offset)
+    if isinstance(value, NotImplementedError):
+        return _show(shell, etype, value, tb, tb_offset)
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)  # any other: as usual
+    return None
+
+
 def load_ipython_extension(ipython):
-    ipython.set_custom_exc((NotImplementedError,), _show)
+    ipython.set_custom_exc((NotImplementedError, AssertionError), _handle)

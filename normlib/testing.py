@@ -46,6 +46,8 @@ import tracemalloc
 import numpy as np
 import torch
 
+from normlib import diagnosis
+
 ROUNDINGS = 8  # elementwise roundings of one stage
 LAMBDA = 4  # a sum of n terms errs by up to LAMBDA * sqrt(n) roundings
 MARGIN = 10  # a tolerance is MARGIN times the error bound
@@ -143,22 +145,36 @@ def encoder_tolerance(x, num_layers, dim_feedforward, eps=1e-5):
                           length=max(e, dim_feedforward, n * s))
 
 
-def assert_close(actual, expected, name, rtol=None, atol=None):
+class CheckFailed(AssertionError):
+    """A check's comparison failed: its message says which quantity, which case, the worst
+    element, expected vs got, and the likely cause where the error has a known signature
+    (normlib.diagnosis). The notebooks show it as that message alone, not a traceback."""
+
+
+def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistakes=None):
     """Assert that actual is a NumPy array of exactly expected's shape and dtype, and
     equal to it within rtol and atol (default: TOLERANCES of that dtype), atol in units of
     expected's largest magnitude (at least 1): an entry near 0 computed from larger terms,
     a difference or a sum of many, carries their rounding. A NaN passes only where expected
-    holds one (torch's statistics of an empty input)."""
+    holds one (torch's statistics of an empty input). Raises CheckFailed. over: the axes of
+    one normalization group, to recognize errors with a pattern over a group; mistakes:
+    {likely cause: what that mistake computes here} (normlib.diagnosis)."""
     if not isinstance(actual, np.ndarray):
-        raise AssertionError(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
+        raise CheckFailed(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:
-        raise AssertionError(f"{name}: expected shape {expected.shape}, got {actual.shape}")
+        cause = diagnosis.shape_cause(actual, expected)
+        raise CheckFailed(f"{name}: expected shape {expected.shape}, got {actual.shape}"
+                          + (f".\n  Likely cause: {cause}." if cause else ""))
     if actual.dtype != expected.dtype:
-        raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
+        cause = diagnosis.dtype_cause(actual, expected)
+        raise CheckFailed(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}"
+                          + (f".\n  Likely cause: {cause}." if cause else ""))
     tol = dict(TOLERANCES[expected.dtype])
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
     tol["atol"] *= max(1.0, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
-    np.testing.assert_allclose(actual, expected, err_msg=name, **tol)
+    message = diagnosis.mismatch(actual, expected, over=over, mistakes=mistakes, **tol)
+    if message:
+        raise CheckFailed(f"{name}: {message}")
 
 
 def _exact(a, requires_grad=False):
@@ -254,6 +270,32 @@ def torch_normalize(x, axes, eps=1e-5):
     var = t.var(dim=axes, unbiased=False, keepdim=True)
     rstd = torch.rsqrt(var + eps)
     return tuple(_rounded(r, x.dtype) for r in ((t - mean) * rstd, mean, var, rstd))
+
+
+def stats_mistakes(x, axes, eps=1e-5):
+    """{quantity: {likely cause: what that mistake gives}} for normalizing x over `axes`:
+    x_hat, var and rstd (kept as size 1) under Unit 1's classic mistakes, computed exactly
+    (float64) and rounded to x's dtype: assert_close's `mistakes`, for errors that no
+    signature of their own shows."""
+    t = _exact(x)
+    n = math.prod(x.shape[a] for a in _group_axes(x, axes))
+    centred = t - t.mean(dim=axes, keepdim=True)  # (*x.shape)
+    var = t.var(dim=axes, unbiased=False, keepdim=True)  # (groups, kept as 1)
+    eps_on_std = ("eps is added to the std; it belongs under the square root, added to the "
+                  "variance (Unit 1, section 1)")
+    found = {"x_hat": {eps_on_std: centred / (var.sqrt() + eps)},
+             "var": {}, "rstd": {eps_on_std: 1 / (var.sqrt() + eps),
+                                 "this is the std, not its reciprocal": (var + eps).sqrt()}}
+    if n > 1:
+        unbiased = (f"the unbiased variance: dividing by N - 1 = {n - 1} (ddof=1, or torch's "
+                    f"unbiased=True) where normalization divides by N = {n}, which leaves rstd "
+                    f"off by the factor sqrt((N-1)/N) = {math.sqrt((n - 1) / n):.4g}")
+        var_n1 = t.var(dim=axes, unbiased=True, keepdim=True)  # (groups, kept as 1)
+        found["x_hat"][unbiased] = centred * torch.rsqrt(var_n1 + eps)
+        found["var"][unbiased] = var_n1
+        found["rstd"][unbiased] = torch.rsqrt(var_n1 + eps)
+    return {q: {cause: _rounded(v, x.dtype) for cause, v in causes.items()}
+            for q, causes in found.items()}
 
 
 def torch_grads(fn, grad_output, *arrays):
