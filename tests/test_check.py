@@ -150,7 +150,7 @@ def test_a_failure_in_the_students_code_names_their_file_and_line(edition):
     path.write_text("\n".join(lines) + "\n")
     code, out = check(edition, "1.1", "2.5", "4.2")
     assert code == 1
-    assert f"ValueError: my bug  (your normlib/layer_norm.py:{row + 1})" in out, out
+    assert f"ValueError: my bug\n      (your normlib/layer_norm.py:{row + 1})" in out, out
     assert "visible checks pass" not in out
     names = [line for line in out.splitlines() if line.startswith("Exercise")]
     assert len(names) == 3 and len({len(line) - len(line.split()[-1]) for line in names}) == 1
