@@ -10,13 +10,22 @@ bare `raise NotImplementedError()` of a "your turn" cell) reached from a cell pr
 A check that finds a wrong value (normlib.testing.CheckFailed) prints its message alone,
 which says the quantity, the case, the worst element and the likely cause, then where to
 look: the exercise's function in your normlib/ file, with its line, and the check's line
-that failed, instead of a traceback through NumPy. Any other exception keeps its usual
-traceback. The cell still ends in an error, so a check
+that failed, instead of a traceback through NumPy.
+
+A normlib/ file that you changed and that no longer imports (a syntax error, a name
+error at its top level) stops the next cell before it runs, with one message naming the
+file, the line and the error (NotReloaded): autoreload would print its traceback and then
+run the code from before your change, as if nothing were wrong. The notebooks load
+`%autoreload 2 --full --hide-errors`: --full reloads whole modules, so that tracebacks
+point at the right lines (IPython 9's default reloads only the changed functions and
+gives them wrong line numbers), and --hide-errors leaves the message to this extension.
+Any other exception keeps its usual traceback. The cell still ends in an error, so a check
 of an unfinished exercise still fails (nbgrader scores it 0, Validate reports it), and its
 `raises-exception` tag lets JupyterLab's Run All go on to the next cell. Not an exercise: at
 grading the course's copy of this file is used, not the student's.
 """
 
+import ast
 import inspect
 import linecache
 import re
@@ -81,6 +90,47 @@ def _show_check(shell, etype, value, tb, tb_offset=None):
     return stb
 
 
+class NotReloaded(Exception):
+    """A file that changed since it was imported no longer imports: the cell did not run."""
+
+
+def import_error(path):
+    """Why the Python file at path does not import: "SyntaxError in normlib/x.py, line
+    12: invalid syntax" and the line, or the error its top level raises, with its line."""
+    source = Path(path).read_text()
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        return (f"SyntaxError in {_shown(path)}, line {e.lineno}: {e.msg}\n"
+                f"    {(e.text or '').strip()}")
+    try:  # (the student's own module, run again to see what it raises)
+        exec(code, {"__name__": "__not_reloaded__", "__file__": path})
+    except Exception as e:
+        lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+        return f"{type(e).__name__} in {_shown(path)}, line {lines[-1] if lines else '?'}: {e}"
+    return f"{_shown(path)} failed to reload"
+
+
+class _StopIfNotReloaded(ast.NodeTransformer):
+    """An AST transformer: IPython applies it after autoreload has run (pre_run_cell), just
+    before the cell runs. If a reload failed, the cell becomes `raise NotReloaded(why)`."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def visit_Module(self, node):
+        magics = self.shell.magics_manager.registry.get("AutoreloadMagics")
+        failed = sorted(getattr(getattr(magics, "_reloader", None), "failed", {}))
+        if not failed:
+            return node
+        why = "\n".join(import_error(path) for path in failed)
+        message = (f"{why}\nThis cell did not run: fix that, then run it again (the code from "
+                   "before your change is still loaded).")
+        stop = ast.parse("raise __import__('normlib.notebook', fromlist=['NotReloaded'])"
+                         f".NotReloaded({message!r})")
+        return ast.fix_missing_locations(stop)
+
+
 def _show(shell, etype, value, tb, tb_offset=None):
     """IPython's handler for NotImplementedError: one line for a stub, else the usual."""
     message = not_yet_implemented(value)
@@ -98,6 +148,10 @@ def _handle(shell, etype, value, tb, tb_offset=None):
 
     if isinstance(value, CheckFailed):
         return _show_check(shell, etype, value, tb, tb_offset)
+    if isinstance(value, NotReloaded):
+        stb = [f"\x1b[0;31mNotReloaded\x1b[0m: {value}"]
+        shell._showtraceback(etype, value, stb)
+        return stb
     if isinstance(value, NotImplementedError):
         return _show(shell, etype, value, tb, tb_offset)
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)  # any other: as usual
@@ -105,4 +159,6 @@ def _handle(shell, etype, value, tb, tb_offset=None):
 
 
 def load_ipython_extension(ipython):
-    ipython.set_custom_exc((NotImplementedError, AssertionError), _handle)
+    ipython.set_custom_exc((NotImplementedError, AssertionError, NotReloaded), _handle)
+    if not any(isinstance(t, _StopIfNotReloaded) for t in ipython.ast_transformers):
+        ipython.ast_transformers.append(_StopIfNotReloaded(ipython))
