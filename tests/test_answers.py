@@ -8,8 +8,14 @@ course's copy; it computes the exact results with torch.)
 ANSWERS gives, for each exercise whose answer is derived (a formula, or the step that makes
 the code general), patterns of that answer in code, in LaTeX and in prose. A pattern is a
 regular expression matched against a cell's or a file's text with all whitespace and LaTeX
-spacing removed, so line breaks and spacing cannot hide it. After the check, the notebook may show the
-answer (it does: "your kernel matches, so you have derived ...").
+spacing removed, so line breaks and spacing cannot hide it.
+
+After its check, in its own notebook, an answer is shown only when the student opens it: in
+a collapsed "Show the derivation" block (<details>), or in a code cell whose source is
+collapsed (JupyterLab's source_hidden). Outputs are scanned too: the solutions' stored ones
+before each check, and every output of a Run All of the student edition on its stubs, where
+no check passes, so no output may hold any answer (an output that would, such as 2.4's run,
+waits for its check: normlib.notebook.revealed).
 
 DEFINITIONS names the exercises whose formula is the definition the student implements,
 taught before them on purpose, with the reason. Every exercise is in exactly one of the two.
@@ -18,9 +24,11 @@ taught before them on purpose, with the reason. Every exercise is in exactly one
 import json
 import re
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
-from tools.exercises import REPO, exercises, notebooks, student_files
+from tools.exercises import REPO, SOLUTIONS, exercises, notebooks, student_files
 
 ANSWERS = {
     "1.1": [  # the group's axes built from normalized_shape, for any number of dims
@@ -43,6 +51,7 @@ ANSWERS = {
     "2.4": [  # what .sum().backward() gives the two bugs
         r"dx=\\mathrm\{rstd\}\\cdot\\mathbf\{1\}", r"detachedmeangives\$\\mathrm\{rstd\}",
         r"detachedmean.{0,20}rstd\*?1", r'"detachedmean":np\.broadcast_to\(rstd',
+        r"ones\(=\.sum\(\)\)detachedvariancemax\|dx-torch's\|=<1e-12",  # the run's output
     ],
     "3.2": [  # Unit 2's compact formula, over any axes
         r"rstd\*\(g-g\.mean\(axis=axes", r"\(g\*x_hat\)\.mean\(axis=axes",
@@ -103,14 +112,25 @@ def found_in(text, number):
     return [p for p in ANSWERS.get(number, []) if re.search(p, flat(text))]
 
 
-def cells_before_checks(folder=EDITION):
-    """{number: [(where, source)]}: every cell a student reads before that exercise's check,
-    in course order (earlier notebooks whole, then its own notebook up to the check)."""
+def outputs(cell):
+    """The text of a code cell's outputs: streams, results, errors."""
+    text = []
+    for output in cell.get("outputs", []):
+        for part in (output.get("text", ""), output.get("data", {}).get("text/plain", ""),
+                     output.get("traceback", [])):
+            text.append("".join(part) if isinstance(part, list) else part)
+    return "\n".join(text)
+
+
+def cells_before_checks(folder=EDITION, read=lambda cell: "".join(cell["source"])):
+    """{number: [(where, text)]}: every cell a student reads before that exercise's check,
+    in course order (earlier notebooks whole, then its own notebook up to the check); text:
+    read(cell), its source by default."""
     numbers = {e.grade_id: e.number for e in exercises()}  # the checks' grade_ids
     seen, before = [], {}
     for path in notebooks(folder):
         for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
-            source = "".join(cell["source"])
+            source = read(cell)
             number = numbers.get(cell["metadata"].get("nbgrader", {}).get("grade_id"))
             if number:
                 before[number] = list(seen)
@@ -142,6 +162,102 @@ def test_every_exercise_is_either_derived_or_a_definition():
 
 def test_the_student_edition_shows_no_answer_before_its_check():
     assert leaks() == []
+
+
+def test_the_stored_outputs_show_no_answer_before_its_check():
+    """The solutions' stored outputs (what the reference's Run All printed), cell by cell
+    before each check."""
+    found = [(number, where, p)
+             for number, cells in cells_before_checks(SOLUTIONS, read=outputs).items()
+             for where, text in cells for p in found_in(text, number)]
+    assert found == []
+
+
+def unopened(cell):
+    """What a student reads of a cell without opening anything: a markdown cell without its
+    collapsed <details> blocks, a code cell's source unless collapsed (source_hidden), an
+    answer cell of the student edition nothing (its model answer is not released)."""
+    if cell["metadata"].get("nbgrader", {}).get("solution") and cell["cell_type"] == "markdown":
+        return ""
+    if cell["metadata"].get("jupyter", {}).get("source_hidden"):
+        return ""
+    return re.sub(r"<details>.*?</details>", "", "".join(cell["source"]), flags=re.S)
+
+
+def shown_after_checks(folder=SOLUTIONS):
+    """(exercise, where, pattern) of each answer that its own notebook shows, after its
+    check, outside a collapsed block."""
+    numbers = {e.grade_id: e.number for e in exercises()}
+    found = []
+    for path in notebooks(folder):
+        after = []  # the exercises whose check is above
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            number = numbers.get(cell["metadata"].get("nbgrader", {}).get("grade_id"))
+            if number:
+                after.append(number)
+                continue
+            found += [(n, f"{path.name} cell {i}", p) for n in after
+                      for p in found_in(unopened(cell), n)]
+    return found
+
+
+def test_after_its_check_an_answer_waits_in_a_collapsed_block():
+    assert shown_after_checks() == []
+
+
+def test_an_answer_shown_after_its_check_outside_a_block_is_found(tmp_path):
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    for source in notebooks():
+        nb = json.loads(source.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            text = "".join(cell["source"])
+            if "<summary>Show the derivation</summary>" in text and "Chan, Golub" in text:
+                cell["source"] = text.replace("<details><summary>Show the derivation</summary>",
+                                              "")
+            if "J_formula" in text:
+                cell["metadata"]["jupyter"] = {}
+        (folder / source.name).write_text(json.dumps(nb))
+    found = {n for n, _, _ in shown_after_checks(folder)}
+    assert found == {"2.3", "5.2"}, found
+
+
+@pytest.fixture(scope="module")
+def stub_run(tmp_path_factory):
+    """The student edition's notebooks after a Run All on its stubs (every exercise still
+    raises NotImplementedError), as a student sees them on a fresh clone."""
+    out = tmp_path_factory.mktemp("run_all")
+    ran = []
+    for path in notebooks(EDITION):
+        notebook = nbformat.read(path, as_version=4)
+        NotebookClient(notebook, kernel_name="python3", allow_errors=True, timeout=300,
+                       resources={"metadata": {"path": str(EDITION)}}).execute()
+        nbformat.write(notebook, out / path.name)
+        ran.append(notebook)
+    return out, ran
+
+
+def test_a_run_all_on_the_stubs_prints_no_answer(stub_run):
+    """No check passes, so no output may hold any exercise's answer."""
+    folder, ran = stub_run
+    found = [(n, f"{path.name} cell {i}", p)
+             for path, notebook in zip(notebooks(folder), ran)
+             for i, cell in enumerate(notebook.cells) for n in ANSWERS
+             for p in found_in(outputs(cell), n)]
+    assert found == []
+    assert len(ran) == len(list(notebooks(EDITION)))
+
+
+def test_the_run_that_shows_a_prediction_waits_for_its_check(stub_run):
+    """2.4's run prints that it waits; the reference's stored output is the run itself."""
+    _, ran = stub_run
+    unit2 = ran[1]
+    waiting = [outputs(c) for c in unit2.cells if 'if revealed("2.4")' in "".join(c.source)]
+    assert len(waiting) == 1 and waiting[0].startswith(
+        "This cell shows what Exercise 2.4 asks you to find, so it waits"), waiting
+    stored = [outputs(c) for c in json.loads(next(p for p in notebooks() if p.name.startswith(
+        "02")).read_text())["cells"] if 'if revealed("2.4")' in "".join(c["source"])]
+    assert found_in(stored[0], "2.4"), stored  # (the pattern sees the output it guards)
 
 
 def test_each_answer_is_shown_after_its_check_in_the_solutions():

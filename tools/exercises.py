@@ -47,7 +47,7 @@ SOLUTIONS = REPO / "solutions"
 @dataclasses.dataclass(frozen=True)
 class Question:
     number: str  # "2.1": Question 2.1
-    grade_id: str  # the answer cell's nbgrader id: "q2_1_sum_hides"
+    grade_id: str  # the answer cell's nbgrader id: "q2_2_sum_hides"
     points: int
     notebook: str  # the notebook's stem
 

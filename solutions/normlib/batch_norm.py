@@ -7,7 +7,7 @@ the saved rstd (1, C, 1, .., 1).
 
 import numpy as np
 
-from .channels import channel_affine, channel_affine_backward, per_channel, update_running
+from .channels import channel_affine, per_channel, update_running
 
 
 def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,
@@ -46,8 +46,10 @@ def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias
 
 
 def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
-    """Exercise 3.8: BatchNorm backward, in training mode and in evaluation mode, derived as
-    notebook 03 asks.
+    """Exercise 3.8: BatchNorm backward, in training mode and in evaluation mode, derived
+    from the computation graph as notebook 03 asks: the per-channel reductions of the
+    affine's gradients and dx in both modes, with NumPy alone (the point is the derivation:
+    do not call normalize_backward or channel_affine_backward).
 
     Args:
         grad_output: (N, C, *), dL/dy.
@@ -58,15 +60,19 @@ def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, traini
         training: the forward's mode.
     Returns:
         dx: (N, C, *), dL/dx.
-        dweight, dbias: (C,), summed over every axis but 1; None where weight or bias is.
+        dweight, dbias: (C,); None where weight or bias is.
         All with x_hat's dtype.
     """
     ### BEGIN SOLUTION
-    g, dweight, dbias = channel_affine_backward(grad_output, x_hat, weight, bias)  # g: dL/dx_hat
-    if not training:  # the running statistics are constants: no path through the batch
-        return g * rstd, dweight, dbias  # (N, C, *)
     axes = (0, *range(2, x_hat.ndim))  # a channel's values: the batch and every position
-    g_mean = g.mean(axis=axes, keepdims=True)  # (1, C, 1..1)
-    gx_mean = (g * x_hat).mean(axis=axes, keepdims=True)  # (1, C, 1..1)
+    # each channel's weight and bias are used by every value of the channel: their
+    # gradients sum over all of them
+    dweight = None if weight is None else (grad_output * x_hat).sum(axis=axes)  # (C,)
+    dbias = None if bias is None else grad_output.sum(axis=axes)  # (C,)
+    g = grad_output if weight is None else grad_output * per_channel(weight, x_hat.ndim)
+    if not training:  # the running statistics are constants: x reaches y by one path
+        return g * rstd, dweight, dbias  # (N, C, *)
+    g_mean = g.mean(axis=axes, keepdims=True)  # (1, C, 1..1), the path through the mean
+    gx_mean = (g * x_hat).mean(axis=axes, keepdims=True)  # (1, C, 1..1), the variance's
     return rstd * (g - g_mean - x_hat * gx_mean), dweight, dbias  # (N, C, *)
     ### END SOLUTION
