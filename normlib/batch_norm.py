@@ -7,7 +7,7 @@ the saved rstd (1, C, 1, .., 1).
 
 import numpy as np
 
-from .channels import channel_affine, channel_affine_backward, per_channel, update_running
+from .channels import channel_affine, per_channel, update_running
 
 
 def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,
@@ -33,8 +33,10 @@ def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias
 
 
 def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
-    """Exercise 3.8: BatchNorm backward, in training mode and in evaluation mode, derived as
-    notebook 03 asks.
+    """Exercise 3.8: BatchNorm backward, in training mode and in evaluation mode, derived
+    from the computation graph as notebook 03 asks: the per-channel reductions of the
+    affine's gradients and dx in both modes, with NumPy alone (the point is the derivation:
+    do not call normalize_backward or channel_affine_backward).
 
     Args:
         grad_output: (N, C, *), dL/dy.
@@ -45,7 +47,7 @@ def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, traini
         training: the forward's mode.
     Returns:
         dx: (N, C, *), dL/dx.
-        dweight, dbias: (C,), summed over every axis but 1; None where weight or bias is.
+        dweight, dbias: (C,); None where weight or bias is.
         All with x_hat's dtype.
     """
     raise NotImplementedError("Exercise 3.8: implement batch_norm_backward")

@@ -12,6 +12,10 @@ which says the quantity, the case, the worst element and the likely cause, then 
 look: the exercise's function in your normlib/ file, with its line, and the check's line
 that failed, instead of a traceback through NumPy.
 
+A cell whose output would give away what an exercise asks you to predict runs only once that
+exercise's check has passed in this kernel: it starts with `if revealed("2.4"):`, which
+otherwise prints why it waits. The extension records which check cells passed.
+
 A normlib/ file that you changed and that no longer imports (a syntax error, a name
 error at its top level) stops the next cell before it runs, with one message naming the
 file, the line and the error (NotReloaded): autoreload would print its traceback and then
@@ -58,6 +62,26 @@ def not_yet_implemented(error):
         return (f"{where.name} is not yet implemented: write it in its cell above (YOUR CODE "
                 "HERE) and run that cell, then this one again.")
     return None
+
+
+PASSED = set()  # the exercises whose check cell passed in this kernel, last time it ran
+
+
+def _record(result):
+    """IPython's post_run_cell: remember whether a check cell ("# Exercise N.M: ...") passed."""
+    title = CHECK.match(getattr(result.info, "raw_cell", None) or "")
+    if title:
+        (PASSED.add if result.success else PASSED.discard)(title[1])
+
+
+def revealed(number):
+    """Whether Exercise `number`'s check passed in this kernel. If not, print that the cell
+    shows what that exercise asks for, and waits for its check."""
+    if number in PASSED:
+        return True
+    print(f"This cell shows what Exercise {number} asks you to find, so it waits for that "
+          "exercise: run its check cell above until it passes, then this cell again.")
+    return False
 
 
 def check_failed(error, namespace):
@@ -160,5 +184,7 @@ def _handle(shell, etype, value, tb, tb_offset=None):
 
 def load_ipython_extension(ipython):
     ipython.set_custom_exc((NotImplementedError, AssertionError, NotReloaded), _handle)
+    if _record not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", _record)
     if not any(isinstance(t, _StopIfNotReloaded) for t in ipython.ast_transformers):
         ipython.ast_transformers.append(_StopIfNotReloaded(ipython))
