@@ -10,7 +10,7 @@ the code general), patterns of that answer in code, in LaTeX and in prose. A pat
 regular expression matched against a cell's or a file's text with all whitespace and LaTeX
 spacing removed, so line breaks and spacing cannot hide it.
 
-After its check, in its own notebook, an answer is shown only when the student opens it: in
+After its check, in the rest of its section, an answer is shown only when the student opens it: in
 a collapsed "Show the derivation" block (<details>), or in a code cell whose source is
 collapsed (JupyterLab's source_hidden). Outputs are scanned too: the solutions' stored ones
 before each check, and every output of a Run All of the student edition on its stubs, where
@@ -185,8 +185,9 @@ def unopened(cell):
 
 
 def shown_after_checks(folder=SOLUTIONS):
-    """(exercise, where, pattern) of each answer that its own notebook shows, after its
-    check, outside a collapsed block."""
+    """(exercise, where, pattern) of each answer that its own notebook shows after its
+    check, in the rest of the check's section (up to the next "## " heading: what a student
+    scrolls to from the check), outside a collapsed block. Later sections may use it."""
     numbers = {e.grade_id: e.number for e in exercises()}
     found = []
     for path in notebooks(folder):
@@ -196,6 +197,8 @@ def shown_after_checks(folder=SOLUTIONS):
             if number:
                 after.append(number)
                 continue
+            if cell["cell_type"] == "markdown" and "".join(cell["source"]).startswith("## "):
+                after = []  # a new section
             found += [(n, f"{path.name} cell {i}", p) for n in after
                       for p in found_in(unopened(cell), n)]
     return found
