@@ -6,7 +6,8 @@ tests/test_graders.py, where correct variants must pass at a tenth of every tole
 every mistake must fail at ten times it, and the training experiments of
 tests/test_training.py as the notebooks run them (EXPERIMENTS: unjittered, and the edge of
 stability with its own jitters; the other jittered runs are the main run's, as each costs
-seconds):
+seconds), and the capstone's claims (tests/test_language_model.py, its light settings,
+perturbed):
 
 - torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
   without its SIMD dispatch (NPY_DISABLE_CPU_FEATURES) and OpenBLAS on an old core's
@@ -55,7 +56,8 @@ CAPABILITIES = ("default", "avx2", "avx512")  # torch's x86 kernels, from the le
 # deselection (as `-k "not jitter"` once deselected the "unjittered" runs too)
 EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
     "test_the_sweep_claims_hold[plain]", "test_the_warmup_claims_hold[plain]",
-    "test_the_edge_of_stability_is_chaotic_and_only_there")]
+    "test_the_edge_of_stability_is_chaotic_and_only_there")] + [
+    "tests/test_language_model.py::test_the_claims_hold[jitter1]"]  # Unit 4's capstone
 PROBE = """
 import ctypes, glob, json, os, numpy, torch
 features = numpy._core._multiarray_umath.__cpu_features__

@@ -297,26 +297,30 @@ def test_a_written_answer_graded_by_hand_reaches_the_csv(graded, tmp_path):
     needing manual grading); a score set by hand, here through the gradebook API as
     formgrader sets it, is the answer's points in the CSV and counts in the total."""
     root, _ = graded
-    grade_id, points = next(iter(WRITTEN["unit2"].items()))
-    notebook = next(q.notebook for q in questions() if q.grade_id == grade_id)
+    written = WRITTEN["unit2"]  # {grade_id: points}: unit 2 has two
+    assert len(written) == 2
+    notebook = next(q.notebook for q in questions() if q.grade_id in written)
     with Gradebook(gradebook_url(root)) as gb:
         submission = gb.find_submission("unit2", "reference")
-        grade = gb.find_grade(grade_id, notebook, "unit2", "reference")
-        assert submission.needs_manual_grade and grade.needs_manual_grade
-        assert (grade.auto_score, grade.manual_score, grade.max_score) == (None, None, points)
-        grade.manual_score = 1.5
+        assert submission.needs_manual_grade
+        for grade_id, points in written.items():
+            grade = gb.find_grade(grade_id, notebook, "unit2", "reference")
+            assert grade.needs_manual_grade
+            assert (grade.auto_score, grade.manual_score, grade.max_score) == (None, None, points)
+            grade.manual_score = 1.5
         gb.db.commit()
     try:
         export(root, tmp_path / "grades.csv")
     finally:
         with Gradebook(gradebook_url(root)) as gb:
-            gb.find_grade(grade_id, notebook, "unit2", "reference").manual_score = None
+            for grade_id in written:
+                gb.find_grade(grade_id, notebook, "unit2", "reference").manual_score = None
             gb.db.commit()
     rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(
         (tmp_path / "grades.csv").open())}
     row = rows["unit2", "reference"]
-    assert float(row[grade_id]) == 1.5 and row["overridden"] == ""
-    assert float(row["score"]) == sum(EXPECTED["unit2", "reference"].values()) + 1.5
+    assert all(float(row[grade_id]) == 1.5 for grade_id in written) and row["overridden"] == ""
+    assert float(row["score"]) == sum(EXPECTED["unit2", "reference"].values()) + 1.5 * 2
     assert row["status"] == "graded", row["status"]  # nothing left to grade by hand
     assert rows["unit3", "reference"]["status"].endswith("to grade by hand")  # still waits
 
