@@ -93,8 +93,10 @@ class MultiheadSelfAttention(torch.nn.Module):
         in_proj_weight (3E, E): W_q, W_k, W_v stacked; in_proj_bias (3E,) or None;
         out_proj: Linear(E, E).
     forward(x): x (N, S, E) -> (N, S, E), the attention output only (torch's module
-    returns a tuple (output, weights)); no masks. dropout applies to the attention
-    weights in training mode, as torch's dropout argument does.
+    returns a tuple (output, weights)); no masks, but is_causal (an attribute, False by
+    default) makes each position attend to itself and the positions before it only, as a
+    language model needs (normlib.language_model sets it). dropout applies to the
+    attention weights in training mode, as torch's dropout argument does.
     """
 
     def __init__(self, d_model, nhead, dropout=0.0, bias=True, device=None, dtype=None):
@@ -103,6 +105,7 @@ class MultiheadSelfAttention(torch.nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by nhead ({nhead})")
         factory = {"device": device, "dtype": dtype}
         self.d_model, self.nhead, self.dropout = d_model, nhead, dropout
+        self.is_causal = False
         self.in_proj_weight = torch.nn.Parameter(torch.empty(3 * d_model, d_model, **factory))
         if bias:
             self.in_proj_bias = torch.nn.Parameter(torch.empty(3 * d_model, **factory))
@@ -129,7 +132,8 @@ class MultiheadSelfAttention(torch.nn.Module):
         qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
         q, k, v = (self.split_heads(t) for t in qkv.chunk(3, dim=-1))  # (N, H, S, D) each
         p = self.dropout if self.training else 0.0
-        heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (N, H, S, D)
+        heads = F.scaled_dot_product_attention(q, k, v, dropout_p=p,
+                                               is_causal=self.is_causal)  # (N, H, S, D)
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))  # (N, S, E)
 
     def extra_repr(self):
