@@ -111,7 +111,7 @@ def test_on_the_stubs_it_names_the_exercises_and_trains_torchs_layers():
     script = ("import torch\nfrom normlib import language_model as LM\n"
               "print(LM.missing())\ns = LM.Settings(d_model=16, num_layers=1, nhead=2, "
               "context=8, batch=4, steps=3)\n"
-              "run = LM.train('Pre-LN', 1e-3, s, LM.Corpus.load(), layers='torch')\n"
+              "run = LM.train_one('Pre-LN', 1e-3, s, LM.Corpus.load(), layers='torch')\n"
               "print(len(run.losses), run.val_loss < 10)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(REPO), "PATH": ""})
