@@ -193,7 +193,7 @@ class Run:
     model: CharLM
 
 
-def train(kind, lr, s, corpus, layers="yours", jitter=None, dtype=torch.float32, steps=None,
+def train_one(kind, lr, s, corpus, layers="yours", jitter=None, dtype=torch.float32, steps=None,
           report=None):
     """Train a CharLM of `kind` with Adam at lr for s.steps steps (or steps) on random
     windows of corpus.train: the same initialization (before the jitter) and batches for
@@ -228,9 +228,10 @@ def validation_loss(model, corpus, s):
 
 def train_kinds(s, corpus, layers="yours", jitter=None, report=None):
     """Every kind at every learning rate: {(kind, lr): Run}."""
-    return {(kind, lr): train(kind, lr, s, corpus, layers, jitter,
-                              report=None if report is None else
-                              (lambda step, losses, k=kind, r=lr: report(k, r, step, losses)))
+    def reporter(kind, lr):  # report(kind, lr, step, losses) as train_one's report
+        return None if report is None else (lambda step, losses: report(kind, lr, step, losses))
+
+    return {(kind, lr): train_one(kind, lr, s, corpus, layers, jitter, report=reporter(kind, lr))
             for lr in s.lrs for kind in KINDS}
 
 
