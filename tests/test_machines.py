@@ -148,7 +148,8 @@ def test_graders_and_experiments_hold_in_configuration(name, native):
         [sys.executable, "-m", "pytest", "tests/test_graders.py", *EXPERIMENTS,
          *CAPSTONE.get(name, []), "-q",
          "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
-        cwd=REPO, env={**os.environ, **settings}, capture_output=True, text=True)
+        cwd=REPO, env={**os.environ, **settings, "COURSE_CONFIGURATION": name},
+        capture_output=True, text=True)
     assert run.returncode == 0, f"{name}: {settings}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
 
 

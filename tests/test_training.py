@@ -3,14 +3,17 @@ experiment runs again with every initial weight multiplied by (1 + 1e-6 * noise)
 noise seeds (TESTED, the first three of training.JITTERS: each run costs seconds; the claims
 were chosen from many more, as training.py says), and every claim its notebook asserts must
 hold in every run.
-tests/test_machines.py runs the plain (unjittered) runs and the edge of stability again on
-torch's generic and AVX2 kernels; the main run is the machine's own.
+The plain (unjittered) runs are the notebooks', run by nbval on this machine;
+tests/test_machines.py runs them and the edge of stability again on torch's generic and
+AVX2 kernels; the main run is the machine's own.
 
 Training near the edge of stability is chaotic: notebook 03's sweep once asserted that a
 seed diverges at lr 1, which held on one CPU and not on the next. The claims asserted now
 were chosen from runs over more seeds, dozens of jitters and 3 CPU configurations, far from
 their thresholds (normlib/training.py gives the numbers); the chaotic case is shown as such,
 and only its spread is asserted."""
+
+import os
 
 import pytest
 import torch
@@ -19,7 +22,11 @@ from normlib import training
 from tests.conftest import exercise
 
 TESTED = training.JITTERS[:3]
-JITTERS = pytest.mark.parametrize("jitter", (None, *TESTED),
+# The plain (unjittered) runs are the notebooks' own, which nbval runs on this machine and
+# which assert the same claims; tests/test_machines.py runs them again in its
+# configurations (COURSE_CONFIGURATION set), where they are collected too.
+PLAIN = (None,) if os.environ.get("COURSE_CONFIGURATION") else ()
+JITTERS = pytest.mark.parametrize("jitter", (*PLAIN, *TESTED),
                                   ids=lambda j: "plain" if j is None else f"jitter{j}")
 SWEEP = (len(training.LRS), len(training.SCALES), len(training.SEEDS))
 
