@@ -33,6 +33,11 @@ for name, value in threads(1).items():
     os.environ.setdefault(name, value)
 
 
+def failed(claims):
+    """The claims ({claim: whether it holds}) of an experiment that do not hold."""
+    return [claim for claim, holds in claims.items() if not holds]
+
+
 def exercise_marks(*numbers):
     """The markers of these exercises ("3.4", ...), for pytest.param(..., marks=...)."""
     unknown = [n for n in numbers if n not in by_number()]

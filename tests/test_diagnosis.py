@@ -30,19 +30,18 @@ DIAGNOSED = [
     ("1.1", "float64 result for float32 input", "Likely cause: a float32 input gives a "
      "float32 result"),
     ("2.1", "dvar with the wrong sign", "Likely cause: every value has the wrong sign"),
-    ("2.2", "missing mean term", "Likely cause: the error is the same for every element of "
-     "a group"),
-    ("2.2", "missing variance term", "Likely cause: the error sums to zero over each group"),
+    ("2.2", "missing mean term", "Likely cause: the mean's term is missing"),
+    ("2.2", "missing variance term", "Likely cause: the variance's term is missing"),
     ("3.1", "unbiased variance", "Likely cause: the unbiased variance: dividing by N - 1 = 19"),
     ("3.1", "eps added to the std", "Likely cause: eps is added to the std"),
-    ("3.2", "missing mean term", "Likely cause: the error is the same for every element"),
-    ("3.2", "missing variance term", "Likely cause: the error sums to zero over each group"),
+    ("3.2", "missing mean term", "Likely cause: the mean's term is missing"),
+    ("3.2", "missing variance term", "Likely cause: the variance's term is missing"),
     ("3.6", "subtracts the mean", "Likely cause: the mean is subtracted: RMSNorm does not "
      "centre"),
     ("3.7", "LayerNorm's mean term kept", "Likely cause: the error is the same for every "
      "element"),
-    ("3.8", "missing mean term", "Likely cause: the error is the same for every element"),
-    ("3.8", "missing variance term", "Likely cause: the error sums to zero over each group"),
+    ("3.8", "missing mean term", "Likely cause: the mean's term is missing"),
+    ("3.8", "missing variance term", "Likely cause: the variance's term is missing"),
 ]
 
 
@@ -67,25 +66,32 @@ def test_a_classic_mistake_is_named_by_the_visible_check(monkeypatch, number, na
     assert len(message.splitlines()) <= 3, message  # short: no dump of the arrays
 
 
-def test_the_diagnosed_mistakes_span_the_units():
-    assert len(DIAGNOSED) >= 8 and {n.split(".")[0] for n, _, _ in DIAGNOSED} >= {"1", "2", "3"}
-
-
 @pytest.mark.parametrize("number", sorted({n for n, _, _ in DIAGNOSED}))
 def test_a_correct_variant_passes_the_diagnosing_check(monkeypatch, number):
     for implementation in RIGHT[number].values():
         visible_check(monkeypatch, number, implementation)
 
 
-@pytest.mark.parametrize("number, name", [
-    ("2.2", "rstd factor missing"),  # off by 1/rstd: a factor, but not sqrt((N-1)/N)
-    ("2.2", "weight ignored in dx"),
-    ("3.4", "channels grouped in the wrong order"),
+@pytest.mark.parametrize("number, name, allowed", [
+    ("2.2", "rstd factor missing", "a scale factor is missing"),  # 1/rstd: not sqrt((N-1)/N)
+    ("2.2", "weight ignored in dx", None),  # (its error sums to 0 over a group, as any does)
+    ("3.4", "channels grouped in the wrong order", None),
 ])
-def test_no_cause_is_claimed_that_is_not_the_mistake(monkeypatch, number, name):
+def test_no_cause_is_claimed_that_is_not_the_mistake(monkeypatch, number, name, allowed):
     with pytest.raises(CheckFailed) as failed:
         visible_check(monkeypatch, number, WRONG[number][name])
-    assert "unbiased" not in str(failed.value) and "eps is added" not in str(failed.value)
+    causes = [line for line in str(failed.value).splitlines() if "Likely cause" in line]
+    assert causes == [] if allowed is None else (len(causes) == 1 and allowed in causes[0]), \
+        causes
+
+
+def test_a_one_value_result_and_an_extra_axis_are_told_apart():
+    with pytest.raises(CheckFailed, match=r"expected 2, got 3 \(tolerance"):
+        assert_close(np.array(3.0), np.array(2.0), "gain")  # 0-d arrays
+    with pytest.raises(CheckFailed, match="keeps size-1 axes that it should not have"):
+        assert_close(np.ones((3, 1)), np.ones(3), "mean")
+    with pytest.raises(CheckFailed, match="keepdims=True"):
+        assert_close(np.ones(3), np.ones((3, 1)), "mean")
 
 
 def test_the_unbiased_signature_is_the_group_size_of_the_case():

@@ -11,6 +11,7 @@ import re
 import nbformat
 from nbclient import NotebookClient
 
+from normlib.notebook import import_error
 from tests.conftest import REPO
 from tools.exercises import notebooks
 
@@ -82,6 +83,18 @@ def text(output):
     """An output as text: a stream's, a result's text/plain, an error's traceback."""
     return output.get("text") or output.get("data", {}).get("text/plain") or \
         "\n".join(output.get("traceback", []))
+
+
+def test_a_module_that_fails_at_its_top_level_is_named_with_its_line(tmp_path):
+    """As a file of the package (its relative imports resolve): the error of its own line."""
+    folder = tmp_path / "normlib"
+    folder.mkdir()
+    path = folder / "broken.py"
+    path.write_text("from .channels import per_channel\n\nx = undefined_name\n")
+    assert import_error(str(path)) == ("NameError in normlib/broken.py, line 3: name "
+                                       "'undefined_name' is not defined")
+    path.write_text("def f(:\n")
+    assert import_error(str(path)).startswith("SyntaxError in normlib/broken.py, line 1:")
 
 
 def test_the_setup_cell_reloads_whole_modules_and_leaves_errors_to_the_extension():

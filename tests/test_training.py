@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from normlib import training
-from tests.conftest import exercise
+from tests.conftest import exercise, failed
 
 TESTED = training.JITTERS[:3]
 # The plain (unjittered) runs are the notebooks' own, which nbval runs on this machine and
@@ -29,10 +29,6 @@ PLAIN = (None,) if os.environ.get("COURSE_CONFIGURATION") else ()
 JITTERS = pytest.mark.parametrize("jitter", (*PLAIN, *TESTED),
                                   ids=lambda j: "plain" if j is None else f"jitter{j}")
 SWEEP = (len(training.LRS), len(training.SCALES), len(training.SEEDS))
-
-
-def failed(claims):
-    return [claim for claim, holds in claims.items() if not holds]
 
 
 @JITTERS

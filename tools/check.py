@@ -14,11 +14,14 @@ The checks are the graded cells of the notebooks, as solutions/ has them
 cells say, whatever you changed in them. They import `normlib` from the working
 directory's normlib/ first (yours, in the repository). A stub that still raises
 NotImplementedError is reported as not yet implemented, without a traceback; a failure
-is reported with its message and where it came from: the deepest line of your own files
-(normlib/'s files that hold exercises), else the check's line (any other
-NotImplementedError too: torch's "must implement backward" is a mistake, not a stub).
-What the check cells print ("the visible checks pass") is not repeated: each exercise
-has one line. `make check` works from notebooks/ too (its Makefile forwards to this one).
+is reported with its message (for a wrong value: the quantity, the case, the worst element
+and the likely cause, normlib.testing.assert_close) and where to look: the deepest line of
+your own files (normlib/'s files that hold exercises); for a wrong value, your function's
+file and line and the check's line; else the check's line (any other NotImplementedError
+too: torch's "must implement backward" is a mistake, not a stub), and which failed
+exercise it builds on ("It needs Exercise 1.1, which fails"). What the check cells print
+("the visible checks pass") is not repeated: an exercise that passes has one line.
+`make check` works from notebooks/ too (its Makefile forwards to this one).
 """
 
 import argparse
