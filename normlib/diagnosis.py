@@ -14,8 +14,7 @@ The signatures, from the most specific:
 - NaN or inf where the exact value is finite: a division by zero or an overflow;
 - every value off by one factor: the sign, or a scale;
 - with `over` (the axes of one normalization group): an error that is the same for every
-  element of a group (a missing or extra mean term), or one that sums to zero over each
-  group (the variance's term).
+  element of a group (a missing or extra mean term).
 """
 
 import numpy as np
@@ -28,8 +27,10 @@ def shape_cause(actual, expected):
     """The likely cause of a wrong shape, or ""."""
     if actual.size == expected.size and tuple(s for s in actual.shape if s != 1) == \
             tuple(s for s in expected.shape if s != 1):
-        return ("the reduced axes were dropped: keep them as size 1 (keepdims=True), so "
-                "that the result broadcasts against x")
+        if actual.ndim < expected.ndim:
+            return ("the reduced axes were dropped: keep them as size 1 (keepdims=True), so "
+                    "that the result broadcasts against x")
+        return "the result keeps size-1 axes that it should not have: drop them (reshape)"
     if actual.shape == expected.shape[::-1]:
         return "the axes are in the reverse order (a transpose?)"
     return ""
@@ -72,8 +73,9 @@ def factor_cause(actual, expected):
 
 
 def group_cause(actual, expected, over):
-    """The likely cause of an error with a pattern over each normalization group (axes
-    `over`), or ""."""
+    """The likely cause of an error that is the same for every element of each
+    normalization group (axes `over`), or "". (An error that sums to zero over each group
+    says nothing: a LayerNorm gradient sums to zero whatever the mistake.)"""
     error = actual - expected  # (*shape)
     size = np.abs(error).max(initial=0.0)
     if not np.isfinite(size) or size == 0:
@@ -83,9 +85,6 @@ def group_cause(actual, expected, over):
         return ("the error is the same for every element of a group: a term that is constant "
                 "over the group is missing or extra (in a backward: the mean's path, the mean "
                 "of the upstream gradient)")
-    if np.abs(group_mean).max() <= AGREE * size:
-        return ("the error sums to zero over each group: a term through the variance (the "
-                "one with x_hat, whose sum over a group is 0) is missing or wrong")
     return ""
 
 
@@ -113,11 +112,13 @@ def mismatch(actual, expected, rtol, atol, over=None, mistakes=None):
         return None
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     excess = np.abs(a - e) - (atol + rtol * np.abs(e))  # (*shape)
-    excess[np.isnan(excess)] = np.inf
+    excess = np.where(np.isnan(excess), np.inf, excess)  # (*shape; 0-d arrays too)
     worst = np.unravel_index(np.argmax(excess), actual.shape)
     lines = [f"{int(wrong.sum())} of {wrong.size} values are wrong.",
              f"  Worst at index {tuple(int(i) for i in worst)}: expected {e[worst]:.7g}, "
-             f"got {a[worst]:.7g} (tolerance {atol + rtol * abs(e[worst]):.2g})."]
+             f"got {a[worst]:.7g}"
+             + (f" (tolerance {atol + rtol * abs(e[worst]):.2g})." if np.isfinite(e[worst])
+                else ".")]
     cause = likely_cause(actual, expected, over, mistakes, lambda p, q: close(p, q).all())
     if cause:
         lines.append(f"  Likely cause: {cause}.")

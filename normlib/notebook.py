@@ -127,8 +127,10 @@ def import_error(path):
     except SyntaxError as e:
         return (f"SyntaxError in {_shown(path)}, line {e.lineno}: {e.msg}\n"
                 f"    {(e.text or '').strip()}")
-    try:  # (the student's own module, run again to see what it raises)
-        exec(code, {"__name__": "__not_reloaded__", "__file__": path})
+    name = f"normlib.{Path(path).stem}" if Path(path).parent.name == "normlib" else "__main__"
+    try:  # (the student's own module, run again as its package's, to see what it raises)
+        exec(code, {"__name__": name, "__package__": name.rpartition(".")[0],
+                    "__file__": path})
     except Exception as e:
         lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
         return f"{type(e).__name__} in {_shown(path)}, line {lines[-1] if lines else '?'}: {e}"

@@ -298,6 +298,24 @@ def stats_mistakes(x, axes, eps=1e-5):
             for q, causes in found.items()}
 
 
+def backward_mistakes(grad_x_hat, x, axes, eps=1e-5):
+    """{likely cause: the dx that mistake gives} for a normalization of x over `axes` whose
+    output x_hat receives grad_x_hat (dL/dx_hat: dy times the weight), computed exactly
+    (float64) and rounded to x's dtype: the compact backward without its mean term or
+    without its variance term (assert_close's `mistakes` for dx)."""
+    t, g = _exact(x), _exact(grad_x_hat)
+    rstd = torch.rsqrt(t.var(dim=axes, unbiased=False, keepdim=True) + eps)  # (groups, 1s)
+    x_hat = (t - t.mean(dim=axes, keepdim=True)) * rstd  # (*x.shape)
+    g_mean = g.mean(dim=axes, keepdim=True)  # (groups, 1s): the mean's path
+    gx_mean = (g * x_hat).mean(dim=axes, keepdim=True)  # (groups, 1s): the variance's
+    found = {"the mean's term is missing (the path through the mean: minus the group's mean "
+             "of the upstream gradient)": rstd * (g - x_hat * gx_mean),
+             "the variance's term is missing (the path through the variance: minus x_hat "
+             "times the group's mean of the upstream gradient times x_hat)":
+                 rstd * (g - g_mean)}
+    return {cause: _rounded(v, x.dtype) for cause, v in found.items()}
+
+
 def torch_grads(fn, grad_output, *arrays):
     """torch autograd's gradients of fn(*arrays) under the upstream gradient grad_output,
     computed exactly (float64), one NumPy array per array given, of its dtype (None for a
@@ -328,7 +346,7 @@ def guard_inputs(**arrays):
     def assert_untouched(case):
         for name, saved in copies.items():
             if saved is not None and not np.array_equal(arrays[name], saved, equal_nan=True):
-                raise AssertionError(f"{name} was modified in place {case}: a kernel must "
+                raise CheckFailed(f"{name} was modified in place {case}: a kernel must "
                                      "not write into its inputs")
 
     return assert_untouched
@@ -353,7 +371,7 @@ def torch_tensor_close(actual, expected, name, **tol):
     """assert_close for torch tensors: actual must be a tensor of expected's shape and
     dtype."""
     if not isinstance(actual, torch.Tensor):
-        raise AssertionError(f"{name}: expected a torch.Tensor, got {type(actual).__name__}")
+        raise CheckFailed(f"{name}: expected a torch.Tensor, got {type(actual).__name__}")
     assert_close(actual.detach().numpy(), expected.detach().numpy(), name, **tol)
 
 
@@ -375,7 +393,7 @@ def _run(module, x, grad_output):
     input = x.detach().clone().requires_grad_()
     y = module(input)
     if not isinstance(y, torch.Tensor):
-        raise AssertionError(f"expected the output to be a torch.Tensor, got {type(y).__name__}")
+        raise CheckFailed(f"expected the output to be a torch.Tensor, got {type(y).__name__}")
     y.backward(grad_output.to(y.dtype))
     params = sorted(module.named_parameters()) if isinstance(module, torch.nn.Module) else []
     return ([("output", y), ("input.grad", input.grad)]
@@ -398,14 +416,14 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None):
     try:
         actual = _run(ours, x, grad_output)
     except AssertionError as error:
-        raise AssertionError(f"{error} {case}") from None
+        raise CheckFailed(f"{error} {case}") from None
     names = [[name for name, _ in r] for r in (actual, expected)]
     if names[0] != names[1]:
-        raise AssertionError(f"parameters {case}: {names[0][2:]}, expected {names[1][2:]}")
+        raise CheckFailed(f"parameters {case}: {names[0][2:]}, expected {names[1][2:]}")
     tol = dict(TOLERANCES[_numpy_dtype(x.dtype)] if tol is None else tol)
     for (name, a), (_, e) in zip(actual, expected):
         if a is None:
-            raise AssertionError(f"{name} is None {case}: is every parameter used?")
+            raise CheckFailed(f"{name} is None {case}: is every parameter used?")
         torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol)
 
 
@@ -467,9 +485,9 @@ def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, **kwargs):
     y = norm(x, normalized_shape, *params, **kwargs)
     case = f"for x {tuple(x.shape)} {x.dtype}, normalized_shape={normalized_shape} {kwargs}"
     if not isinstance(y, torch.Tensor):
-        raise AssertionError(f"{case}: expected a torch.Tensor, got {type(y).__name__}")
+        raise CheckFailed(f"{case}: expected a torch.Tensor, got {type(y).__name__}")
     if y.shape != x.shape or y.dtype != x.dtype:
-        raise AssertionError(f"{case}: expected {tuple(x.shape)} {x.dtype}, got "
+        raise CheckFailed(f"{case}: expected {tuple(x.shape)} {x.dtype}, got "
                              f"{tuple(y.shape)} {y.dtype}")
     tol = ulps * torch.finfo(x.dtype).eps
     assert_close(y.double().numpy(), expected.numpy(), f"y {case}", rtol=tol, atol=tol)

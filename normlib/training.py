@@ -23,7 +23,24 @@ import torch
 import torch.nn.functional as F
 
 JITTER = 1e-6  # the relative size of a jitter's change to each initial weight
-JITTERS = (0, 1, 2, 3, 4)  # the jitters the claims are tested under (and notebook 03 shows)
+JITTERS = (0, 1, 2, 3, 4)  # the jitters notebook 03 shows (tests/test_training.py: the first
+# three for the sweep and the warm-up, all five for the edge of stability)
+
+
+def progress_bars(total=200, width=30):
+    """A report(label, step, losses) that shows a progress bar per label in a notebook
+    (warmup_runs' report; language_model's)."""
+    from IPython.display import Pretty, display  # (a notebook's display only)
+
+    bars = {}
+
+    def report(label, step, losses):
+        if label not in bars:
+            bars[label] = display(Pretty(label), display_id=True)
+        filled = width * step // total
+        bars[label].update(Pretty(f"{label:<26} [{'#' * filled}{'.' * (width - filled)}] "
+                                  f"{step}/{total}"))
+    return report
 
 
 def jitter_(tensors, seed, size=JITTER):
