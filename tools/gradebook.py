@@ -7,9 +7,11 @@ a resubmission, is graded again). Written by tools/autograde.py, read by tools/g
 
 import datetime
 import hashlib
+import sys
 from pathlib import Path
 
-from sqlalchemy import Column, DateTime, String, Text, create_engine
+from sqlalchemy import Column, DateTime, String, Text, create_engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, declarative_base
 
 from tools.course import gradebook_url
@@ -27,6 +29,37 @@ class Graded(_Base):
     status = Column(Text, nullable=False)
     digest = Column(String(64), nullable=False)
     graded_at = Column(DateTime, nullable=False)
+
+
+CONNECT_TIMEOUT = 5  # seconds a server may take to answer
+
+
+def check_reachable(url):
+    """Exit with one message where the gradebook at url (a SQLAlchemy URL) cannot be used:
+    its database's Python driver is missing, or its server does not answer within
+    CONNECT_TIMEOUT seconds. A SQLite file needs neither. The message shows the URL without
+    its password."""
+    address = make_url(url)
+    if address.get_backend_name() == "sqlite":
+        return
+    shown = address.render_as_string(hide_password=True)
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT})
+    except ModuleNotFoundError as error:  # SQLAlchemy imports the driver here
+        sys.exit(f"the gradebook {shown} needs the Python driver {error.name!r}, which is not "
+                 "installed: `make` installs it (pyproject.toml pins psycopg for "
+                 "postgresql://), or pip install it into this environment")
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        sys.exit(f"cannot reach the gradebook's server at {address.host}:{address.port or 5432}"
+                 f" ({shown}): {reason}. Start the server, or correct the URL "
+                 "(NBGRADER_DB_URL, and c.CourseDirectory.db_url in the course's "
+                 "nbgrader_config_local.py)")
+    finally:
+        engine.dispose()
 
 
 def _session(root):

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from tools.autograde import JOBS, autograde
 from tools.collect import collect
-from tools.course import LAYOUTS, build_course, load_course
+from tools.course import LAYOUTS, build_course, gradebook_url, load_course
 from tools.feedback import feedback
+from tools.gradebook import check_reachable
 from tools.grades import export
 from tools.release import release
 from tools.rubric import rubric
@@ -58,6 +59,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     root = Path(args.root).resolve()
+    if args.step not in ("build", "rubric"):  # every other step reads or writes it
+        check_reachable(gradebook_url(root))
     if args.step == "build":
         build_course(root, args.layout)
         names = ", ".join(load_course(root)["assignments"])
