@@ -6,12 +6,15 @@ EX ?=
 COURSE_DIR ?= build/course
 # Instructors: LAYOUT=unit (one assignment per unit) or course (one for the whole course);
 # A="unit1 unit2" for some assignments only (default all); STUDENT="s1004 s1007" to grade
-# these students' submissions again; JOBS grading processes (default one per core); ARGS
-# more flags, e.g. ARGS=--exchange, ARGS=--execute or ARGS="--timeout 60 --force".
+# these students' submissions again; JOBS grading processes (default one per core), or
+# SCHEDULER=tcp://host:8786 to grade on a Dask cluster's workers (docs/instructors.md, "More
+# than one machine"); ARGS more flags, e.g. ARGS=--exchange, ARGS=--execute or
+# ARGS="--timeout 60 --force".
 LAYOUT ?= unit
 A ?=
 STUDENT ?=
 JOBS ?=
+SCHEDULER ?=
 ARGS ?=
 INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
@@ -22,7 +25,8 @@ LAB_ARGS ?=
 .NOTPARALLEL:
 
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
-	course release collect autograde feedback grades rubric grading-bench formgrader
+	course release collect autograde feedback grades rubric grading-bench formgrader \
+	worker system-packages-bubblewrap
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
@@ -109,7 +113,18 @@ collect: $(INSTALLED)
 # ... each new or changed submission graded once, by the judge (STUDENT: these again), ...
 autograde: $(INSTALLED)
 	$(INSTRUCTOR) autograde $(COURSE_DIR) $(A) $(foreach s,$(STUDENT),--student $(s)) \
-		$(if $(JOBS),--jobs $(JOBS)) $(ARGS)
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(ARGS)
+
+# A grading worker of a Dask cluster, on this machine, for `make autograde SCHEDULER=...`:
+# JOBS processes (default one per core) of one thread, each grading one submission at a
+# time in the OS sandbox (docs/instructors.md, "More than one machine").
+worker: system-packages-bubblewrap $(INSTALLED)
+	@test -n "$(SCHEDULER)" || { echo "make worker: set SCHEDULER=tcp://host:8786"; exit 2; }
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker $(SCHEDULER) --nthreads 1 \
+		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard
+
+system-packages-bubblewrap:
+	@python3 -m tools.system_packages bubblewrap
 
 # ... feedback/<student>/<assignment>/*.html and feedback_zips/<assignment>/<student>.zip, ...
 feedback: $(INSTALLED)
@@ -126,7 +141,8 @@ rubric: $(INSTALLED)
 # JupyterLab in the built course, with nbgrader's formgrader (its gradebook needs the
 # environment's `alembic` on PATH).
 formgrader: $(INSTALLED)
-	cd $(COURSE_DIR) && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(VENV))/bin/jupyter lab \
+	cd $(COURSE_DIR) && PATH="$(abspath $(VENV))/bin:$$PATH" NORMLIB_REPO=$(CURDIR) \
+		$(abspath $(VENV))/bin/jupyter lab \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Whole-course submissions per minute with 1 and 2 jobs (or JOBS), judge-only and with

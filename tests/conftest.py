@@ -33,6 +33,16 @@ for name, value in threads(1).items():
     os.environ.setdefault(name, value)
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server of this test process's own, stopped at its end (tests/postgres.py):
+    server.database(name) makes a database and gives its URL."""
+    from tests.postgres import Server
+
+    with Server() as server:
+        yield server
+
+
 def failed(claims):
     """The claims ({claim: whether it holds}) of an experiment that do not hold."""
     return [claim for claim, holds in claims.items() if not holds]

@@ -1,15 +1,22 @@
 """The gradebook's URL is checked before a step uses it (tools/gradebook.py,
 check_reachable): a PostgreSQL URL whose driver is missing, or whose server does not
 answer, stops the step with one message naming what is wrong and where, its password
-hidden; a SQLite file passes. (Issue 28 adds the round trip on a real server.)"""
+hidden; a SQLite file passes. Every step finds the gradebook where nbgrader does. Two
+graders scoring written answers at once on a real PostgreSQL server (tests/postgres.py)
+lose no grade."""
 
+import multiprocessing
+import os
 import socket
 import sys
 
+import nbgrader.api as nbgrader_api
 import pytest
 
 from tools import instructor
+from tools.course import build_course
 from tools.gradebook import check_reachable
+from tools.settings import gradebook_url
 
 
 def closed_port():
@@ -47,8 +54,86 @@ def test_the_driver_is_in_the_environment():
     assert psycopg.pq.__impl__ in ("binary", "c")  # (no system libpq needed)
 
 
-def test_a_step_stops_before_it_starts_on_an_unreachable_gradebook(monkeypatch, tmp_path):
+
+
+def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
+        monkeypatch, tmp_path):
+    """The course's config names the gradebook for every step (tools.course.write_config):
+    SQLite in the course folder, else nbgrader_config_local.py's db_url, else
+    NBGRADER_DB_URL, which wins."""
+    root = build_course(tmp_path / "course")
+    monkeypatch.delenv("NBGRADER_DB_URL", raising=False)
+    assert gradebook_url(root) == f"sqlite:///{root / 'gradebook.db'}?timeout=60"
+    (root / "nbgrader_config_local.py").write_text(
+        "c.CourseDirectory.db_url = 'postgresql://ta@db.example/course'\n")
+    assert gradebook_url(root) == "postgresql://ta@db.example/course"
     monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{closed_port()}/c")
+    assert gradebook_url(root) == os.environ["NBGRADER_DB_URL"]
     for step in ("release", "collect", "autograde", "feedback", "export"):
         with pytest.raises(SystemExit, match="cannot reach the gradebook's server"):
-            instructor.main([step, str(tmp_path / "course")])
+            instructor.main([step, str(root)])
+
+
+# Two teaching assistants grade the written answers of one class at the same time, each in
+# a formgrader of their own: each saves a score (and a comment) as formgrader's API does,
+# one commit per answer, on one PostgreSQL gradebook.
+STUDENTS = [f"s{i:03}" for i in range(40)]
+QUESTIONS = ("q1", "q2", "q3", "q4")  # the first TA grades q1 and q2, the second q3 and q4
+
+
+def points(student, question):
+    return (int(student[1:]) + QUESTIONS.index(question)) % 5 / 2  # 0 .. 2 by halves
+
+
+def grade_as_formgrader(url, questions, start):
+    """A TA's session: for every student, these questions scored and commented (start: a
+    barrier both sessions pass once open)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url) as gb:
+        start.wait()
+        for student in STUDENTS:
+            for question in questions:
+                grade = gb.find_grade(question, "answers", "hw", student)
+                grade = gb.find_grade_by_id(grade.id)  # formgrader's PUT /api/grade/<id>
+                grade.manual_score = points(student, question)
+                grade.needs_manual_grade = False
+                gb.find_comment(question, "answers", "hw", student).manual_comment = \
+                    f"{question} of {student}"
+                gb.db.commit()
+
+
+def test_two_graders_at_once_lose_no_grade(postgres):
+    from nbgrader.api import Gradebook
+
+    url = postgres.database("two_graders")
+    with Gradebook(url) as gb:  # one assignment, its answers waiting for a grader
+        gb.update_or_create_assignment("hw")
+        gb.update_or_create_notebook("answers", "hw")
+        for question in QUESTIONS:
+            gb.update_or_create_grade_cell(question, "answers", "hw", max_score=2,
+                                           cell_type="markdown")
+            gb.update_or_create_solution_cell(question, "answers", "hw")
+        for student in STUDENTS:
+            gb.update_or_create_student(student)
+            gb.add_submission("hw", student)
+        for grade in gb.db.query(nbgrader_api.Grade):
+            grade.needs_manual_grade = True
+        gb.db.commit()
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(2)  # both sessions open, then both grade
+    tas = [spawn.Process(target=grade_as_formgrader, args=(url, questions, start))
+           for questions in (QUESTIONS[:2], QUESTIONS[2:])]
+    for ta in tas:
+        ta.start()
+    for ta in tas:
+        ta.join(120)
+    assert [ta.exitcode for ta in tas] == [0, 0]
+    with Gradebook(url) as gb:
+        for student in STUDENTS:
+            submission = gb.find_submission("hw", student)
+            assert not submission.needs_manual_grade, student
+            assert submission.score == sum(points(student, q) for q in QUESTIONS)
+            for question in QUESTIONS:
+                assert gb.find_comment(question, "answers", "hw", student).manual_comment \
+                    == f"{question} of {student}"

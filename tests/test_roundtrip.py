@@ -38,7 +38,7 @@ from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
 from tools.autograde import autograde
 from tools.collect import collect
-from tools.course import SOLUTIONS, build_course, gradebook_url, load_course
+from tools.course import SOLUTIONS, build_course, load_course
 from tools.exercises import by_number, exercises, questions
 from tools.feedback import feedback
 from tools.grades import export
@@ -46,6 +46,7 @@ from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
 from tools.preprocessors import SKIPPED
 from tools.preprocessors import TAG as SKIP_TAG
 from tools.release import release
+from tools.settings import gradebook_url
 from tools.student import secret_lines
 from tools.verdicts import graded_folder
 

@@ -15,7 +15,7 @@ from tools.system_packages import install_command, missing, packages, refusal
 
 FAKE_APT = """#!/bin/sh
 # a stand-in apt-get: `install` fails until `update` ran, then puts the program in place
-# (a bwrap that makes any sandbox, a chromium); it has no chromium where {ubuntu}
+# (a bwrap that makes any sandbox, a chromium, an initdb); it has no chromium where {ubuntu}
 echo "$@" >> "{folder}/apt.log"
 case "$1 $4" in
   update*) : > "{folder}/updated" ;;
@@ -24,6 +24,7 @@ case "$1 $4" in
     printf '#!/bin/sh\\nexit 0\\n' > "{folder}/chromium"; /bin/chmod +x "{folder}/chromium" ;;
   "install bubblewrap") [ -e "{folder}/updated" ] || exit 100
     printf '#!/bin/sh\\nexit 0\\n' > "{folder}/bwrap"; /bin/chmod +x "{folder}/bwrap" ;;
+  "install postgresql") printf '#!/bin/sh\\n' > "{folder}/initdb"; /bin/chmod +x "{folder}/initdb" ;;
 esac
 """
 FAKE_SUDO = '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n'  # a sudo that asks nothing
@@ -52,7 +53,8 @@ def make_test_step(folder):
     run = subprocess.run(["python3", "-m", "tools.system_packages"], cwd=REPO,
                          capture_output=True, text=True, timeout=60,
                          env={"PATH": str(folder), "HOME": str(folder),
-                              "COURSE_CHROMIUM": str(folder / "chromium")})
+                              "COURSE_CHROMIUM": str(folder / "chromium"),
+                              "COURSE_INITDB": str(folder / "initdb")})
     return run.returncode, run.stdout + run.stderr, time.monotonic() - start
 
 
@@ -63,7 +65,9 @@ def test_without_a_way_to_install_it_stops_at_once_naming_each_package(tmp_path)
     assert first == "make test: missing system packages, so no test was run:"
     assert rest[0].startswith("  bubblewrap (bwrap): ")
     assert rest[1].startswith(f"  chromium ({tmp_path / 'bin' / 'chromium'}): ")
-    assert "  Debian: sudo apt-get install bubblewrap chromium" in rest
+    assert rest[2].startswith(f"  postgresql ({tmp_path / 'bin' / 'initdb'}): ")
+    assert "  Debian: sudo apt-get install bubblewrap chromium postgresql" in rest
+    assert "  Fedora: sudo dnf install bubblewrap chromium postgresql-server" in rest
     assert any("COURSE_CHROMIUM" in line for line in rest)
 
 
@@ -71,13 +75,14 @@ def test_with_apt_get_it_installs_them_updating_the_lists_if_it_must(tmp_path):
     folder = machine(tmp_path, {"apt-get": FAKE_APT, "sudo": FAKE_SUDO})
     code, output, _ = make_test_step(folder)
     assert code == 0, output
-    assert output.startswith("make test: installing bubblewrap, chromium (system packages")
+    assert output.startswith("make test: installing bubblewrap, chromium, postgresql (system")
     assert (folder / "apt.log").read_text().splitlines() == [
         "install -y -q bubblewrap", "update -q", "install -y -q bubblewrap",
-        "install -y -q chromium"]
+        "install -y -q chromium", "install -y -q postgresql"]
     assert output.splitlines()[-1] == ("make test: system packages present: "
                                        f"bubblewrap ({folder / 'bwrap'}), "
-                                       f"chromium ({folder / 'chromium'})")
+                                       f"chromium ({folder / 'chromium'}), "
+                                       f"postgresql ({folder / 'initdb'})")
 
 
 def test_an_install_that_fails_ends_in_the_message(tmp_path):
@@ -87,6 +92,7 @@ def test_an_install_that_fails_ends_in_the_message(tmp_path):
     assert code == 1
     assert "apt-get install -y -q bubblewrap failed:\nno network" in output
     assert "apt-get install -y -q chromium failed:\nno network" in output
+    assert "apt-get install -y -q postgresql failed:\nno network" in output
     assert output.splitlines()[-1].startswith("  Chromium elsewhere (Ubuntu: sudo snap")
 
 
@@ -103,7 +109,7 @@ def test_where_apt_has_no_chromium_bubblewrap_is_installed_and_chromium_named(tm
 def test_a_bubblewrap_that_cannot_make_a_sandbox_is_refused(tmp_path):
     folder = machine(tmp_path, {"bwrap": "#!/bin/sh\necho 'setting up uid map: "
                                          "Permission denied' >&2\nexit 1\n",
-                                "chromium": "#!/bin/sh\n"})
+                                "chromium": "#!/bin/sh\n", "initdb": "#!/bin/sh\n"})
     code, output, _ = make_test_step(folder)
     assert code == 1
     assert output.startswith("make test: bubblewrap is installed but cannot make grading's "
@@ -123,12 +129,14 @@ def test_who_can_install(euid, has_apt, sudo, expected):
 
 
 def test_the_programs_and_the_message(tmp_path):
-    chromium = tmp_path / "chrome"
-    needed = packages({"COURSE_CHROMIUM": str(chromium)})
+    chromium, initdb = tmp_path / "chrome", tmp_path / "initdb"
+    needed = packages({"COURSE_CHROMIUM": str(chromium), "COURSE_INITDB": str(initdb)})
     assert [(p.name, p.program) for p in needed] == [("bubblewrap", "bwrap"),
-                                                     ("chromium", str(chromium))]
+                                                     ("chromium", str(chromium)),
+                                                     ("postgresql", str(initdb))]
     assert missing(needed, path=str(tmp_path)) == list(needed)
     executable(chromium, "#!/bin/sh\n")
+    executable(initdb, "#!/bin/sh\n")
     assert missing(needed, path=str(tmp_path)) == [needed[0]]
     text = refusal([needed[1]])
     assert "bubblewrap" not in text and "sudo apt-get install chromium" in text

@@ -23,11 +23,12 @@ from tests.synthetic import (
 from tools import gradebook
 from tools.autograde import autograde
 from tools.collect import collect
-from tools.course import build_course, gradebook_url
+from tools.course import build_course
 from tools.exercises import exercises, questions
 from tools.feedback import feedback
 from tools.grades import export
 from tools.release import release
+from tools.settings import gradebook_url
 
 CHECKS = {e.grade_id: e.points for e in exercises() if e.unit == 1}
 ANSWERS = [q for q in questions() if q.unit == 1]

@@ -1,42 +1,47 @@
-"""Autograde: every new or changed submission graded once, by the judge.
+"""Autograde: every new or changed submission graded once, by the judge, on a Dask
+cluster (tools/cluster.py): this machine's worker processes, or a scheduler's anywhere.
 
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
-                                         [--execute] [--jobs N] [--timeout S] [--no-sandbox]
+        [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
 
 For each submission to grade (collected since its last grading, or whose files changed:
-a resubmission; --student: these students'; --force: every one):
+a resubmission; --student: these students'; --force: every one), one task goes to the
+cluster, carrying the submission's files (tools/grading.py). The worker that runs it:
 
-1. the judge grades its normlib files (tools/verdicts.py): student code runs only in the
-   judge's sandboxed worker, and the verdicts are the grade;
-2. nbgrader's autograde records its notebooks as submitted, with each check's verdict in
-   its cell (tools/preprocessors.Judged) and its written answers for hand grading; it
-   reads them from a staging copy where a notebook saved under another name is put back
-   under its own (its cells say which it is) and an unreadable one is left out, each
-   noted in the status (with --execute, the notebooks run first, in the OS sandbox: fresh
+1. has the judge grade its normlib files (tools/verdicts.py): student code runs only in
+   the judge's sandboxed worker, and the verdicts are the grade;
+2. has nbgrader's autograde record its notebooks as submitted, with each check's verdict
+   in its cell (tools/preprocessors.Judged) and its written answers for hand grading,
+   read from a staging copy where a notebook saved under another name is put back under
+   its own (its cells say which it is) and an unreadable one is left out, each noted in
+   the status (with --execute, the notebooks run first, in the OS sandbox: fresh
    outputs, the same scores);
-3. the gradebook gets the judge's scores, the status and the digest of the files graded,
-   in one place (tools/gradebook.py); a written answer whose text changed since it was
-   graded by hand loses that grade and waits for a grader again.
+3. returns all of it: verdicts, nbgrader's scores and comments, the autograded notebooks.
 
-Submissions are graded `jobs` at a time, in shards: one nbgrader process and one judge
-process per shard. Prints each submission's score and status; returns how many the judge
-could not grade.
+This process alone writes the course (save): the autograded folder, the gradebook (the
+judge's scores, the status and the digest of the files graded: tools/gradebook.py), and
+drops the hand grade of a written answer whose text changed since. Each result is
+written once, as it comes; a task whose worker dies runs again on another (Dask's), and
+only its one result is written. A re-run grades only what is new or changed (pending).
+
+Without a scheduler, a local cluster of `jobs` processes (one per core by default).
+Prints each submission's score and status; returns how many could not be graded.
 """
 
 import datetime
+import hashlib
 import json
 import os
+import shutil
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tools import gradebook, sandbox
+from tools import gradebook, grading
+from tools.cluster import client
 from tools.collect import recorded_at
-from tools.course import gradebook_url, load_course, nbgrader, submissions
+from tools.course import load_course, submissions
 from tools.exercises import of_notebooks, questions_of
 from tools.settings import read
-from tools.verdicts import verdicts
 
 JOBS = os.cpu_count() or 1
 
@@ -61,195 +66,109 @@ def pending(root, names=(), students=(), force=False):
     return todo, digests, unchanged
 
 
-def shards(todo, jobs):
-    """The students in up to `jobs` groups with about as many submissions each: each group
-    is graded by one nbgrader process and one judge (whose start, a few seconds, is then
-    paid once per group rather than once per submission)."""
-    count = {}
-    for students in todo.values():
+def kit(root, names):
+    """The course as a grading worker needs it for these assignments (tools.grading.Kit)."""
+    course = load_course(root)
+    files = {p.relative_to(root).as_posix(): p.read_bytes()
+             for name in names for p in sorted((Path(root) / "source" / name).rglob("*"))
+             if p.is_file()}
+    definitions = gradebook.definitions(root)
+    sha = hashlib.sha256(json.dumps(course, sort_keys=True).encode() + definitions)
+    for rel, data in files.items():
+        sha.update(rel.encode() + hashlib.sha256(data).digest())
+    return grading.Kit(course["layout"], course, files, definitions, sha.hexdigest())
+
+
+def tasks(root, todo, digests, limits, execute, sandboxed):
+    """One grading.Task per submission of todo, carrying its files."""
+    found = []
+    for assignment, students in sorted(todo.items()):
         for student in students:
-            count[student] = count.get(student, 0) + 1
-    groups = [[] for _ in range(max(1, min(jobs, len(count))))]
-    for student in sorted(count, key=lambda s: (-count[s], s)):
-        min(groups, key=lambda g: sum(count[s] for s in g)).append(student)
-    return [sorted(g) for g in groups if g]
-
-
-def answers(folder, stems):
-    """{grade_id: text} of the written answers in a submission's notebooks (folder), as
-    nbgrader last recorded them ({} if none)."""
-    import nbformat
-
-    found = {}
-    for stem in stems:
-        path = Path(folder) / f"{stem}.ipynb"
-        if path.is_file():
-            for cell in nbformat.read(path, as_version=4).cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if cell.cell_type == "markdown" and meta.get("solution") and meta.get("grade"):
-                    found[meta["grade_id"]] = cell.source
+            folder = Path(root) / "submitted" / student / assignment
+            files = {p.relative_to(folder).as_posix(): p.read_bytes()
+                     for p in sorted(folder.rglob("*")) if p.is_file()}
+            found.append(grading.Task(assignment, student, files, digests[assignment, student],
+                                      limits, execute, sandboxed))
     return found
 
 
-def stage(submitted, stems, staging):
-    """Copy a submission (submitted/<student>/<assignment>/) to staging for nbgrader: a
-    notebook saved under another name put back under its own, an unreadable one left
-    out, a graded cell pasted twice read once. Returns (notes for the status, stems of the
-    notebooks left out unreadable)."""
-    import nbformat
-
-    notes, unreadable, ids = [], [], {}
-    staging.mkdir(parents=True)
-    for path in sorted(Path(submitted).rglob("*")):
-        if path.is_file() and path.suffix != ".ipynb":
-            (staging / path.relative_to(submitted)).parent.mkdir(parents=True, exist_ok=True)
-            (staging / path.relative_to(submitted)).write_bytes(path.read_bytes())
-    for path in sorted(Path(submitted).glob("*.ipynb")):
-        try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception as error:
-            if path.stem in stems:
-                unreadable.append(path.stem)
-                notes.append(f"{path.name}: not a readable notebook ({type(error).__name__}): "
-                             "its written answers wait for a grader")
-            continue
-        ids[path] = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
-        if path.stem in stems:
-            twice = dedupe(nb)
-            if twice:
-                notes.append(f"{path.name}: a graded cell appears twice ({', '.join(twice)}): "
-                             "the later copy is read as an ordinary cell")
-            nbformat.write(nb, staging / path.name)
-    reference = {stem: set(ids_of(stem)) for stem in stems}
-    for stem in stems:
-        if (Path(submitted) / f"{stem}.ipynb").exists():
-            continue
-        found = [p for p, have in ids.items() if p.stem not in stems and have & reference[stem]]
-        if len(found) == 1:
-            (staging / f"{stem}.ipynb").write_bytes(found[0].read_bytes())
-            notes.append(f"{found[0].name} graded as {stem}.ipynb")
-        else:
-            others = sorted(p.name for p in ids if p.stem not in stems)
-            notes.append(f"no {stem}.ipynb" + (f" (found {', '.join(others)})" if others else ""))
-    return notes, unreadable
-
-
-def dedupe(nb):
-    """Strip the nbgrader metadata of every graded cell after the first with its grade id
-    (a cell copied and pasted in JupyterLab), which nbgrader cannot grade; their ids."""
-    seen, twice = set(), []
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id is not None and grade_id in seen:
-            del cell.metadata["nbgrader"]
-            twice.append(grade_id)
-        seen.add(grade_id)
-    return sorted(set(twice))
-
-
-def ids_of(stem):
-    """The grade ids of a course notebook's graded cells (checks and written answers)."""
-    return [e.grade_id for e in of_notebooks([stem])] + [q.grade_id for q in questions_of([stem])]
-
-
-def grade_shard(root, todo, digests, students, settings, execute=False, env=None,
-                sandboxed=True):
-    """Grade these students' submissions of todo ({assignment: [student]}, whose files had
-    these digests when they were chosen): see the module's docstring. Returns
-    {(assignment, student): status}."""
-    plan = load_course(root)["assignments"]
-    mine = [(a, s) for a, group in todo.items() for s in group if s in students]
-    judged, notes, unreadable, before = {}, {}, {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        staging = Path(tmp) / "submitted"
-        for a, s in mine:
-            try:
-                judged[a, s] = (*verdicts(root, a, s, settings.limits, env, sandboxed), None)
-            except Exception as error:  # (one submission's failure is its own)
-                judged[a, s] = ({}, None, f"{type(error).__name__}: {error}")
-            stems = plan[a]["notebooks"]
-            notes[a, s], unreadable[a, s] = stage(Path(root) / "submitted" / s / a, stems,
-                                                  staging / s / a)
-            before[a, s] = answers(Path(root) / "autograded" / s / a, stems)
-        found = {a: {} for a, _ in mine}
-        for (a, s), result in judged.items():
-            found[a][s] = {g: list(v) for g, v in result[0].items()}
-        (Path(tmp) / "verdicts.json").write_text(json.dumps(found))
-        args = ["--force", f"--CourseDirectory.submitted_directory={staging}",
-                f"--Judged.verdicts={Path(tmp) / 'verdicts.json'}",
-                f"--Grading.timeout={settings.limits.timeout}"]
-        if execute:
-            args += ["--GradingExecute.enabled=True"] + \
-                ([] if sandboxed else ["--GradingExecute.sandboxed=False"])
-        log = [nbgrader(root, "autograde", a, *args, check=False, env=env)
-               for a in sorted({a for a, _ in mine})]
-    path = Path(root) / "logs" / f"autograde-{students[0]}.log"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text("".join(r.stdout + r.stderr for r in log))
-    for a, s in mine:  # (nbgrader's failures are its own: a submission's, in its status)
-        if not (Path(root) / "autograded" / s / a).is_dir():
-            notes[a, s].append(f"nbgrader recorded no notebook of it, so it has no feedback "
-                               f"page (logs/{path.name})")
-    return save(root, judged, notes, unreadable, before, digests)
-
-
-def save(root, judged, notes, unreadable, before, digests):
-    """The judge's scores, the statuses and the digests (of the files as they were chosen
-    for grading) into the gradebook; a changed written answer's hand grade dropped; an
-    unreadable notebook's answers left to a grader (nbgrader scored them 0). Returns
-    {(assignment, student): status}."""
-    from nbgrader.api import Gradebook
-
-    plan = load_course(root)["assignments"]
-    statuses = {}
-    with Gradebook(gradebook_url(root)) as gb:
-        for (a, s), result in judged.items():
-            found, missing, error = result
-            when = recorded_at(Path(root) / "submitted" / s / a)  # (nbgrader's, unless it
-            gb.update_or_create_submission(a, s, **({} if when is None else {  # could not
-                "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
-            why = list(notes[a, s])
-            for e in of_notebooks(plan[a]["notebooks"]):
-                grade = gb.find_grade(e.grade_id, e.notebook, a, s)
-                grade.auto_score = e.points if found.get(e.grade_id, (False,))[0] else 0
-                grade.needs_manual_grade = grade.manual_score is not None
-            now = answers(Path(root) / "autograded" / s / a, plan[a]["notebooks"])
-            for q in questions_of(plan[a]["notebooks"]):
-                grade = gb.find_grade(q.grade_id, q.notebook, a, s)
-                if q.notebook in unreadable[a, s]:
-                    grade.auto_score, grade.needs_manual_grade = None, True
-                elif q.grade_id in before[a, s] and before[a, s][q.grade_id] != now.get(
-                        q.grade_id) and grade.manual_score is not None:
-                    grade.manual_score, grade.needs_manual_grade = None, True
-                    why.append(f"answer {q.number} changed: its hand grade was dropped")
-            if missing:
-                why.append("missing " + ", ".join(missing))
-            statuses[a, s] = f"failed: {error}" if error else \
-                "; ".join(["graded", *why]) if why else "graded"
+def save(root, outcome):
+    """An Outcome into the course, by this process alone: its autograded folder replaced,
+    nbgrader's record of it and the judge's scores into the gradebook (a changed written
+    answer's hand grade dropped, an unreadable notebook's answers left to a grader), its
+    status and digest. Returns the status."""
+    a, s = outcome.assignment, outcome.student
+    root = Path(root)
+    plan = load_course(root)["assignments"][a]
+    folder = root / "autograded" / s / a
+    before = grading.answers(folder, plan["notebooks"])
+    shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in outcome.autograded.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    now = grading.answers(folder, plan["notebooks"])
+    logs = root / "logs" / "autograde"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{a}-{s}.log").write_text(f"graded by {outcome.worker}\n{outcome.log}")
+    why = list(outcome.notes)
+    with gradebook.connect(root) as gb:
+        gb.update_or_create_student(s)
+        when = recorded_at(root / "submitted" / s / a)
+        submission = gb.update_or_create_submission(a, s, **({} if when is None else {
+            "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
+        for notebook in submission.notebooks:
+            if notebook.name in outcome.penalties:
+                notebook.late_submission_penalty = outcome.penalties[notebook.name]
+            for c in notebook.comments:
+                if (notebook.name, c.name) in outcome.comments:
+                    c.auto_comment = outcome.comments[notebook.name, c.name]
+            for g in notebook.grades:  # as nbgrader's SaveAutoGrades leaves it
+                if (notebook.name, g.name) in outcome.grades:
+                    g.auto_score, _ = outcome.grades[notebook.name, g.name]
+                    g.needs_manual_grade = g.manual_score is not None or g.auto_score is None
+        for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
+            grade = gb.find_grade(e.grade_id, e.notebook, a, s)
+            grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
+            grade.needs_manual_grade = grade.manual_score is not None
+        for q in questions_of(plan["notebooks"]):
+            grade = gb.find_grade(q.grade_id, q.notebook, a, s)
+            if q.notebook in outcome.unreadable:
+                grade.auto_score, grade.needs_manual_grade = None, True
+            elif q.grade_id in before and before[q.grade_id] != now.get(q.grade_id) and \
+                    grade.manual_score is not None:
+                grade.manual_score, grade.needs_manual_grade = None, True
+                why.append(f"answer {q.number} changed: its hand grade was dropped")
+        if outcome.missing:
+            why.append("missing " + ", ".join(outcome.missing))
+        status = f"failed: {outcome.error}" if outcome.error else \
+            "; ".join(["graded", *why]) if why else "graded"
         gb.db.commit()
-    gradebook.record(root, {k: (status, digests[k]) for k, status in statuses.items()})
-    return statuses
+        score = f"{submission.score:g} / {submission.max_score:g}"
+    gradebook.record(root, {(a, s): (status, outcome.digest)})
+    return status, score
 
 
 def due_dates(root, settings):
     """The course's due dates (c.Grading.due) into the gradebook, where nbgrader reads
     them (a submission's lateness, formgrader)."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         for assignment, when in settings.due.items():
             utc = when.astimezone(datetime.timezone.utc).replace(tzinfo=None)
             gb.update_or_create_assignment(assignment, duedate=utc)
 
 
 def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
-              execute=False, sandboxed=True):
-    """Grade what is new (see the module's docstring); returns how many submissions the
-    judge could not grade."""
-    if sandboxed and not sandbox.bwrap():
-        sys.exit(f"autograde: bubblewrap (bwrap) is not installed. {sandbox.INSTALL}.")
-    from nbgrader.api import Gradebook
+              execute=False, sandboxed=True, scheduler=None):
+    """Grade what is new (see the module's docstring); returns how many submissions could
+    not be graded (the judge failed, or no worker would grade them)."""
+    from distributed import as_completed
 
+    if not sandboxed and scheduler:
+        sys.exit("autograde: --no-sandbox grades on this machine only (without a scheduler): "
+                 "a cluster's workers always grade in the OS sandbox")
+    problem = grading.sandbox_problem() if sandboxed and not scheduler else None
+    if problem:
+        sys.exit(f"autograde: no sandbox here, so nothing was graded: {problem}")
     settings = read(root, timeout)
     known = {s for group in submissions(root, names).values() for s in group}
     unknown = sorted(set(students) - known)
@@ -263,28 +182,33 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     total = sum(map(len, todo.values()))
     print(f"{total} submission{'s' * (total != 1)} to grade" + (
         f"; {unchanged} unchanged since graded (--force grades them again)" if unchanged
-        else ""))
+        else ""), flush=True)
+    if not total:
+        return 0
     if execute:  # matplotlib's font cache, which the sandboxed kernels read
         import matplotlib.font_manager  # noqa: F401
-    with Gradebook(gradebook_url(root)) as gb:  # once, so that no two processes race
-        for student in sorted({s for group in todo.values() for s in group}):
-            gb.update_or_create_student(student)
     due_dates(root, settings)
-    # one NumPy/torch thread each: a judge waits on its worker, which waits on the judge,
-    # and an idle thread pool spins on a core the other one needs (measured: one job with
-    # two threads spent over 3 s more a whole-course submission in torch's autograd)
-    env = sandbox.threads(1)
-    statuses = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(grade_shard, root, todo, digests, group, settings, execute,
-                               env, sandboxed) for group in shards(todo, jobs)]
-        for future in futures:
-            for (assignment, student), status in sorted(future.result().items()):
-                statuses[assignment, student] = status
-                with Gradebook(gradebook_url(root)) as gb:
-                    s = gb.find_submission(assignment, student)
-                    score = f"{s.score:g} / {s.max_score:g}"
-                print(f"{assignment} {student}: {score} ({status})")
-    failed = sum(status.startswith("failed") for status in statuses.values())
-    print(f"{total - failed} of {total} submissions graded with {jobs} jobs")
+    statuses, refused = {}, []
+    with client(scheduler, jobs) as dask:
+        shared = dask.scatter(kit(root, sorted(todo)), broadcast=True)
+        futures = {dask.submit(grading.grade, shared, task, pure=False,
+                               key=f"grade-{task.assignment}-{task.student}-{task.digest[:12]}"):
+                   task for task in tasks(root, todo, digests, limits, execute, sandboxed)}
+        for future in as_completed(futures):
+            assignment, student = futures[future].assignment, futures[future].student
+            try:
+                outcome = future.result()
+            except Exception as error:  # refused, or its workers died again and again
+                refused.append((assignment, student))
+                print(f"{assignment} {student}: NOT GRADED ({type(error).__name__}: {error})",
+                      flush=True)
+                continue
+            status, score = save(root, outcome)
+            statuses[assignment, student] = status
+            print(f"{assignment} {student}: {score} ({status})", flush=True)
+    failed = sum(status.startswith("failed") for status in statuses.values()) + len(refused)
+    print(f"{total - failed} of {total} submissions graded" + (
+        f" on the cluster at {scheduler}" if scheduler else f" with {jobs} jobs"))
+    if refused:
+        print(f"{len(refused)} not graded (above), left for the next make autograde")
     return failed

@@ -48,14 +48,6 @@ def assignments(layout):
     return {f"unit{unit(stem)}": [stem] for stem in stems}
 
 
-def gradebook_url(root):
-    """The gradebook of the course at root: SQLite, waiting up to 60 s for a lock (the
-    parallel autograde writes from several processes). For PostgreSQL, set
-    c.CourseDirectory.db_url in nbgrader_config_local.py and NBGRADER_DB_URL for the tools."""
-    return os.environ.get("NBGRADER_DB_URL") or \
-        f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
-
-
 def build_course(root, layout="unit"):
     """Create (or refresh) the nbgrader course at root: source/, course.json, the config."""
     root = Path(root).resolve()
@@ -76,19 +68,34 @@ def build_course(root, layout="unit"):
         plan[name] = {"notebooks": stems, "student_files": graded}
     (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
                                                  indent=1) + "\n")
-    exclude = {name: a["student_files"] for name, a in plan.items()}
-    (root / "nbgrader_config.py").write_text(
+    write_config(root, layout, {name: a["student_files"] for name, a in plan.items()})
+    return root
+
+
+def write_config(root, layout, exclude):
+    """The course's nbgrader_config.py: the repository's settings (found where NORMLIB_REPO
+    says, which every step sets, else where the course was built), a SQLite gradebook in
+    the course folder unless nbgrader_config_local.py or NBGRADER_DB_URL (which wins) names
+    another, each assignment's student files (exclude), and what student code may not
+    read. No path in it is this machine's but the fallback: the folder can move."""
+    Path(root, "nbgrader_config.py").write_text(
         f"# Written by tools.course (layout {layout!r}); rebuilding rewrites it. Your own\n"
-        "# settings go in nbgrader_config_local.py, loaded last.\n"
-        f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
-        f"c.CourseDirectory.db_url = {gradebook_url(root)!r}\n"
+        "# settings go in nbgrader_config_local.py, loaded last (NBGRADER_DB_URL, if set,\n"
+        "# is the gradebook whatever the files say).\n"
+        "import os\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        f"repo = os.environ.get('NORMLIB_REPO', {str(REPO)!r})\n"
+        "load_subconfig(os.path.join(repo, 'nbgrader_config.py'))\n"
+        "c.CourseDirectory.db_url = 'sqlite:///' + os.path.join(here, 'gradebook.db') + "
+        "'?timeout=60'\n"
         "# grade the student's files holding each assignment's exercises, not the reference\n"
         f"c.Autograde.exclude_overwriting = {exclude!r}\n"
         "# what student code may not read at grading (tools/guard.py; tools/settings.py)\n"
-        f"c.Grading.protected = {[str(root), str(SOLUTIONS)]!r}\n"
+        "c.Grading.protected = [here, os.path.join(repo, 'solutions')]\n"
         "load_subconfig('nbgrader_config_local.py')\n"
+        "if os.environ.get('NBGRADER_DB_URL'):\n"
+        "    c.CourseDirectory.db_url = os.environ['NBGRADER_DB_URL']\n"
     )
-    return root
 
 
 def load_course(root):
@@ -104,9 +111,10 @@ def nbgrader(root, *args, check=True, env=None):
     these extra environment variables)."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
     # nbgrader runs the `alembic` command from PATH: put this environment's bin/ first,
-    # so that an unactivated virtual environment works.
+    # so that an unactivated virtual environment works; the course's config finds the
+    # repository through NORMLIB_REPO (write_config).
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = {**os.environ, "PATH": path, **(env or {})}
+    env = {**os.environ, "PATH": path, "NORMLIB_REPO": str(REPO), **(env or {})}
     return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
 
 

@@ -1,4 +1,4 @@
-"""The course's grading state, all of it in the gradebook (tools.course.gradebook_url):
+"""The course's grading state, all of it in the gradebook (tools.settings.gradebook_url):
 nbgrader's tables (each check's and written answer's score, submission times, due dates)
 and one table of the course's own, `course_grading`: for each graded submission, its
 status and the digest of the files it was graded from (so that a resubmission, and only
@@ -7,16 +7,23 @@ a resubmission, is graded again). Written by tools/autograde.py, read by tools/g
 
 import datetime
 import hashlib
+import os
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 from sqlalchemy import Column, DateTime, String, Text, create_engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SAWarning
 from sqlalchemy.orm import Session, declarative_base
 
-from tools.course import gradebook_url
+from tools.settings import gradebook_url
 
 _Base = declarative_base()
+
+# nbgrader 0.9.6's add_submission, under SQLAlchemy 2, warns at each new submission that
+# its autoflush skips objects it adds a moment later: noise, in every grading process
+warnings.filterwarnings("ignore", category=SAWarning, module="nbgrader.api")
 
 
 class Graded(_Base):
@@ -60,6 +67,51 @@ def check_reachable(url):
                  "nbgrader_config_local.py)")
     finally:
         engine.dispose()
+
+
+# nbgrader's Gradebook runs the `alembic` command from PATH to stamp a new database
+# ("FileNotFoundError: 'alembic'" otherwise): this Python's bin/ goes on it, so that an
+# environment that is not activated works
+if os.path.dirname(sys.executable) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
+                                          os.environ.get("PATH", "")])
+
+
+def connect(root):
+    """nbgrader's Gradebook of the course at root (a `with` block closes it)."""
+    from nbgrader.api import Gradebook
+
+    return Gradebook(gradebook_url(root))
+
+
+# nbgrader's tables that define a course (filled by generate_assignment), not its students
+DEFINITIONS = ("course", "assignment", "notebook", "base_cell", "source_cell", "grade_cells",
+               "solution_cells", "task_cells", "alembic_version")
+
+
+def definitions(root):
+    """The bytes of a SQLite gradebook holding the rows of DEFINITIONS of the course at
+    root's gradebook, and no student: what a grading worker's scratch course starts from
+    (tools/grading.py). nbgrader autograde needs them: its cells' sources and points."""
+    from nbgrader.api import Base
+    from sqlalchemy import MetaData, Table, insert, select
+
+    source = create_engine(gradebook_url(root))
+    with tempfile.TemporaryDirectory() as tmp:
+        target = create_engine(f"sqlite:///{Path(tmp) / 'gradebook.db'}")
+        Base.metadata.create_all(target)
+        with source.connect() as read, target.begin() as write:
+            for name in DEFINITIONS:
+                table = Base.metadata.tables.get(name)
+                if table is None:  # (alembic's own table: as the source has it)
+                    table = Table(name, MetaData(), autoload_with=read)
+                    table.create(write)
+                rows = [dict(row) for row in read.execute(select(table)).mappings()]
+                if rows:
+                    write.execute(insert(table), rows)
+        source.dispose()
+        target.dispose()
+        return (Path(tmp) / "gradebook.db").read_bytes()
 
 
 def _session(root):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tools import gradebook
 from tools.collect import read_roster
-from tools.course import assignment_names, gradebook_url, load_course
+from tools.course import assignment_names, load_course
 from tools.exercises import of_notebooks, questions_of
 from tools.release import released
 from tools.settings import read
@@ -36,7 +36,7 @@ def lateness(seconds):
 
 
 def export(root, out, names=()):
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     root = Path(root)
     settings = read(root)
@@ -48,7 +48,7 @@ def export(root, out, names=()):
     answers = [q.grade_id for name in names for q in written[name]]
     statuses = gradebook.graded(root)
     roster = read_roster(settings.roster) if settings.roster else []
-    with Gradebook(gradebook_url(root)) as gb, open(out, "w", newline="") as f:
+    with gradebook.connect(root) as gb, open(out, "w", newline="") as f:
         students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
         writer = csv.writer(f)
         writer.writerow(["assignment", "student_id", "submitted", "submitted_at", "late",

@@ -6,7 +6,8 @@ step is a module of its own:
     python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange] tools/release.py
     python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange] tools/collect.py
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
-        [--execute] [--jobs N] [--timeout S] [--no-sandbox]            tools/autograde.py
+        [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
+                                                                      tools/autograde.py
     python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange] tools/feedback.py
     python -m tools.instructor export    ROOT [ASSIGNMENT ...] [--out FILE] tools/grades.py
     python -m tools.instructor rubric    ROOT                               tools/rubric.py
@@ -21,12 +22,13 @@ from pathlib import Path
 
 from tools.autograde import JOBS, autograde
 from tools.collect import collect
-from tools.course import LAYOUTS, build_course, gradebook_url, load_course
+from tools.course import LAYOUTS, build_course, load_course
 from tools.feedback import feedback
 from tools.gradebook import check_reachable
 from tools.grades import export
 from tools.release import release
 from tools.rubric import rubric
+from tools.settings import gradebook_url
 
 
 def main(argv=None):
@@ -50,7 +52,10 @@ def main(argv=None):
                              "again, not only new and changed ones")
             sub.add_argument("--execute", action="store_true", help="also run the notebooks "
                              "(in the OS sandbox) for fresh outputs; the scores are the same")
-            sub.add_argument("--jobs", type=int, default=JOBS, help=f"default {JOBS} (cores)")
+            sub.add_argument("--jobs", type=int, default=JOBS, help=f"worker processes of "
+                             f"the local cluster (default {JOBS}: the cores)")
+            sub.add_argument("--scheduler", help="a Dask scheduler's address "
+                             "(tcp://host:8786): grade on its workers instead")
             sub.add_argument("--timeout", type=int, help="seconds per check (default: the "
                              "course's c.Grading.timeout)")
             sub.add_argument("--no-sandbox", action="store_true", help="run student code "
@@ -71,7 +76,8 @@ def main(argv=None):
         collect(root, args.assignments, args.exchange)
     elif args.step == "autograde":
         return 1 if autograde(root, args.assignments, args.jobs, args.timeout, args.force,
-                              args.student, args.execute, not args.no_sandbox) else 0
+                              args.student, args.execute, not args.no_sandbox,
+                              args.scheduler) else 0
     elif args.step == "feedback":
         feedback(root, args.assignments, args.exchange)
     elif args.step == "export":

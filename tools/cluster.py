@@ -1,0 +1,53 @@
+"""Where grading runs: a Dask cluster (dask.distributed), one task per submission
+(tools/grading.py), one thread per worker.
+
+    with client(scheduler=None, jobs=4) as dask:   # a local cluster of 4 worker processes
+    with client("tcp://host:8786") as dask:        # a cluster already running
+
+A scheduler's workers may be on any machine that has the course's repository and
+environment and bubblewrap (docs/instructors.md, "More than one machine"): started there
+with `make worker SCHEDULER=tcp://host:8786`, under Slurm or PBS by dask-jobqueue, on
+Kubernetes by dask-kubernetes. Without a scheduler, a local cluster of `jobs` worker
+processes on this machine, started for one autograde and stopped after: no set-up.
+"""
+
+import contextlib
+import logging
+
+CONNECT_SECONDS = 30  # for a scheduler to answer, and for its first worker to join
+
+
+def local(jobs):
+    """A local cluster (a context manager) of `jobs` worker processes of one thread each,
+    without a memory limit of Dask's (each grading process has the course's, tools/limits.py)
+    or a dashboard."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, memory_limit=0,
+                        dashboard_address=None, silence_logs=logging.ERROR)
+
+
+@contextlib.contextmanager
+def client(scheduler=None, jobs=1):
+    """A dask.distributed Client of the scheduler at that address, or of a local cluster of
+    `jobs` workers (local). Exits with one message where the scheduler does not answer, or
+    has no worker."""
+    from distributed import Client
+
+    if scheduler is None:
+        with local(jobs) as cluster, Client(cluster) as dask:
+            yield dask
+        return
+    try:
+        dask = Client(scheduler, timeout=CONNECT_SECONDS)
+    except OSError as error:
+        raise SystemExit(f"autograde: cannot reach the Dask scheduler {scheduler}: {error}. "
+                         "Start it (dask scheduler), or correct SCHEDULER") from None
+    with dask:
+        try:
+            dask.wait_for_workers(1, timeout=CONNECT_SECONDS)
+        except TimeoutError:
+            raise SystemExit(f"autograde: the Dask scheduler {scheduler} has no worker after "
+                             f"{CONNECT_SECONDS} s: start some (make worker "
+                             f"SCHEDULER={scheduler})") from None
+        yield dask

@@ -1,0 +1,309 @@
+"""One submission graded wherever a grading worker runs it (a Dask worker: this machine's
+or another's, tools/cluster.py), from what the task carries: no path of the instructor's
+machine, no shared file system, no gradebook of the course.
+
+    grade(kit, task) -> Outcome
+
+The kit is the course as a worker needs it, sent once to each worker: course.json, the
+source/ folders of the assignments being graded, and nbgrader's record of them (its
+definitions of the assignments, notebooks and cells, copied from the course's gradebook
+into a SQLite file: tools.gradebook.definitions). A worker makes a scratch course of it
+once, in a temporary folder of its own, with its own gradebook.
+
+The task is one submission: its files (bytes), the digest they were chosen under and the
+limits. The worker grades it as tools/autograde.py describes: the judge's verdicts
+(tools/verdicts.py), then nbgrader's autograde of the staged notebooks into the scratch
+gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
+comments of every cell, the autograded folder's files and nbgrader's log. The scratch
+course forgets the submission after; the instructor's process alone writes the course's
+gradebook (tools/autograde.save), so a task run twice (its worker killed) writes nothing.
+
+A worker grades only in the OS sandbox: without a bubblewrap that makes it, every task
+it is given fails with Refused, naming the machine (tasks with sandboxed=False, the
+instructor's --no-sandbox, are refused by autograde before they reach a worker that is
+not this machine's).
+"""
+
+import atexit
+import functools
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools import gradebook  # noqa: F401 (its filter of nbgrader's warnings)
+from tools.exercises import of_notebooks, questions_of
+from tools.limits import Limits
+
+
+class Refused(RuntimeError):
+    """A worker that cannot grade here (no working bubblewrap): the task is not graded."""
+
+
+@dataclass(frozen=True)
+class Kit:
+    layout: str
+    course: dict  # course.json: {"layout", "assignments": {name: {...}}}
+    files: dict  # {path relative to the course: bytes} of source/<assignment>/
+    definitions: bytes  # a SQLite gradebook: the assignments, notebooks and cells, no student
+    digest: str  # of all the above: which scratch course a worker keeps for it
+
+
+@dataclass(frozen=True)
+class Task:
+    assignment: str
+    student: str
+    files: dict  # {path relative to the submission: bytes}: submitted/<student>/<assignment>/
+    digest: str  # tools.gradebook.digest of those files, when they were chosen
+    limits: Limits
+    execute: bool = False  # also run the notebooks (autograde's --execute)
+    sandboxed: bool = True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    assignment: str
+    student: str
+    digest: str
+    verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
+    missing: list  # the student files the submission lacks
+    error: str | None  # why the judge could not grade it (the status "failed: ...")
+    notes: list  # what the status says beside "graded" (a renamed notebook, ...)
+    unreadable: list  # stems of the notebooks that could not be read
+    grades: dict  # {(notebook, grade_id): (auto_score, needs_manual_grade)}: nbgrader's
+    comments: dict  # {(notebook, grade_id): auto_comment}
+    penalties: dict  # {notebook: late_submission_penalty}
+    autograded: dict  # {path: bytes}: autograded/<student>/<assignment>/ as nbgrader wrote it
+    log: str  # nbgrader's log of it
+    worker: str  # host:pid of the worker that graded it
+
+
+def grade(kit, task):
+    """The Outcome of a task: see the module's docstring."""
+    from tools import sandbox, verdicts
+
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    if task.sandboxed and sandbox_problem():
+        raise Refused(f"the worker {where} has no working bubblewrap, so it grades nothing: "
+                      f"{sandbox_problem()}")
+    root = _scratch(kit)
+    a, s = task.assignment, task.student
+    submitted, staging = root / "submitted" / s / a, root / "staging"
+    for folder in (submitted, staging, root / "autograded" / s / a):
+        shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in task.files.items():
+        (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
+        (submitted / rel).write_bytes(data)
+    limits = task.limits.replace(protected=(str(root), str(verdicts.REPO / "solutions")))
+    try:
+        found, missing = verdicts.verdicts(root, a, s, limits, sandbox.threads(1),
+                                           task.sandboxed)
+        error = None
+    except Exception as failure:  # (one submission's failure is its own)
+        found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
+    stems = kit.course["assignments"][a]["notebooks"]
+    notes, unreadable = stage(submitted, stems, staging / s / a)
+    (root / "verdicts.json").write_text(json.dumps(
+        {a: {s: {g: list(v) for g, v in found.items()}}}))
+    log = _autograde(root, a, s, staging, limits, task.execute, task.sandboxed)
+    folder = root / "autograded" / s / a
+    if not folder.is_dir():
+        notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
+                     f"(logs/autograde/{a}-{s}.log)")
+    outcome = Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
+                      *_recorded(root, a, s), _files(folder), log, where)
+    _forget(root, a, s)
+    return outcome
+
+
+@functools.cache
+def sandbox_problem():
+    """Why grading's sandbox cannot be made by this process's machine, or None (probed
+    once: tools.system_packages.sandbox_refusal)."""
+    from tools import sandbox
+    from tools.system_packages import sandbox_refusal
+
+    return sandbox.INSTALL if not sandbox.bwrap() else sandbox_refusal()
+
+
+@functools.cache
+def _courses():
+    """{kit digest: scratch course folder} of this worker process, removed at its exit."""
+    found = {}
+    atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in found.values()])
+    return found
+
+
+def _scratch(kit):
+    """This worker's scratch course of kit (made on its first task): the kit's files, its
+    gradebook (the definitions), and a config of this machine's (tools.course.write_config)."""
+    from tools.course import write_config
+
+    courses = _courses()
+    if kit.digest not in courses:
+        root = Path(tempfile.mkdtemp(prefix="normlib-worker-"))
+        for rel, data in kit.files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        (root / "course.json").write_text(json.dumps(kit.course))
+        (root / "gradebook.db").write_bytes(kit.definitions)
+        write_config(root, kit.layout, {name: a["student_files"]
+                                        for name, a in kit.course["assignments"].items()})
+        courses[kit.digest] = root
+    return courses[kit.digest]
+
+
+def _autograde(root, assignment, student, staging, limits, execute, sandboxed):
+    """nbgrader's autograde of one staged submission into the scratch gradebook, in this
+    process (a command would import nbgrader again for every task: 2 s); its log."""
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from tools.settings import config
+
+    settings = config(root)
+    settings.merge(Config({
+        "CourseDirectory": {"root": str(root), "submitted_directory": str(staging),
+                            "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
+                            "assignment_id": assignment, "student_id": student},  # the env)
+        "Judged": {"verdicts": str(root / "verdicts.json")},
+        "Grading": {"timeout": limits.timeout, "notebook_timeout": limits.notebook_timeout,
+                    "startup_timeout": limits.startup_timeout,
+                    "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
+                    "protected": list(limits.protected)},
+        "GradingExecute": {"enabled": execute, "sandboxed": sandboxed}}))
+    text = io.StringIO()
+    log = logging.getLogger(f"normlib.grading.{assignment}.{student}")
+    log.propagate, log.handlers = False, [logging.StreamHandler(text)]
+    log.setLevel(logging.INFO)
+    app = Autograde(coursedir=CourseDirectory(config=settings), config=settings, log=log)
+    app.force, app.create_student = True, True
+    try:
+        app.start()
+    except Exception as error:  # (nbgrader's failures are its own: the submission's status)
+        log.error("autograde failed: %s: %s", type(error).__name__, error)
+    return text.getvalue()
+
+
+def _recorded(root, assignment, student):
+    """nbgrader's record of the submission in the scratch gradebook: ({(notebook, grade_id):
+    (auto_score, needs_manual_grade)}, {(notebook, grade_id): auto_comment}, {notebook:
+    late_submission_penalty}); all empty if it recorded none."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    grades, comments, penalties = {}, {}, {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return grades, comments, penalties
+        for notebook in submission.notebooks:
+            penalties[notebook.name] = notebook.late_submission_penalty
+            for g in notebook.grades:
+                grades[notebook.name, g.name] = (g.auto_score, g.needs_manual_grade)
+            for c in notebook.comments:
+                comments[notebook.name, c.name] = c.auto_comment
+    return grades, comments, penalties
+
+
+def answers(folder, stems):
+    """{grade_id: text} of the written answers in a submission's notebooks (folder), as
+    nbgrader last recorded them ({} if none)."""
+    import nbformat
+
+    found = {}
+    for stem in stems:
+        path = Path(folder) / f"{stem}.ipynb"
+        if path.is_file():
+            for cell in nbformat.read(path, as_version=4).cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if cell.cell_type == "markdown" and meta.get("solution") and meta.get("grade"):
+                    found[meta["grade_id"]] = cell.source
+    return found
+
+
+def stage(submitted, stems, staging):
+    """Copy a submission (submitted/<student>/<assignment>/) to staging for nbgrader: a
+    notebook saved under another name put back under its own, an unreadable one left
+    out, a graded cell pasted twice read once. Returns (notes for the status, stems of the
+    notebooks left out unreadable)."""
+    import nbformat
+
+    notes, unreadable, ids = [], [], {}
+    staging.mkdir(parents=True)
+    for path in sorted(Path(submitted).rglob("*")):
+        if path.is_file() and path.suffix != ".ipynb":
+            (staging / path.relative_to(submitted)).parent.mkdir(parents=True, exist_ok=True)
+            (staging / path.relative_to(submitted)).write_bytes(path.read_bytes())
+    for path in sorted(Path(submitted).glob("*.ipynb")):
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as error:
+            if path.stem in stems:
+                unreadable.append(path.stem)
+                notes.append(f"{path.name}: not a readable notebook ({type(error).__name__}): "
+                             "its written answers wait for a grader")
+            continue
+        ids[path] = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+        if path.stem in stems:
+            twice = dedupe(nb)
+            if twice:
+                notes.append(f"{path.name}: a graded cell appears twice ({', '.join(twice)}): "
+                             "the later copy is read as an ordinary cell")
+            nbformat.write(nb, staging / path.name)
+    reference = {stem: set(ids_of(stem)) for stem in stems}
+    for stem in stems:
+        if (Path(submitted) / f"{stem}.ipynb").exists():
+            continue
+        found = [p for p, have in ids.items() if p.stem not in stems and have & reference[stem]]
+        if len(found) == 1:
+            (staging / f"{stem}.ipynb").write_bytes(found[0].read_bytes())
+            notes.append(f"{found[0].name} graded as {stem}.ipynb")
+        else:
+            others = sorted(p.name for p in ids if p.stem not in stems)
+            notes.append(f"no {stem}.ipynb" + (f" (found {', '.join(others)})" if others else ""))
+    return notes, unreadable
+
+
+def dedupe(nb):
+    """Strip the nbgrader metadata of every graded cell after the first with its grade id
+    (a cell copied and pasted in JupyterLab), which nbgrader cannot grade; their ids."""
+    seen, twice = set(), []
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None and grade_id in seen:
+            del cell.metadata["nbgrader"]
+            twice.append(grade_id)
+        seen.add(grade_id)
+    return sorted(set(twice))
+
+
+def ids_of(stem):
+    """The grade ids of a course notebook's graded cells (checks and written answers)."""
+    return [e.grade_id for e in of_notebooks([stem])] + [q.grade_id for q in questions_of([stem])]
+
+
+def _files(folder):
+    """{path relative to folder: bytes} of every file under it ({} if it is not there)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+
+
+def _forget(root, assignment, student):
+    """The submission out of the scratch course: its folders and its gradebook record."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    for folder in ("submitted", "autograded", "staging"):
+        shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            gb.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
