@@ -1,29 +1,40 @@
 """`make grading-bench`: whole-course submissions graded per minute, with 1 job and with
-2 (or --jobs), judge-only and with --execute, each in a fresh course, in one run.
+2 (or --jobs), judge-only and with --execute, each in a fresh course, in one run; and
+judge-only on a Dask cluster started beforehand as an instructor starts one (`dask
+scheduler`, then `dask worker` processes as `make worker` starts them), with 1 and 2 (or
+--jobs) workers: what a cluster's workers give, next to the jobs of one machine.
 
-    python -m tests.grading_bench [--students N] [--jobs N] [--no-execute]
+    python -m tests.grading_bench [--students N] [--jobs N] [--no-execute] [--no-dask]
 
 The class is honest (tests/synthetic.honest_class: the reference's text in every file a
 student writes, the notebooks as released), the course layout (every notebook in one
-assignment), the default limits, the OS sandbox on. The README's figures come from it.
+assignment), the default limits, the OS sandbox on. A run with jobs starts its local
+cluster and stops it (as make autograde does); a run on a cluster does not count its
+start. The README's figures come from it.
 """
 
 import argparse
 import contextlib
 import io
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from tests.synthetic import honest_class
 from tools.autograde import autograde
 from tools.collect import collect
 from tools.course import COURSE, build_course
+from tools.exercises import REPO
 from tools.release import release
 
 
-def rate(students, jobs, execute):
-    """Submissions per minute of one autograde of a fresh class, and how many failed."""
+def rate(students, jobs, execute, scheduler=None):
+    """Submissions per minute of one autograde of a fresh class (by a local cluster of
+    `jobs` processes, or on the scheduler's cluster), its seconds and how many failed."""
     with tempfile.TemporaryDirectory() as tmp:
         root = build_course(tmp, layout="course")
         with contextlib.redirect_stdout(io.StringIO()):
@@ -32,11 +43,41 @@ def rate(students, jobs, execute):
             collect(root)
         start = time.monotonic()
         with contextlib.redirect_stdout(io.StringIO()) as out:
-            failed = autograde(root, jobs=jobs, execute=execute)
+            failed = autograde(root, jobs=jobs, execute=execute, scheduler=scheduler)
         seconds = time.monotonic() - start
         if failed:
             print(out.getvalue())
         return students * 60 / seconds, seconds, failed
+
+
+@contextlib.contextmanager
+def dask_cluster(workers):
+    """The address of a Dask scheduler with this many worker processes of one thread each,
+    started by Dask's command line (make worker's), and stopped after."""
+    bin_ = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with tempfile.TemporaryDirectory() as tmp:
+        address = Path(tmp) / "scheduler.json"
+        started = [subprocess.Popen([bin_ / "dask", "scheduler", "--scheduler-file", address,
+                                     "--port", "0", "--no-dashboard"], cwd=REPO, env=env,
+                                    stderr=subprocess.DEVNULL)]
+        try:
+            while not address.exists():
+                time.sleep(0.1)
+            started.append(subprocess.Popen(
+                [bin_ / "dask", "worker", "--scheduler-file", address, "--nthreads", "1",
+                 "--nworkers", str(workers), "--memory-limit", "0", "--no-dashboard"],
+                cwd=REPO, env=env, stderr=subprocess.DEVNULL))
+            scheduler = json.loads(address.read_text())["address"]
+            from distributed import Client
+
+            with Client(scheduler) as dask:
+                dask.wait_for_workers(workers, timeout=120)
+            yield scheduler
+        finally:
+            for process in reversed(started):
+                process.terminate()
+                process.wait(60)
 
 
 def main(argv=None):
@@ -44,16 +85,23 @@ def main(argv=None):
     parser.add_argument("--students", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-execute", action="store_true", help="judge-only alone")
+    parser.add_argument("--no-dask", action="store_true", help="no run on a Dask cluster")
     args = parser.parse_args(argv)
     modes = [False] if args.no_execute else [False, True]
     print(f"{os.cpu_count()} cores; {args.students} honest whole-course submissions a run")
     for execute in modes:
         for jobs in sorted({1, args.jobs}):
-            per_minute, seconds, failed = rate(args.students, jobs, execute)
-            mode = "with --execute" if execute else "judge-only"
-            print(f"BENCH {mode:15} {jobs} job{'s' * (jobs > 1)}: {per_minute:5.1f} "
-                  f"submissions/min ({seconds:.0f} s{f', {failed} FAILED' if failed else ''})",
-                  flush=True)
+            report("with --execute" if execute else "judge-only",
+                   f"{jobs} job{'s' * (jobs > 1)}", *rate(args.students, jobs, execute))
+    for workers in [] if args.no_dask else sorted({1, args.jobs}):
+        with dask_cluster(workers) as scheduler:
+            report("judge-only", f"Dask, {workers} worker{'s' * (workers > 1)}",
+                   *rate(args.students, workers, False, scheduler))
+
+
+def report(mode, how, per_minute, seconds, failed):
+    print(f"BENCH {mode:15} {how:17}: {per_minute:5.1f} submissions/min ({seconds:.0f} s"
+          f"{f', {failed} FAILED' if failed else ''})", flush=True)
 
 
 if __name__ == "__main__":

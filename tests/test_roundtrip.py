@@ -26,7 +26,12 @@ import csv
 import html
 import io
 import json
+import os
 import re
+import signal
+import tempfile
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -36,6 +41,7 @@ from nbgrader.api import Gradebook
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
+from tools import cluster
 from tools.autograde import autograde
 from tools.collect import collect
 from tools.course import SOLUTIONS, build_course, load_course
@@ -143,11 +149,14 @@ LMS_NAMES = {"escaper": "Escaper_1234567_assignsubmission_file_.zip",  # Moodle
              "leaker": "leaker_LATE_12345_67890_unit1.zip"}  # Canvas
 
 
-def grade_class(tmp, cases, execute=False):
-    """A course graded as an instructor grades it: (its root, what the steps printed)."""
+def grade_class(tmp, cases, execute=False, db_url=None, scheduler=None):
+    """A course graded as an instructor grades it: (its root, what the steps printed). Its
+    gradebook is SQLite in the course folder, or the db_url its local config names; it is
+    graded by a local cluster of JOBS processes, or on the scheduler's cluster."""
     root = build_course(tmp / "course", layout="unit")
     (root / "nbgrader_config_local.py").write_text(
-        f"c.Grading.timeout = {TIMEOUT}\nc.Grading.memory_mb = {MEMORY_MB}\n")
+        f"c.Grading.timeout = {TIMEOUT}\nc.Grading.memory_mb = {MEMORY_MB}\n" +
+        (f"c.CourseDirectory.db_url = {db_url!r}\n" if db_url else ""))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         release(root)
@@ -160,7 +169,7 @@ def grade_class(tmp, cases, execute=False):
             (archive / f"{case}_unit1.zip").rename(archive / name)
         (archive / "Eve Upload_999_assignsubmission_file_.zip").write_bytes(b"PK\x03\x04 cut")
         collect(root)
-        failed = autograde(root, jobs=JOBS, execute=execute)  # with the local config's limits
+        failed = autograde(root, jobs=JOBS, execute=execute, scheduler=scheduler)
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()
@@ -168,20 +177,91 @@ def grade_class(tmp, cases, execute=False):
     return root, out.getvalue()
 
 
+def executing(dask_worker):
+    """The keys of the tasks a Dask worker is running (for Client.run)."""
+    return [str(task.key) for task in dask_worker.state.executing]
+
+
+class KillOne(threading.Thread):
+    """Kills one worker process of the cluster at scheduler, by its own process id, once it
+    has been running a grading task for KILL_AFTER seconds (the judge has started): once,
+    and only within KILL_WITHIN seconds. killed: (pid, the task's key), or None."""
+
+    def __init__(self, scheduler):
+        super().__init__(daemon=True)
+        self.scheduler, self.killed, self.done = scheduler, None, threading.Event()
+
+    def run(self):
+        from distributed import Client
+
+        with Client(self.scheduler) as dask:
+            pids = dask.run(os.getpid)  # {worker's address: its process id}
+            deadline = time.monotonic() + KILL_WITHIN
+            while self.killed is None and not self.done.is_set() and \
+                    time.monotonic() < deadline:
+                for address, keys in dask.run(executing).items():
+                    if any(k.startswith("grade-") for k in keys):
+                        time.sleep(KILL_AFTER)
+                        now = dask.run(executing, workers=[address]).get(address, [])
+                        if set(keys) & set(now):  # still grading it: mid-task
+                            os.kill(pids[address], signal.SIGKILL)
+                            self.killed = (pids[address], next(iter(set(keys) & set(now))))
+                        break
+                time.sleep(0.2)
+
+
+KILL_AFTER, KILL_WITHIN = 1, 120  # seconds
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    return grade_class(tmp_path_factory.mktemp("pipeline"), CASES)
+def graded(tmp_path_factory, postgres):
+    """The class on a PostgreSQL gradebook (a real server, tests/postgres.py), graded by a
+    cluster of 2 worker processes (autograde's SCHEDULER), one of which is killed
+    mid-task: (root, output, the KillOne)."""
+    url = postgres.database("roundtrip")
+    with cluster.local(2) as workers:
+        killer = KillOne(workers.scheduler_address)
+        killer.start()
+        try:
+            root, out = grade_class(tmp_path_factory.mktemp("pipeline"), CASES, db_url=url,
+                                    scheduler=workers.scheduler_address)
+        finally:
+            killer.done.set()
+            killer.join()
+    return root, out, killer
 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
+    """The cases whose notebooks matter, with --execute, on SQLite (its default), by a
+    local cluster of JOBS processes: (root, output)."""
     return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED, execute=True)
+
+
+def test_a_worker_killed_mid_task_loses_nothing_and_nothing_is_written_twice(graded):
+    """One of the 2 workers was killed while it graded a submission: that task ran again,
+    every submission was written to the gradebook once (one line each, printed as it is
+    written), with its expected scores (test_every_check_scores_as_expected), and the
+    killed process is gone."""
+    root, out, killer = graded
+    assert killer.killed is not None, "no worker was killed: no task ran long enough"
+    pid, key = killer.killed
+    written = re.findall(r"^(unit\d) (\S+): [\d.]+ / [\d.]+ \(", out, re.MULTILINE)
+    assert sorted(written) == sorted(EXPECTED)  # each exactly once
+    assert not Path(f"/proc/{pid}").exists()
+    [(assignment, student)] = [(a, s) for a, s in EXPECTED
+                               if re.fullmatch(rf"grade-{a}-{s}-[0-9a-f]{{12}}", key)]
+    with Gradebook(gradebook_url(root)) as gb:
+        grades = {g.name: g.score for nb in gb.find_submission(assignment, student).notebooks
+                  for g in nb.grades if g.name in EXPECTED[assignment, student]}
+    assert grades == EXPECTED[assignment, student]
+    assert gradebook_url(root).startswith("postgresql://")
 
 
 def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
     """The class's zips: flat, in a folder, two folders deep (tests/synthetic.zip_class),
     two named by an LMS, and one cut short: every one accounted for."""
-    root, log = graded
+    root, log, _ = graded
     students = sum(1 for a, s in EXPECTED if a == "unit1")
     assert f"collected unit1: {students + 1} entries in archive/, {students} collected " \
            f"({students} new, 0 replacing an older submission, 0 unchanged), 1 rejected" in log
@@ -196,7 +276,7 @@ def test_execute_and_judge_only_give_the_same_scores(graded, executed):
     """Every score of every graded cell (the checks and the written answers) of the cases
     graded both ways is the same."""
     found = {}
-    for (root, _), name in ((graded, "judge-only"), (executed, "execute")):
+    for (root, *_), name in ((graded, "judge-only"), (executed, "execute")):
         with Gradebook(gradebook_url(root)) as gb:
             for assignment, students in EXECUTED.items():
                 for student in students:
@@ -210,7 +290,7 @@ def test_execute_and_judge_only_give_the_same_scores(graded, executed):
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
 def test_every_check_scores_as_expected(graded, number):
-    root, _ = graded
+    root, *_ = graded
     grade_id = by_number()[number].grade_id
     cases = [(a, s) for (a, s), expected in EXPECTED.items() if grade_id in expected]
     assert cases, f"no synthetic submission of Exercise {number}'s unit"
@@ -226,7 +306,7 @@ def test_every_check_scores_as_expected(graded, number):
 def test_the_judges_score_is_the_grade_whatever_the_notebook_holds(graded):
     """Each check's auto score is the judge's, none set by hand. The forger's notebook, as
     submitted, holds check cells whose outputs and metadata say they passed: they score 0."""
-    root, _ = graded
+    root, *_ = graded
     with Gradebook(gradebook_url(root)) as gb:
         for (assignment, student), expected in EXPECTED.items():
             for g in expected:
@@ -243,7 +323,7 @@ def test_the_judges_score_is_the_grade_whatever_the_notebook_holds(graded):
 
 
 def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
-    root, _ = graded
+    root, *_ = graded
     text = feedback_text(root, "unit3", "patcher")
     assert re.search(r"The judge: failed \(0 / 3\): CheckFailed: .*: \d+ of \d+ values are wrong",
                      text), text
@@ -257,7 +337,7 @@ def test_each_check_in_the_feedback_says_the_judges_verdict(graded):
 
 
 def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded):
-    root, _ = graded
+    root, *_ = graded
     rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(
         (root / "grades.csv").open())}
     students = {s for _, s in EXPECTED}
@@ -297,7 +377,7 @@ def test_a_written_answer_graded_by_hand_reaches_the_csv(graded, tmp_path):
     """Autograde leaves each written answer to a grader (formgrader lists the submission as
     needing manual grading); a score set by hand, here through the gradebook API as
     formgrader sets it, is the answer's points in the CSV and counts in the total."""
-    root, _ = graded
+    root, *_ = graded
     written = WRITTEN["unit2"]  # {grade_id: points}: unit 2 has two
     assert len(written) == 2
     notebook = next(q.notebook for q in questions() if q.grade_id in written)
@@ -379,7 +459,7 @@ def test_unfinished_work_says_so_and_run_all_would_go_on(executed):
 
 def test_edited_and_deleted_check_cells_run_as_the_course_wrote_them(graded):
     # with their visible tests alone: the hidden tests never reach the student's kernel
-    root, _ = graded
+    root, *_ = graded
     source = next(SOLUTIONS.glob("01_*.ipynb"))
     for student in ("tampered", "deleted"):
         restored = "".join(cell(autograded(root, "unit1", student), "ex1_1_layer_norm_stats")
@@ -414,7 +494,7 @@ def feedback_text(root, assignment, student):
 
 
 def test_each_hardening_case_says_what_happened_in_its_verdict(graded):
-    root, _ = graded
+    root, *_ = graded
     for (assignment, student, grade_id), message in VERDICTS.items():
         verdict = cell(autograded(root, assignment, student), grade_id)["metadata"]["judge"]
         assert not verdict["passed"] and message in verdict["verdict"], (student, verdict)
@@ -432,7 +512,7 @@ def test_each_hardening_case_says_what_happened_in_its_cell_with_execute(execute
 
 
 def test_release_has_no_solution_and_student_files_are_graded(graded):
-    root, _ = graded
+    root, *_ = graded
     for path in (root / "release").rglob("*"):
         if path.is_file():
             assert not has_marker(path.read_text(errors="ignore")), path
@@ -467,7 +547,7 @@ def hidden_only_lines(grade_id):
 
 
 def test_feedback_says_what_failed_without_the_hidden_tests(graded):
-    root, _ = graded
+    root, *_ = graded
     text = feedback_text(root, "unit2", "wrong-backward")
     assert "check_backward(x, (4,), weight, bias)" in text  # the visible checks are shown
     assert "dx for x (2, 4) float32" in text and "values are wrong" in text  # and why
@@ -478,7 +558,7 @@ def test_feedback_says_what_failed_without_the_hidden_tests(graded):
 
 
 def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
-    root, _ = graded
+    root, *_ = graded
     secret = secret_lines()
     pages = sorted((root / "feedback").rglob("*.html"))
     assert len(pages) == len(EXPECTED) - 1  # (the truncated notebook has none)
@@ -507,7 +587,7 @@ def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(grad
     files and the release copies of every other normlib file: no solution-block line
     outside the student's own files, no hidden-test line anywhere. Feedback holds the HTML
     pages alone (nbgrader would copy the graded normlib/ beside them)."""
-    root, _ = graded
+    root, *_ = graded
     secret = secret_lines()
     hidden = {line.strip() for e in exercises() for line in e.hidden.splitlines()} & secret
     plan = load_course(root)["assignments"]
@@ -580,16 +660,20 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(run, request):
     audit hook (it would have slept for ten minutes). Judge-only, its module ran in the
     judge's worker alone, which shows nothing; with --execute, in a kernel too, whose
     outputs say what it escaped."""
-    root, _ = request.getfixturevalue(run)
+    root, *_ = request.getfixturevalue(run)
     if run == "executed":
         outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
         escaped = re.findall(r"ESCAPED: [^\\]*", outputs)  # (up to the JSON's escaped newline)
         assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
-    assert (root / "gradebook.db").is_file()
+    if run == "executed":  # (SQLite's; the other is the PostgreSQL server's)
+        assert (root / "gradebook.db").is_file()
+    # nothing beside the course, nor beside a worker's scratch course (tools/grading.py)
     assert not list(root.parent.rglob("owned.txt"))
+    assert not Path(tempfile.gettempdir(), "owned.txt").exists()
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or
-    # kernel whose command line names the course (its working folder is in it)
-    assert processes_naming("escaper-child") == processes_naming(str(root)) == []
+    # kernel whose command line names the course or a worker's scratch course
+    assert processes_naming("escaper-child") == processes_naming(str(root)) == \
+        processes_naming("normlib-worker-") == []
 
 
 def verdict_elements(page):
@@ -608,7 +692,7 @@ def test_the_judges_verdicts_stand_where_no_output_can(run, request):
     are the template's (tools/templates/judged): a list above the first cell, and a box
     under each check's code, before its outputs; styled inline, and no output keeps a
     style or data-judge attribute."""
-    root, _ = request.getfixturevalue(run)
+    root, *_ = request.getfixturevalue(run)
     page = next((root / "feedback" / "forger" / "unit1").glob("*.html")).read_text()
     text = feedback_text(root, "unit1", "forger")
     imitations = (" The judge: passed", "\u200bThe judge: passed", "\tThe judge: passed") \
@@ -666,7 +750,7 @@ def test_the_leakers_feedback_holds_no_hidden_cases_value(graded):
     """Its worker recorded every hidden case of 1.1 and raised them from 1.2 (in the message
     and in the class name): its feedback names only the builtin type it raised, and holds
     none of the values, however written."""
-    root, _ = graded
+    root, *_ = graded
     text = feedback_text(root, "unit1", "leaker")
     grade_id = by_number()["1.2"].grade_id
     assert "failed (0 / 3): an exception of its own class raised by the submission's code, " \

@@ -99,7 +99,8 @@ def grade(kit, task):
     for rel, data in task.files.items():
         (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
         (submitted / rel).write_bytes(data)
-    limits = task.limits.replace(protected=(str(root), str(verdicts.REPO / "solutions")))
+    limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
+        *task.limits.protected, str(root), str(verdicts.REPO / "solutions")))
     try:
         found, missing = verdicts.verdicts(root, a, s, limits, sandbox.threads(1),
                                            task.sandboxed)
