@@ -5,9 +5,10 @@ hidden; a SQLite file passes. Every step finds the gradebook where nbgrader does
 graders scoring written answers at once on a real PostgreSQL server (tests/postgres.py)
 lose no grade."""
 
-import multiprocessing
+import json
 import os
 import socket
+import subprocess
 import sys
 
 import nbgrader.api as nbgrader_api
@@ -75,32 +76,31 @@ def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
 
 
 # Two teaching assistants grade the written answers of one class at the same time, each in
-# a formgrader of their own: each saves a score (and a comment) as formgrader's API does,
-# one commit per answer, on one PostgreSQL gradebook.
+# a formgrader of their own: each saves a score (and a comment) as formgrader's API does
+# (PUT /formgrader/api/grade/<id>: the score, needs_manual_grade cleared, one commit per
+# answer), on one PostgreSQL gradebook. Each session is a process of its own, which opens
+# the gradebook, says so, and grades once both are open: the scores to give come on its
+# stdin, {student: {question: points}}.
 STUDENTS = [f"s{i:03}" for i in range(40)]
 QUESTIONS = ("q1", "q2", "q3", "q4")  # the first TA grades q1 and q2, the second q3 and q4
+SESSION = """
+import json, sys
+from nbgrader.api import Gradebook
+
+with Gradebook(sys.argv[1]) as gb:
+    print("open", flush=True)
+    for student, scores in json.loads(sys.stdin.readline()).items():
+        for question, points in scores.items():
+            grade = gb.find_grade_by_id(gb.find_grade(question, "answers", "hw", student).id)
+            grade.manual_score, grade.needs_manual_grade = points, False
+            gb.find_comment(question, "answers", "hw", student).manual_comment = \\
+                f"{question} of {student}"
+            gb.db.commit()
+"""
 
 
 def points(student, question):
     return (int(student[1:]) + QUESTIONS.index(question)) % 5 / 2  # 0 .. 2 by halves
-
-
-def grade_as_formgrader(url, questions, start):
-    """A TA's session: for every student, these questions scored and commented (start: a
-    barrier both sessions pass once open)."""
-    from nbgrader.api import Gradebook
-
-    with Gradebook(url) as gb:
-        start.wait()
-        for student in STUDENTS:
-            for question in questions:
-                grade = gb.find_grade(question, "answers", "hw", student)
-                grade = gb.find_grade_by_id(grade.id)  # formgrader's PUT /api/grade/<id>
-                grade.manual_score = points(student, question)
-                grade.needs_manual_grade = False
-                gb.find_comment(question, "answers", "hw", student).manual_comment = \
-                    f"{question} of {student}"
-                gb.db.commit()
 
 
 def test_two_graders_at_once_lose_no_grade(postgres):
@@ -120,15 +120,14 @@ def test_two_graders_at_once_lose_no_grade(postgres):
         for grade in gb.db.query(nbgrader_api.Grade):
             grade.needs_manual_grade = True
         gb.db.commit()
-    spawn = multiprocessing.get_context("spawn")
-    start = spawn.Barrier(2)  # both sessions open, then both grade
-    tas = [spawn.Process(target=grade_as_formgrader, args=(url, questions, start))
-           for questions in (QUESTIONS[:2], QUESTIONS[2:])]
-    for ta in tas:
-        ta.start()
-    for ta in tas:
-        ta.join(120)
-    assert [ta.exitcode for ta in tas] == [0, 0]
+    tas = [subprocess.Popen([sys.executable, "-c", SESSION, url], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(2)]
+    assert [ta.stdout.readline() for ta in tas] == ["open\n"] * 2
+    for ta, questions in zip(tas, (QUESTIONS[:2], QUESTIONS[2:])):  # both at once
+        ta.stdin.write(json.dumps({s: {q: points(s, q) for q in questions}
+                                   for s in STUDENTS}) + "\n")
+        ta.stdin.flush()
+    assert [ta.wait(120) for ta in tas] == [0, 0]
     with Gradebook(url) as gb:
         for student in STUDENTS:
             submission = gb.find_submission("hw", student)

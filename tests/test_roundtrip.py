@@ -1,10 +1,17 @@
 """The instructor's pipeline end to end (tools/instructor.py), on the synthetic class of
 tests/synthetic.py: build the course (one assignment per unit), release it, collect the
-class from LMS zips, autograde it with three processes (every check graded by the judge,
-the student's code in a sandboxed worker; the notebooks recorded as submitted), generate
-feedback, export the CSV, and check every score. A second course grades the cases whose
-notebooks matter with --execute (each notebook run in a kernel in the OS sandbox, without
-its hidden tests): the same scores, and what each kernel showed.
+class from LMS zips, autograde it (every check graded by the judge, the student's code in
+a sandboxed worker; the notebooks recorded as submitted), generate feedback, export the
+CSV, and check every score.
+
+The class is graded as a large course grades it: its gradebook on a real PostgreSQL server
+(tests/postgres.py), its submissions on a Dask cluster of 2 worker processes reached
+through its scheduler's address (make autograde SCHEDULER=...), one of which is killed
+while it grades, by its process id: every submission is written once, with its scores.
+A second course grades the cases whose notebooks matter with --execute (each notebook run
+in a kernel in the OS sandbox, without its hidden tests) as one machine grades by default:
+SQLite, a local cluster of JOBS processes. The same grades, cell for cell, and what each
+kernel showed.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
 20 s a check, and 8192 MiB a process, which one right submission needs (more than the
@@ -41,7 +48,7 @@ from nbgrader.api import Gradebook
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
-from tools import cluster
+from tools import cluster, gradebook
 from tools.autograde import autograde
 from tools.collect import collect
 from tools.course import SOLUTIONS, build_course, load_course
@@ -272,20 +279,28 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
         assert (root / "submitted" / case / "unit1" / "timestamp.txt").is_file()
 
 
-def test_execute_and_judge_only_give_the_same_scores(graded, executed):
-    """Every score of every graded cell (the checks and the written answers) of the cases
-    graded both ways is the same."""
+def test_postgresql_and_sqlite_execute_and_judge_only_give_the_same_grades(graded, executed):
+    """The cases graded both ways, judge-only on PostgreSQL by the scheduler's cluster and
+    with --execute on SQLite by the local one: every graded cell's scores, every comment
+    and every status the same, cell for cell."""
     found = {}
-    for (root, *_), name in ((graded, "judge-only"), (executed, "execute")):
+    for (root, *_), name in ((graded, "postgresql"), (executed, "sqlite")):
+        statuses = gradebook.graded(root)
         with Gradebook(gradebook_url(root)) as gb:
             for assignment, students in EXECUTED.items():
                 for student in students:
                     submission = gb.find_submission(assignment, student)
-                    found.setdefault(name, {})[assignment, student] = sorted(
-                        (g.name, g.auto_score, g.needs_manual_grade)
-                        for nb in submission.notebooks for g in nb.grades)
-    assert found["judge-only"] == found["execute"]
-    assert sum(map(len, EXECUTED.values())) == len(found["execute"]) >= 12
+                    found.setdefault(name, {})[assignment, student] = (
+                        sorted((nb.name, g.name, g.auto_score, g.manual_score,
+                                g.needs_manual_grade) for nb in submission.notebooks
+                               for g in nb.grades),
+                        sorted((nb.name, c.name, c.auto_comment) for nb in submission.notebooks
+                               for c in nb.comments),
+                        statuses[assignment, student].status)
+    assert found["postgresql"] == found["sqlite"]
+    assert gradebook_url(graded[0]).startswith("postgresql://")
+    assert gradebook_url(executed[0]).startswith("sqlite:///")
+    assert sum(map(len, EXECUTED.values())) == len(found["sqlite"]) >= 12
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])

@@ -20,7 +20,7 @@ from tests.synthetic import (
     write_submission,
     zip_folder,
 )
-from tools import gradebook
+from tools import cluster, gradebook
 from tools.autograde import autograde
 from tools.collect import collect
 from tools.course import build_course
@@ -100,7 +100,16 @@ def agree(root, student):
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
+def workers():
+    """The address of a Dask cluster of 2 worker processes standing for the whole term, as
+    a department's would (make autograde SCHEDULER=...): each run of autograde reuses its
+    workers' judges and scratch course."""
+    with cluster.local(2) as standing:
+        yield standing.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory, workers):
     tmp = tmp_path_factory.mktemp("term")
     root = build_course(tmp / "course", layout="unit")
     (root / "nbgrader_config_local.py").write_text(f"c.Grading.due = {{'unit1': {DUE!r}}}\n")
@@ -109,7 +118,7 @@ def term(tmp_path_factory):
     submit(root, tmp, "s2", "stubs", "2026-10-05 21:00:00 UTC")
     submit(root, tmp, "s3", "right", "2026-10-06 09:30:00 UTC")  # 11 h 31 min late
     _, collected = step(collect, root)
-    failed, graded = step(autograde, root, jobs=2)
+    failed, graded = step(autograde, root, scheduler=workers)
     assert failed == 0, graded
     step(feedback, root)
     return root, tmp, collected, graded
@@ -126,7 +135,7 @@ def test_the_first_grading_marks_the_late_one_and_agrees_everywhere(term):
     assert set(agree(root, "s2").values()) == {0}
 
 
-def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(term):
+def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(term, workers):
     root, tmp, _, _ = term
     # s1's answers graded by hand
     with Gradebook(gradebook_url(root)) as gb:
@@ -142,7 +151,7 @@ def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(t
     assert "3 collected (0 new, 2 replacing an older submission, 1 unchanged)" in collected
     assert rows(root)["s2"]["status"].endswith(
         "; a newer submission, collected since, waits for make autograde")
-    _, out = step(autograde, root, jobs=2)  # no --force
+    _, out = step(autograde, root, scheduler=workers)  # no --force
     assert "2 submissions to grade; 1 unchanged since graded" in out
     after = gradebook.graded(root)
     assert after["unit1", "s3"].graded_at == before["unit1", "s3"].graded_at
@@ -166,16 +175,38 @@ def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(t
     assert page.count("not yet graded (") == 2  # in the list, and over the answer itself
 
 
-def test_one_student_is_graded_again_by_name(term):
+def test_one_student_is_graded_again_by_name(term, workers):
     root, _, _, _ = term
     before = gradebook.graded(root)
-    _, out = step(autograde, root, jobs=1, students=["s3"])
+    _, out = step(autograde, root, students=["s3"], scheduler=workers)
     assert "1 submission to grade" in out and "unit1 s3:" in out and "unit1 s1:" not in out
     after = gradebook.graded(root)
     assert after["unit1", "s3"].graded_at > before["unit1", "s3"].graded_at
     assert after["unit1", "s1"].graded_at == before["unit1", "s1"].graded_at
     with pytest.raises(SystemExit, match="no submission of nobody"):
-        step(autograde, root, students=["nobody"])
+        step(autograde, root, students=["nobody"], scheduler=workers)
+
+
+def test_a_worker_without_bubblewrap_grades_nothing_and_nothing_is_lost(term):
+    """A cluster's worker whose machine has no bubblewrap (here: none on its PATH) refuses
+    its task, naming itself; the submission is NOT GRADED, the gradebook keeps what it had,
+    and autograde counts it. A scheduler's cluster never grades without the sandbox."""
+    root, _, _, _ = term
+
+    def recorded():
+        return {k: (g.status, g.digest, g.graded_at) for k, g in gradebook.graded(root).items()}
+
+    before = recorded()
+    with cluster.local(1, env={"PATH": "/nonexistent"}) as refusing:
+        failed, out = step(autograde, root, students=["s3"],
+                           scheduler=refusing.scheduler_address)
+        with pytest.raises(SystemExit, match="--no-sandbox grades on this machine only"):
+            step(autograde, root, sandboxed=False, scheduler=refusing.scheduler_address)
+    assert failed == 1
+    assert re.search(r"unit1 s3: NOT GRADED \(Refused: the worker \S+:\d+ has no working "
+                     r"bubblewrap, so it grades nothing: Install bubblewrap", out), out
+    assert "1 not graded (above), left for the next make autograde" in out
+    assert recorded() == before
 
 
 def test_grades_csv_honours_the_assignments_asked_for(term):

@@ -11,13 +11,16 @@ Instructors (docs/instructors.md), one module per step of the term:
     course      build: the nbgrader course, its layouts, assignments and student files
     release     release: what students get, scanned for solutions
     collect     collect: the LMS's zips (or the exchange) into submitted/, every one accounted
-    autograde   autograde: new and changed submissions, graded once, by the judge
+    autograde   autograde: new and changed submissions, graded once, by the judge, on a
+                Dask cluster; this process alone writes the results
     feedback    feedback: HTML pages and one zip per student
     grades      export: grades.csv
 and what they share:
     settings    the course's settings (c.Grading): limits, due dates, roster
     limits      the limits of a grading process, one typed object to the worker
     gradebook   the grading state: nbgrader's gradebook and the course's table in it
+    grading     one submission graded where a worker runs it, from the files it carries
+    cluster     where grading runs: a local Dask cluster, or a scheduler's workers
     verdicts    a submission's verdicts, from the judge
     markdown    markdown for the pages: sanitized, its math as MathML (no MathJax)
     rubric      `make rubric`: the graders' page of model answers and rubrics

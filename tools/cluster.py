@@ -17,14 +17,16 @@ import logging
 CONNECT_SECONDS = 30  # for a scheduler to answer, and for its first worker to join
 
 
-def local(jobs):
+def local(jobs, env=None):
     """A local cluster (a context manager) of `jobs` worker processes of one thread each,
     without a memory limit of Dask's (each grading process has the course's, tools/limits.py)
-    or a dashboard."""
+    or a dashboard, its scheduler's HTTP server on a free port (not 8787: two clusters may
+    run at once); env: more environment variables of its workers."""
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, memory_limit=0,
-                        dashboard_address=None, silence_logs=logging.ERROR)
+                        dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                        silence_logs=logging.ERROR, env=env or {})
 
 
 @contextlib.contextmanager
