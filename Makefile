@@ -37,13 +37,14 @@ LAB_ARGS ?=
 # Then byte-compile them on every core (pip compiles on one): grading kernels may not write
 # __pycache__ into the environment, so it must be compiled. Left out: what no kernel imports,
 # the packages' own tests/ folders, pip and setuptools (a fifth of the files: 7 s of the
-# 26 on 2 cores). Like pip, this passes over the few files that are not Python 3.11, hence
+# 26 on 2 cores), and Dask and its TLS (imported by the grading workers, outside the
+# sandbox, which compile what they import). Like pip, this passes over the few files that are not Python 3.11, hence
 # the `|| true`.
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check --yes rfc3987-syntax
-	$(PY) -m compileall -q -j 0 -x '/(tests|pip|setuptools)/' \
+	$(PY) -m compileall -q -j 0 -x '/(tests|pip|setuptools|dask|distributed|cryptography)/' \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 		> /dev/null || true
 	touch $@
@@ -117,11 +118,13 @@ autograde: $(INSTALLED)
 
 # A grading worker of a Dask cluster, on this machine, for `make autograde SCHEDULER=...`:
 # JOBS processes (default one per core) of one thread, each grading one submission at a
-# time in the OS sandbox (docs/instructors.md, "More than one machine").
+# time in the OS sandbox; none starts where bubblewrap cannot make it (tools/grading.py's
+# dask_setup). docs/instructors.md, "More than one machine".
 worker: system-packages-bubblewrap $(INSTALLED)
 	@test -n "$(SCHEDULER)" || { echo "make worker: set SCHEDULER=tcp://host:8786"; exit 2; }
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker $(SCHEDULER) --nthreads 1 \
-		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard
+		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard \
+		--preload tools.grading
 
 system-packages-bubblewrap:
 	@python3 -m tools.system_packages bubblewrap

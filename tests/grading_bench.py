@@ -50,6 +50,9 @@ def rate(students, jobs, execute, scheduler=None):
         return students * 60 / seconds, seconds, failed
 
 
+STARTUP_SECONDS = 120  # for the scheduler, then its workers, to start
+
+
 @contextlib.contextmanager
 def dask_cluster(workers):
     """The address of a Dask scheduler with this many worker processes of one thread each,
@@ -62,7 +65,10 @@ def dask_cluster(workers):
                                      "--port", "0", "--no-dashboard"], cwd=REPO, env=env,
                                     stderr=subprocess.DEVNULL)]
         try:
-            while not address.exists():
+            deadline = time.monotonic() + STARTUP_SECONDS
+            while not address.exists() or not address.read_text().endswith("}"):
+                if time.monotonic() > deadline or started[0].poll() is not None:
+                    raise RuntimeError("dask scheduler did not start")
                 time.sleep(0.1)
             started.append(subprocess.Popen(
                 [bin_ / "dask", "worker", "--scheduler-file", address, "--nthreads", "1",
@@ -72,7 +78,7 @@ def dask_cluster(workers):
             from distributed import Client
 
             with Client(scheduler) as dask:
-                dask.wait_for_workers(workers, timeout=120)
+                dask.wait_for_workers(workers, timeout=STARTUP_SECONDS)
             yield scheduler
         finally:
             for process in reversed(started):

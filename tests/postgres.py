@@ -61,12 +61,12 @@ class Server:
                         "--no-sync", "-E", "UTF8", "--locale=C"], check=True,
                        capture_output=True, cwd=self.folder, **self.user)
         # durability off: a test's server never outlives its test
-        self.process = subprocess.Popen(
-            [bin_ / "postgres", "-D", data, "-p", str(self.port), "-k", self.folder,
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-             "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
-            stdout=subprocess.DEVNULL, stderr=open(self.folder / "server.log", "wb"),
-            cwd=self.folder, **self.user)
+        with open(self.folder / "server.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [bin_ / "postgres", "-D", data, "-p", str(self.port), "-k", self.folder,
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+                stdout=subprocess.DEVNULL, stderr=log, cwd=self.folder, **self.user)
         deadline = time.monotonic() + STARTUP_SECONDS
         while not self._answers():
             if self.process.poll() is not None or time.monotonic() > deadline:

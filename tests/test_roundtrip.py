@@ -226,7 +226,7 @@ def graded(tmp_path_factory, postgres):
     cluster of 2 worker processes (autograde's SCHEDULER), one of which is killed
     mid-task: (root, output, the KillOne)."""
     url = postgres.database("roundtrip")
-    with cluster.local(2) as workers:
+    with cluster.local(2, secure=False) as workers:
         killer = KillOne(workers.scheduler_address)
         killer.start()
         try:
@@ -257,7 +257,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_nothing_is_written_twice(gra
     assert sorted(written) == sorted(EXPECTED)  # each exactly once
     assert not Path(f"/proc/{pid}").exists()
     [(assignment, student)] = [(a, s) for a, s in EXPECTED
-                               if re.fullmatch(rf"grade-{a}-{s}-[0-9a-f]{{12}}", key)]
+                               if re.fullmatch(rf"grade-{a}-{s}-[0-9a-f]{{12}}-[0-9a-f]{{8}}", key)]
     with Gradebook(gradebook_url(root)) as gb:
         grades = {g.name: g.score for nb in gb.find_submission(assignment, student).notebooks
                   for g in nb.grades if g.name in EXPECTED[assignment, student]}

@@ -32,16 +32,17 @@ import datetime
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools import gradebook, grading
 from tools.cluster import client
 from tools.collect import recorded_at
 from tools.course import load_course, submissions
 from tools.exercises import of_notebooks, questions_of
-from tools.settings import read
+from tools.settings import config, read
 
 JOBS = os.cpu_count() or 1
 
@@ -73,10 +74,14 @@ def kit(root, names):
              for name in names for p in sorted((Path(root) / "source" / name).rglob("*"))
              if p.is_file()}
     definitions = gradebook.definitions(root)
-    sha = hashlib.sha256(json.dumps(course, sort_keys=True).encode() + definitions)
+    settings = config(root)
+    settings.CourseDirectory.pop("db_url", None)  # (which may hold a password)
+    code = grading.code_digest()
+    sha = hashlib.sha256(json.dumps(course, sort_keys=True).encode() + definitions +
+                         pickle.dumps(settings) + code.encode())
     for rel, data in files.items():
         sha.update(rel.encode() + hashlib.sha256(data).digest())
-    return grading.Kit(course["layout"], course, files, definitions, sha.hexdigest())
+    return grading.Kit(course, files, definitions, settings, code, sha.hexdigest())
 
 
 def tasks(root, todo, digests, limits, execute, sandboxed):
@@ -96,36 +101,16 @@ def save(root, outcome):
     """An Outcome into the course, by this process alone: its autograded folder replaced,
     nbgrader's record of it and the judge's scores into the gradebook (a changed written
     answer's hand grade dropped, an unreadable notebook's answers left to a grader), its
-    status and digest. Returns the status."""
+    status and digest. Returns (the status, "score / max")."""
     a, s = outcome.assignment, outcome.student
     root = Path(root)
     plan = load_course(root)["assignments"][a]
-    folder = root / "autograded" / s / a
-    before = grading.answers(folder, plan["notebooks"])
-    shutil.rmtree(folder, ignore_errors=True)
-    for rel, data in outcome.autograded.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
-    now = grading.answers(folder, plan["notebooks"])
-    logs = root / "logs" / "autograde"
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{a}-{s}.log").write_text(f"graded by {outcome.worker}\n{outcome.log}")
+    before = grading.answers(root / "autograded" / s / a, plan["notebooks"])
+    write_autograded(root, outcome)
+    now = grading.answers(root / "autograded" / s / a, plan["notebooks"])
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
-        gb.update_or_create_student(s)
-        when = recorded_at(root / "submitted" / s / a)
-        submission = gb.update_or_create_submission(a, s, **({} if when is None else {
-            "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
-        for notebook in submission.notebooks:
-            if notebook.name in outcome.penalties:
-                notebook.late_submission_penalty = outcome.penalties[notebook.name]
-            for c in notebook.comments:
-                if (notebook.name, c.name) in outcome.comments:
-                    c.auto_comment = outcome.comments[notebook.name, c.name]
-            for g in notebook.grades:  # as nbgrader's SaveAutoGrades leaves it
-                if (notebook.name, g.name) in outcome.grades:
-                    g.auto_score, _ = outcome.grades[notebook.name, g.name]
-                    g.needs_manual_grade = g.manual_score is not None or g.auto_score is None
+        submission = recorded(gb, root, outcome)
         for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
             grade = gb.find_grade(e.grade_id, e.notebook, a, s)
             grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
@@ -138,14 +123,55 @@ def save(root, outcome):
                     grade.manual_score is not None:
                 grade.manual_score, grade.needs_manual_grade = None, True
                 why.append(f"answer {q.number} changed: its hand grade was dropped")
-        if outcome.missing:
-            why.append("missing " + ", ".join(outcome.missing))
-        status = f"failed: {outcome.error}" if outcome.error else \
-            "; ".join(["graded", *why]) if why else "graded"
         gb.db.commit()
         score = f"{submission.score:g} / {submission.max_score:g}"
+    if outcome.missing:
+        why.append("missing " + ", ".join(outcome.missing))
+    status = f"failed: {outcome.error}" if outcome.error else \
+        "; ".join(["graded", *why]) if why else "graded"
     gradebook.record(root, {(a, s): (status, outcome.digest)})
     return status, score
+
+
+def write_autograded(root, outcome):
+    """The outcome's autograded/<student>/<assignment>/ in place of the one before, and
+    nbgrader's log of it in logs/autograde/. A path that would leave the folder (a
+    worker's result is trusted no further) stops it."""
+    folder = root / "autograded" / outcome.student / outcome.assignment
+    for rel in outcome.autograded:
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            raise ValueError(f"a worker's result holds a path outside its folder: {rel!r}")
+    shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in outcome.autograded.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    logs = root / "logs" / "autograde"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{outcome.assignment}-{outcome.student}.log").write_text(
+        f"graded by {outcome.worker}\n{outcome.log}")
+
+
+def recorded(gb, root, outcome):
+    """nbgrader's record of an outcome into the gradebook gb, as its autograde leaves it:
+    the submission and its time, each cell's auto score (needing a grader's look where
+    it has none, or had a hand grade: SaveAutoGrades's rule) and auto comment, each
+    notebook's late penalty. Returns the submission."""
+    a, s = outcome.assignment, outcome.student
+    gb.update_or_create_student(s)
+    when = recorded_at(root / "submitted" / s / a)
+    submission = gb.update_or_create_submission(a, s, **({} if when is None else {
+        "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
+    for notebook in submission.notebooks:
+        if notebook.name in outcome.penalties:
+            notebook.late_submission_penalty = outcome.penalties[notebook.name]
+        for c in notebook.comments:
+            if (notebook.name, c.name) in outcome.comments:
+                c.auto_comment = outcome.comments[notebook.name, c.name]
+        for g in notebook.grades:
+            if (notebook.name, g.name) in outcome.scores:
+                g.auto_score = outcome.scores[notebook.name, g.name]
+                g.needs_manual_grade = g.manual_score is not None or g.auto_score is None
+    return submission
 
 
 def due_dates(root, settings):
@@ -190,9 +216,11 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     due_dates(root, settings)
     statuses, refused = {}, []
     with client(scheduler, jobs) as dask:
-        shared = dask.scatter(kit(root, sorted(todo)), broadcast=True)
-        futures = {dask.submit(grading.grade, shared, task, pure=False,
-                               key=f"grade-{task.assignment}-{task.student}-{task.digest[:12]}"):
+        course = kit(root, sorted(todo))  # (a task's result, not scattered data: Dask makes
+        shared = dask.submit(grading.kept, course, key=f"kit-{course.digest}")  # it again if
+        futures = {dask.submit(grading.grade, shared, task, pure=False,  # every copy is lost)
+                               key=f"grade-{task.assignment}-{task.student}-"
+                                   f"{task.digest[:12]}-{course.digest[:8]}"):
                    task for task in tasks(root, todo, digests, limits, execute, sandboxed)}
         for future in as_completed(futures):
             assignment, student = futures[future].assignment, futures[future].student

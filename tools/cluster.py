@@ -8,7 +8,8 @@ A scheduler's workers may be on any machine that has the course's repository and
 environment and bubblewrap (docs/instructors.md, "More than one machine"): started there
 with `make worker SCHEDULER=tcp://host:8786`, under Slurm or PBS by dask-jobqueue, on
 Kubernetes by dask-kubernetes. Without a scheduler, a local cluster of `jobs` worker
-processes on this machine, started for one autograde and stopped after: no set-up.
+processes on this machine, started for one autograde and stopped after: no set-up (its
+connections in TLS, with credentials of its own).
 """
 
 import contextlib
@@ -17,16 +18,22 @@ import logging
 CONNECT_SECONDS = 30  # for a scheduler to answer, and for its first worker to join
 
 
-def local(jobs, env=None):
+def local(jobs, env=None, secure=True):
     """A local cluster (a context manager) of `jobs` worker processes of one thread each,
     without a memory limit of Dask's (each grading process has the course's, tools/limits.py)
-    or a dashboard, its scheduler's HTTP server on a free port (not 8787: two clusters may
-    run at once); env: more environment variables of its workers."""
+    or a dashboard. secure: its connections in TLS with credentials made for it alone
+    (another user of this machine cannot give it tasks, which would run as you); a test
+    that hands its address to autograde, as SCHEDULER, passes False. Its scheduler's HTTP
+    server listens on 127.0.0.1, on a free port (two clusters may run at once). Its workers
+    never see the gradebook's URL (NBGRADER_DB_URL), nor hence its password; env: more
+    variables of theirs."""
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, memory_limit=0,
-                        dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                        silence_logs=logging.ERROR, env=env or {})
+                        dashboard_address=None, security=secure or None, host="127.0.0.1",
+                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                        silence_logs=logging.ERROR,
+                        env={"NBGRADER_DB_URL": "", **(env or {})})
 
 
 @contextlib.contextmanager

@@ -5,10 +5,13 @@ machine, no shared file system, no gradebook of the course.
     grade(kit, task) -> Outcome
 
 The kit is the course as a worker needs it, sent once to each worker: course.json, the
-source/ folders of the assignments being graded, and nbgrader's record of them (its
+source/ folders of the assignments being graded, nbgrader's record of them (its
 definitions of the assignments, notebooks and cells, copied from the course's gradebook
-into a SQLite file: tools.gradebook.definitions). A worker makes a scratch course of it
-once, in a temporary folder of its own, with its own gradebook.
+into a SQLite file: tools.gradebook.definitions), the course's nbgrader settings (without
+its gradebook's URL, which may hold a password) and the digest of the instructor's tools/
+and solutions/: a worker whose own differ (another commit, other hidden tests) refuses
+to grade. A worker makes a scratch course of the kit once, in its own folder, with its
+own gradebook; it keeps the newest kit's alone.
 
 The task is one submission: its files (bytes), the digest they were chosen under and the
 limits. The worker grades it as tools/autograde.py describes: the judge's verdicts
@@ -17,15 +20,17 @@ gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scor
 comments of every cell, the autograded folder's files and nbgrader's log. The scratch
 course forgets the submission after; the instructor's process alone writes the course's
 gradebook (tools/autograde.save), so a task run twice (its worker killed) writes nothing.
+A worker grades one task at a time, whatever its threads.
 
-A worker grades only in the OS sandbox: without a bubblewrap that makes it, every task
-it is given fails with Refused, naming the machine (tasks with sandboxed=False, the
-instructor's --no-sandbox, are refused by autograde before they reach a worker that is
-not this machine's).
+A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
+make it (dask_setup), and a task given to one anyway fails with Refused, naming the
+machine (tasks with sandboxed=False, the instructor's --no-sandbox, are refused by
+autograde before they reach a worker that is not this machine's).
 """
 
 import atexit
 import functools
+import hashlib
 import io
 import json
 import logging
@@ -33,24 +38,27 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools import gradebook  # noqa: F401 (its filter of nbgrader's warnings)
-from tools.exercises import of_notebooks, questions_of
+from tools.exercises import REPO, of_notebooks, questions_of
 from tools.limits import Limits
 
 
 class Refused(RuntimeError):
-    """A worker that cannot grade here (no working bubblewrap): the task is not graded."""
+    """A worker that cannot grade here (no working bubblewrap, other hidden tests than the
+    course's): the task is not graded."""
 
 
 @dataclass(frozen=True)
 class Kit:
-    layout: str
     course: dict  # course.json: {"layout", "assignments": {name: {...}}}
     files: dict  # {path relative to the course: bytes} of source/<assignment>/
     definitions: bytes  # a SQLite gradebook: the assignments, notebooks and cells, no student
+    config: object  # the course's nbgrader settings (a traitlets Config), without db_url
+    code: str  # code_digest() of the instructor's repository
     digest: str  # of all the above: which scratch course a worker keeps for it
 
 
@@ -75,7 +83,7 @@ class Outcome:
     error: str | None  # why the judge could not grade it (the status "failed: ...")
     notes: list  # what the status says beside "graded" (a renamed notebook, ...)
     unreadable: list  # stems of the notebooks that could not be read
-    grades: dict  # {(notebook, grade_id): (auto_score, needs_manual_grade)}: nbgrader's
+    scores: dict  # {(notebook, grade_id): auto_score}: nbgrader's, for every graded cell
     comments: dict  # {(notebook, grade_id): auto_comment}
     penalties: dict  # {notebook: late_submission_penalty}
     autograded: dict  # {path: bytes}: autograded/<student>/<assignment>/ as nbgrader wrote it
@@ -83,24 +91,38 @@ class Outcome:
     worker: str  # host:pid of the worker that graded it
 
 
+_ONE_AT_A_TIME = threading.Lock()  # a worker's scratch course serves one task at a time
+
+
 def grade(kit, task):
     """The Outcome of a task: see the module's docstring."""
-    from tools import sandbox, verdicts
-
     where = f"{socket.gethostname()}:{os.getpid()}"
     if task.sandboxed and sandbox_problem():
-        raise Refused(f"the worker {where} has no working bubblewrap, so it grades nothing: "
+        raise Refused(f"the worker {where} grades nothing without the OS sandbox: "
                       f"{sandbox_problem()}")
-    root = _scratch(kit)
+    if kit.code != code_digest():
+        raise Refused(f"the worker {where} has other tools/ or solutions/ than the course's "
+                      "(another commit, other hidden tests): update its repository")
+    with _ONE_AT_A_TIME:
+        root = _scratch(kit)
+        _forget(root, task.assignment, task.student)
+        try:
+            return _grade(root, kit, task, where)
+        finally:
+            _forget(root, task.assignment, task.student)
+
+
+def _grade(root, kit, task, where):
+    """grade's work, in the scratch course at root."""
+    from tools import sandbox, verdicts
+
     a, s = task.assignment, task.student
     submitted, staging = root / "submitted" / s / a, root / "staging"
-    for folder in (submitted, staging, root / "autograded" / s / a):
-        shutil.rmtree(folder, ignore_errors=True)
     for rel, data in task.files.items():
         (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
         (submitted / rel).write_bytes(data)
     limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
-        *task.limits.protected, str(root), str(verdicts.REPO / "solutions")))
+        *task.limits.protected, str(root), str(REPO / "solutions")))
     try:
         found, missing = verdicts.verdicts(root, a, s, limits, sandbox.threads(1),
                                            task.sandboxed)
@@ -111,15 +133,19 @@ def grade(kit, task):
     notes, unreadable = stage(submitted, stems, staging / s / a)
     (root / "verdicts.json").write_text(json.dumps(
         {a: {s: {g: list(v) for g, v in found.items()}}}))
-    log = _autograde(root, a, s, staging, limits, task.execute, task.sandboxed)
+    log = _autograde(root, kit, a, s, staging, limits, task.execute, task.sandboxed)
     folder = root / "autograded" / s / a
     if not folder.is_dir():
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
-    outcome = Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
-                      *_recorded(root, a, s), _files(folder), log, where)
-    _forget(root, a, s)
-    return outcome
+    return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
+                   *_recorded(root, a, s), _files(folder), log, where)
+
+
+def kept(kit):
+    """The kit, as a task's result (tools/autograde.py): Dask computes it again from the
+    task if every worker holding it is lost."""
+    return kit
 
 
 @functools.cache
@@ -133,6 +159,29 @@ def sandbox_problem():
 
 
 @functools.cache
+def code_digest():
+    """The SHA-256 of this repository's tools/ and solutions/ (every file's path and bytes,
+    caches and checkpoints left out): what grades, and the hidden tests."""
+    sha = hashlib.sha256()
+    for top in ("tools", "solutions"):
+        for path in sorted((REPO / top).rglob("*")):
+            parts = set(path.relative_to(REPO).parts)
+            if path.is_file() and not parts & {"__pycache__", ".ipynb_checkpoints"}:
+                rel = path.relative_to(REPO).as_posix().encode()
+                sha.update(len(rel).to_bytes(8, "big") + rel + path.read_bytes())
+    return sha.hexdigest()
+
+
+def dask_setup(worker):
+    """Dask's hook when a worker starts with `--preload tools.grading` (make worker): no
+    worker starts where bubblewrap cannot make grading's sandbox, so none takes tasks it
+    would only refuse."""
+    problem = sandbox_problem()
+    if problem:
+        raise RuntimeError(f"this machine cannot grade: {problem}")
+
+
+@functools.cache
 def _courses():
     """{kit digest: scratch course folder} of this worker process, removed at its exit."""
     found = {}
@@ -140,28 +189,43 @@ def _courses():
     return found
 
 
+def _workspace():
+    """Where this process keeps its scratch course: its Dask worker's own folder (which
+    Dask removes with it), else the temporary folder."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):  # (not in a Dask worker)
+        return tempfile.gettempdir()
+
+
 def _scratch(kit):
-    """This worker's scratch course of kit (made on its first task): the kit's files, its
-    gradebook (the definitions), and a config of this machine's (tools.course.write_config)."""
+    """This worker's scratch course of kit (made on its first task, an older kit's
+    removed): the kit's files, its gradebook (the definitions), and a config of this
+    machine's (tools.course.write_config)."""
     from tools.course import write_config
 
     courses = _courses()
     if kit.digest not in courses:
-        root = Path(tempfile.mkdtemp(prefix="normlib-worker-"))
+        for old in list(courses):
+            shutil.rmtree(courses.pop(old), ignore_errors=True)
+        root = Path(tempfile.mkdtemp(prefix="normlib-worker-", dir=_workspace()))
         for rel, data in kit.files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(data)
         (root / "course.json").write_text(json.dumps(kit.course))
         (root / "gradebook.db").write_bytes(kit.definitions)
-        write_config(root, kit.layout, {name: a["student_files"]
-                                        for name, a in kit.course["assignments"].items()})
+        write_config(root, kit.course["layout"], {
+            name: a["student_files"] for name, a in kit.course["assignments"].items()})
         courses[kit.digest] = root
     return courses[kit.digest]
 
 
-def _autograde(root, assignment, student, staging, limits, execute, sandboxed):
+def _autograde(root, kit, assignment, student, staging, limits, execute, sandboxed):
     """nbgrader's autograde of one staged submission into the scratch gradebook, in this
-    process (a command would import nbgrader again for every task: 2 s); its log."""
+    process (a command would import nbgrader again for every task: 2 s), with the course's
+    settings (kit.config); its log."""
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
@@ -169,6 +233,7 @@ def _autograde(root, assignment, student, staging, limits, execute, sandboxed):
     from tools.settings import config
 
     settings = config(root)
+    settings.merge(kit.config)
     settings.merge(Config({
         "CourseDirectory": {"root": str(root), "submitted_directory": str(staging),
                             "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
@@ -194,8 +259,8 @@ def _autograde(root, assignment, student, staging, limits, execute, sandboxed):
 
 def _recorded(root, assignment, student):
     """nbgrader's record of the submission in the scratch gradebook: ({(notebook, grade_id):
-    (auto_score, needs_manual_grade)}, {(notebook, grade_id): auto_comment}, {notebook:
-    late_submission_penalty}); all empty if it recorded none."""
+    auto_score}, {(notebook, grade_id): auto_comment}, {notebook: late_submission_penalty});
+    all empty if it recorded none."""
     from nbgrader.api import Gradebook, MissingEntry
 
     grades, comments, penalties = {}, {}, {}
@@ -207,7 +272,7 @@ def _recorded(root, assignment, student):
         for notebook in submission.notebooks:
             penalties[notebook.name] = notebook.late_submission_penalty
             for g in notebook.grades:
-                grades[notebook.name, g.name] = (g.auto_score, g.needs_manual_grade)
+                grades[notebook.name, g.name] = g.auto_score
             for c in notebook.comments:
                 comments[notebook.name, c.name] = c.auto_comment
     return grades, comments, penalties
@@ -303,6 +368,7 @@ def _forget(root, assignment, student):
 
     for folder in ("submitted", "autograded", "staging"):
         shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
+    (root / "verdicts.json").unlink(missing_ok=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         try:
             gb.remove_submission(assignment, student)

@@ -110,11 +110,12 @@ def sandbox_refusal():
                 os.close(fd)
     if run.returncode == 0:
         return None
-    return (f"make test: bubblewrap is installed but cannot make grading's sandbox here, so "
-            f"no test was run:\n  {run.stderr.strip() or f'exit status {run.returncode}'}\n"
+    return (f"bubblewrap is installed but cannot make grading's sandbox here:\n  "
+            f"{run.stderr.strip() or f'exit status {run.returncode}'}\n"
             "It needs unprivileged user namespaces. Ubuntu 24.04: sudo sysctl -w "
-            "kernel.apparmor_restrict_unprivileged_userns=0; a container: run it with "
-            "user namespaces allowed (e.g. docker run --privileged).")
+            "kernel.apparmor_restrict_unprivileged_userns=0; in a Docker container: docker "
+            "run --security-opt seccomp=unconfined --security-opt apparmor=unconfined "
+            "--security-opt systempaths=unconfined (its own /proc).")
 
 
 def install(prefix, absent):
@@ -159,7 +160,7 @@ def main(names=()):
             sys.exit(refusal(missing(needed)))
     problem = sandbox_refusal() if any(p.name == "bubblewrap" for p in needed) else None
     if problem:
-        sys.exit(problem)
+        sys.exit(f"make test: no test was run. {problem}")
     print("make test: system packages present: " +
           ", ".join(f"{p.name} ({shutil.which(p.program)})" for p in needed))
 

@@ -1,0 +1,40 @@
+"""A grading worker's side (tools/grading.py), in this process: it refuses what it must
+refuse before it grades anything, and the instructor's process writes none of a result's
+files outside its folder (tools/autograde.write_autograded). Grading itself is the round
+trip's (tests/test_roundtrip.py), on a real cluster."""
+
+import pytest
+
+from tools import grading
+from tools.autograde import write_autograded
+from tools.grading import Kit, Outcome, Refused, Task
+from tools.limits import Limits
+
+TASK = Task("unit1", "s1", {"normlib/layer_norm.py": b""}, "0" * 64, Limits())
+
+
+def kit(code):
+    return Kit({"layout": "unit", "assignments": {}}, {}, b"", None, code, "1" * 64)
+
+
+def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():
+    assert len(grading.code_digest()) == 64
+    with pytest.raises(Refused, match=r"has other tools/ or solutions/ than the course's"):
+        grading.grade(kit("another commit"), TASK)
+
+
+def test_a_machine_without_the_sandbox_starts_no_worker_and_grades_nothing(monkeypatch):
+    monkeypatch.setattr(grading, "sandbox_problem", lambda: "bwrap: not found")
+    with pytest.raises(RuntimeError, match="this machine cannot grade: bwrap: not found"):
+        grading.dask_setup(worker=None)
+    with pytest.raises(Refused, match=r"grades nothing without the OS sandbox: bwrap: not fo"):
+        grading.grade(kit(grading.code_digest()), TASK)
+
+
+@pytest.mark.parametrize("path", ["../../../owned.py", "/tmp/owned.py"])
+def test_a_result_cannot_write_outside_its_folder(tmp_path, path):
+    outcome = Outcome("unit1", "s1", "0" * 64, {}, [], None, [], [], {}, {}, {},
+                      {"01_layernorm_forward.ipynb": b"{}", path: b"owned"}, "", "host:1")
+    with pytest.raises(ValueError, match="a path outside its folder"):
+        write_autograded(tmp_path, outcome)
+    assert not list(tmp_path.rglob("*"))
