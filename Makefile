@@ -118,13 +118,12 @@ autograde: $(INSTALLED)
 
 # A grading worker of a Dask cluster, on this machine, for `make autograde SCHEDULER=...`:
 # JOBS processes (default one per core) of one thread, each grading one submission at a
-# time in the OS sandbox; none starts where bubblewrap cannot make it (tools/grading.py's
-# dask_setup). docs/instructors.md, "More than one machine".
+# time in the OS sandbox; none starts where bubblewrap cannot make it (the probe of
+# tools/system_packages.py, first). docs/instructors.md, "More than one machine".
 worker: system-packages-bubblewrap $(INSTALLED)
 	@test -n "$(SCHEDULER)" || { echo "make worker: set SCHEDULER=tcp://host:8786"; exit 2; }
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker $(SCHEDULER) --nthreads 1 \
-		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard \
-		--preload tools.grading
+		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard
 
 system-packages-bubblewrap:
 	@python3 -m tools.system_packages bubblewrap

@@ -23,9 +23,10 @@ gradebook (tools/autograde.save), so a task run twice (its worker killed) writes
 A worker grades one task at a time, whatever its threads.
 
 A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
-make it (dask_setup), and a task given to one anyway fails with Refused, naming the
-machine (tasks with sandboxed=False, the instructor's --no-sandbox, are refused by
-autograde before they reach a worker that is not this machine's).
+make it (tools/system_packages.py's probe), and a task given to a worker started another
+way on such a machine fails with Refused, naming the machine (tasks with sandboxed=False,
+the instructor's --no-sandbox, are refused by autograde before they reach a worker that
+is not this machine's).
 """
 
 import atexit
@@ -170,15 +171,6 @@ def code_digest():
                 rel = path.relative_to(REPO).as_posix().encode()
                 sha.update(len(rel).to_bytes(8, "big") + rel + path.read_bytes())
     return sha.hexdigest()
-
-
-def dask_setup(worker):
-    """Dask's hook when a worker starts with `--preload tools.grading` (make worker): no
-    worker starts where bubblewrap cannot make grading's sandbox, so none takes tasks it
-    would only refuse."""
-    problem = sandbox_problem()
-    if problem:
-        raise RuntimeError(f"this machine cannot grade: {problem}")
 
 
 @functools.cache
