@@ -7,6 +7,7 @@ lose no grade."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -60,8 +61,8 @@ def test_the_driver_is_in_the_environment():
 def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
         monkeypatch, tmp_path):
     """The course's config names the gradebook for every step (tools.course.write_config):
-    SQLite in the course folder, else nbgrader_config_local.py's db_url, else
-    NBGRADER_DB_URL, which wins."""
+    SQLite in the course folder (wherever the folder moves), else nbgrader_config_local.py's
+    db_url, else NBGRADER_DB_URL, which wins."""
     root = build_course(tmp_path / "course")
     monkeypatch.delenv("NBGRADER_DB_URL", raising=False)
     assert gradebook_url(root) == f"sqlite:///{root / 'gradebook.db'}?timeout=60"
@@ -70,6 +71,14 @@ def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
     assert gradebook_url(root) == "postgresql://ta@db.example/course"
     monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{closed_port()}/c")
     assert gradebook_url(root) == os.environ["NBGRADER_DB_URL"]
+    moved = tmp_path / "elsewhere"  # no path of the machine that built it: it can move
+    (root / "nbgrader_config_local.py").unlink()
+    shutil.move(root, moved)
+    monkeypatch.delenv("NBGRADER_DB_URL")
+    assert gradebook_url(moved) == f"sqlite:///{moved / 'gradebook.db'}?timeout=60"
+    assert str(tmp_path / "course") not in (moved / "nbgrader_config.py").read_text()
+    monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{closed_port()}/c")
+    root = moved
     for step in ("release", "collect", "autograde", "feedback", "export"):
         with pytest.raises(SystemExit, match="cannot reach the gradebook's server"):
             instructor.main([step, str(root)])
