@@ -8,10 +8,10 @@ The class is graded as a large course grades it: its gradebook on a real Postgre
 (tests/postgres.py), its submissions on a Dask cluster of 2 worker processes reached
 through its scheduler's address (make autograde SCHEDULER=...), one of which is killed
 while it grades, by its process id: every submission is written once, with its scores.
-A second course grades the cases whose notebooks matter with --execute (each notebook run
-in a kernel in the OS sandbox, without its hidden tests) as one machine grades by default:
-SQLite, a local cluster of JOBS processes. The same grades, cell for cell, and what each
-kernel showed.
+A second course grades the class as one machine grades it by default: SQLite, local
+clusters. It grades the cases whose notebooks matter with --execute (each notebook run in
+a kernel in the OS sandbox, without its hidden tests), the others judge-only. The same
+grades as on PostgreSQL, cell for cell, and what each kernel showed.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
 20 s a check, and 8192 MiB a process, which one right submission needs (more than the
@@ -137,11 +137,12 @@ STATUS = {
                              "(ex1_1_layer_norm_stats): the later copy is read as an ordinary "
                              "cell",
 }
-# the cases graded again with --execute (those whose notebooks or kernels matter; the
-# loop's, which would wait out every cell that calls it, is tests/test_preprocessors.py's)
+# the cases graded with --execute in the SQLite course (those whose notebooks or kernels
+# matter; the loop's, which would wait out every cell that calls it, is
+# tests/test_preprocessors.py's); the others are graded there judge-only, first
 EXECUTED = {
     "unit1": ["reference", "stubs", "tampered", "osexit", "leaker", "escaper", "forger"],
-    "unit2": ["reference"],
+    "unit2": ["reference", "tampered"],
     "unit3": ["reference"],
     "unit4": ["reference", "stubs"],
     "unit5": ["mixed"],
@@ -156,10 +157,12 @@ LMS_NAMES = {"escaper": "Escaper_1234567_assignsubmission_file_.zip",  # Moodle
              "leaker": "leaker_LATE_12345_67890_unit1.zip"}  # Canvas
 
 
-def grade_class(tmp, cases, execute=False, db_url=None, scheduler=None):
-    """A course graded as an instructor grades it: (its root, what the steps printed). Its
-    gradebook is SQLite in the course folder, or the db_url its local config names; it is
-    graded by a local cluster of JOBS processes, or on the scheduler's cluster."""
+def grade_class(tmp, executed=None, db_url=None, scheduler=None):
+    """The synthetic class in a course graded as an instructor grades it: (its root, what
+    the steps printed). Its gradebook is SQLite in the course folder, or the db_url its
+    local config names. It is graded judge-only on the scheduler's cluster, or, without
+    one, by local clusters (autograde's default): judge-only, then the cases of executed
+    ({assignment: [student]}) with --execute, as a plain re-run grades what is new."""
     root = build_course(tmp / "course", layout="unit")
     (root / "nbgrader_config_local.py").write_text(
         f"c.Grading.timeout = {TIMEOUT}\nc.Grading.memory_mb = {MEMORY_MB}\n" +
@@ -167,7 +170,7 @@ def grade_class(tmp, cases, execute=False, db_url=None, scheduler=None):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         release(root)
-        for assignment, students in cases.items():  # each case's student id is its name
+        for assignment, students in CASES.items():  # each case's student id is its name
             zip_class(root, assignment, {case: case for case in students}, tmp / "staging")
         # as an LMS names them: Moodle's (the student id is the name), Canvas's; and an
         # upload cut short, which is rejected with its reason
@@ -176,7 +179,13 @@ def grade_class(tmp, cases, execute=False, db_url=None, scheduler=None):
             (archive / f"{case}_unit1.zip").rename(archive / name)
         (archive / "Eve Upload_999_assignsubmission_file_.zip").write_bytes(b"PK\x03\x04 cut")
         collect(root)
-        failed = autograde(root, jobs=JOBS, execute=execute, scheduler=scheduler)
+        if executed is None:
+            failed = autograde(root, jobs=JOBS, scheduler=scheduler)
+        else:
+            apart = {s for students in executed.values() for s in students}
+            failed = autograde(root, jobs=2, students=sorted(
+                {s for students in CASES.values() for s in students} - apart))
+            failed += autograde(root, jobs=JOBS, execute=True)  # (what is new: executed)
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()
@@ -230,7 +239,7 @@ def graded(tmp_path_factory, postgres):
         killer = KillOne(workers.scheduler_address)
         killer.start()
         try:
-            root, out = grade_class(tmp_path_factory.mktemp("pipeline"), CASES, db_url=url,
+            root, out = grade_class(tmp_path_factory.mktemp("pipeline"), db_url=url,
                                     scheduler=workers.scheduler_address)
         finally:
             killer.done.set()
@@ -240,9 +249,10 @@ def graded(tmp_path_factory, postgres):
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    """The cases whose notebooks matter, with --execute, on SQLite (its default), by a
-    local cluster of JOBS processes: (root, output)."""
-    return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED, execute=True)
+    """The class on SQLite (the default), graded by local clusters (no scheduler):
+    judge-only, then the cases whose notebooks matter with --execute (EXECUTED):
+    (root, output)."""
+    return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED)
 
 
 def test_a_worker_killed_mid_task_loses_nothing_and_nothing_is_written_twice(graded):
@@ -279,28 +289,29 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
         assert (root / "submitted" / case / "unit1" / "timestamp.txt").is_file()
 
 
-def test_postgresql_and_sqlite_execute_and_judge_only_give_the_same_grades(graded, executed):
-    """The cases graded both ways, judge-only on PostgreSQL by the scheduler's cluster and
-    with --execute on SQLite by the local one: every graded cell's scores, every comment
-    and every status the same, cell for cell."""
+def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, executed):
+    """The whole class graded twice: judge-only on PostgreSQL by the scheduler's cluster
+    (a worker killed), and on SQLite by local clusters, judge-only but for EXECUTED,
+    graded with --execute. Every graded cell's scores, every comment and every status are
+    the same, cell for cell."""
     found = {}
     for (root, *_), name in ((graded, "postgresql"), (executed, "sqlite")):
         statuses = gradebook.graded(root)
         with Gradebook(gradebook_url(root)) as gb:
-            for assignment, students in EXECUTED.items():
-                for student in students:
-                    submission = gb.find_submission(assignment, student)
-                    found.setdefault(name, {})[assignment, student] = (
-                        sorted((nb.name, g.name, g.auto_score, g.manual_score,
-                                g.needs_manual_grade) for nb in submission.notebooks
-                               for g in nb.grades),
-                        sorted((nb.name, c.name, c.auto_comment) for nb in submission.notebooks
-                               for c in nb.comments),
-                        statuses[assignment, student].status)
+            for assignment, student in EXPECTED:
+                submission = gb.find_submission(assignment, student)
+                found.setdefault(name, {})[assignment, student] = (
+                    sorted((nb.name, g.name, g.auto_score, g.manual_score,
+                            g.needs_manual_grade) for nb in submission.notebooks
+                           for g in nb.grades),
+                    sorted((nb.name, c.name, c.auto_comment) for nb in submission.notebooks
+                           for c in nb.comments),
+                    statuses[assignment, student].status)
     assert found["postgresql"] == found["sqlite"]
     assert gradebook_url(graded[0]).startswith("postgresql://")
     assert gradebook_url(executed[0]).startswith("sqlite:///")
-    assert sum(map(len, EXECUTED.values())) == len(found["sqlite"]) >= 12
+    assert len(found["sqlite"]) == len(EXPECTED) and len(EXPECTED) > 25
+    assert sum(map(len, EXECUTED.values())) >= 13
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in by_number()])
