@@ -216,22 +216,24 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     due_dates(root, settings)
     statuses, refused = {}, []
     with client(scheduler, jobs) as dask:
-        course = kit(root, sorted(todo))  # (a task's result, not scattered data: Dask makes
-        shared = dask.submit(grading.kept, course, key=f"kit-{course.digest}")  # it again if
-        futures = {dask.submit(grading.grade, shared, task, pure=False,  # every copy is lost)
+        # the kit as a task's result, not scattered data: Dask makes it again if every
+        # worker holding it is lost
+        course = kit(root, sorted(todo))
+        shared = dask.submit(grading.kept, course, key=f"kit-{course.digest}")
+        futures = {dask.submit(grading.grade, shared, task, pure=False,
                                key=f"grade-{task.assignment}-{task.student}-"
                                    f"{task.digest[:12]}-{course.digest[:8]}"):
                    task for task in tasks(root, todo, digests, limits, execute, sandboxed)}
         for future in as_completed(futures):
             assignment, student = futures[future].assignment, futures[future].student
-            try:
+            try:  # refused, its workers died again and again, or a result out of bounds
                 outcome = future.result()
-            except Exception as error:  # refused, or its workers died again and again
+                status, score = save(root, outcome)
+            except Exception as error:
                 refused.append((assignment, student))
                 print(f"{assignment} {student}: NOT GRADED ({type(error).__name__}: {error})",
                       flush=True)
                 continue
-            status, score = save(root, outcome)
             statuses[assignment, student] = status
             print(f"{assignment} {student}: {score} ({status})", flush=True)
     failed = sum(status.startswith("failed") for status in statuses.values()) + len(refused)
