@@ -33,9 +33,8 @@ import hashlib
 import json
 import os
 import pickle
-import shutil
 import sys
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from tools import gradebook, grading
 from tools.cluster import client
@@ -70,9 +69,8 @@ def pending(root, names=(), students=(), force=False):
 def kit(root, names):
     """The course as a grading worker needs it for these assignments (tools.grading.Kit)."""
     course = load_course(root)
-    files = {p.relative_to(root).as_posix(): p.read_bytes()
-             for name in names for p in sorted((Path(root) / "source" / name).rglob("*"))
-             if p.is_file()}
+    files = {f"source/{name}/{rel}": data for name in names
+             for rel, data in grading.files_of(Path(root) / "source" / name).items()}
     definitions = gradebook.definitions(root)
     settings = config(root)
     settings.CourseDirectory.pop("db_url", None)  # (which may hold a password)
@@ -89,9 +87,7 @@ def tasks(root, todo, digests, limits, execute, sandboxed):
     found = []
     for assignment, students in sorted(todo.items()):
         for student in students:
-            folder = Path(root) / "submitted" / student / assignment
-            files = {p.relative_to(folder).as_posix(): p.read_bytes()
-                     for p in sorted(folder.rglob("*")) if p.is_file()}
+            files = grading.files_of(Path(root) / "submitted" / student / assignment)
             found.append(grading.Task(assignment, student, files, digests[assignment, student],
                                       limits, execute, sandboxed))
     return found
@@ -137,14 +133,8 @@ def write_autograded(root, outcome):
     """The outcome's autograded/<student>/<assignment>/ in place of the one before, and
     nbgrader's log of it in logs/autograde/. A path that would leave the folder (a
     worker's result is trusted no further) stops it."""
-    folder = root / "autograded" / outcome.student / outcome.assignment
-    for rel in outcome.autograded:
-        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
-            raise ValueError(f"a worker's result holds a path outside its folder: {rel!r}")
-    shutil.rmtree(folder, ignore_errors=True)
-    for rel, data in outcome.autograded.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
+    grading.put(root / "autograded" / outcome.student / outcome.assignment,
+                outcome.autograded, replace=True)
     logs = root / "logs" / "autograde"
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"{outcome.assignment}-{outcome.student}.log").write_text(

@@ -41,7 +41,7 @@ import socket
 import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools import gradebook  # noqa: F401 (its filter of nbgrader's warnings)
 from tools.exercises import REPO, of_notebooks, questions_of
@@ -119,9 +119,7 @@ def _grade(root, kit, task, where):
 
     a, s = task.assignment, task.student
     submitted, staging = root / "submitted" / s / a, root / "staging"
-    for rel, data in task.files.items():
-        (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
-        (submitted / rel).write_bytes(data)
+    put(submitted, task.files)
     limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
         *task.limits.protected, str(root), str(REPO / "solutions")))
     try:
@@ -140,7 +138,7 @@ def _grade(root, kit, task, where):
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
     return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
-                   *_recorded(root, a, s), _files(folder), log, where)
+                   *_recorded(root, a, s), files_of(folder), log, where)
 
 
 def kept(kit):
@@ -203,9 +201,7 @@ def _scratch(kit):
         for old in list(courses):
             shutil.rmtree(courses.pop(old), ignore_errors=True)
         root = Path(tempfile.mkdtemp(prefix="normlib-worker-", dir=_workspace()))
-        for rel, data in kit.files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
+        put(root, kit.files)
         (root / "course.json").write_text(json.dumps(kit.course))
         (root / "gradebook.db").write_bytes(kit.definitions)
         write_config(root, kit.course["layout"], {
@@ -347,11 +343,26 @@ def ids_of(stem):
     return [e.grade_id for e in of_notebooks([stem])] + [q.grade_id for q in questions_of([stem])]
 
 
-def _files(folder):
-    """{path relative to folder: bytes} of every file under it ({} if it is not there)."""
+def files_of(folder):
+    """{path relative to folder: bytes} of every file under it ({} if it is not there): what
+    a task, a kit or an outcome carries."""
     folder = Path(folder)
     return {p.relative_to(folder).as_posix(): p.read_bytes()
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+
+
+def put(folder, files, replace=False):
+    """Write files ({path relative to folder: bytes}) under folder (replace: in place of
+    all it held). A path that would leave the folder (what crosses between the head and a
+    worker is trusted no further) raises ValueError before anything is written."""
+    for rel in files:
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            raise ValueError(f"a path outside its folder: {rel!r}")
+    if replace:
+        shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in files.items():
+        (Path(folder) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (Path(folder) / rel).write_bytes(data)
 
 
 def _forget(root, assignment, student):
