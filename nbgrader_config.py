@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 import nbgrader  # noqa: E402
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 
+from tools.feedback import FeedbackExporter  # noqa: E402
 from tools.preprocessors import (  # noqa: E402
     FoldHiddenTests,
     GradingExecute,
@@ -57,6 +58,7 @@ c.GenerateFeedback.preprocessors = [
     WaitingAnswers,
 ]
 c.HTMLExporter.sanitize_html = True
+c.GenerateFeedback.exporter_class = FeedbackExporter  # (nbconvert's, faster: tools/feedback.py)
 # The judge's verdicts stand where no output can (tools/templates/judged: nbgrader's
 # feedback page, with the verdicts in the check cells' metadata: Judged).
 c.HTMLExporter.template_name = "judged"

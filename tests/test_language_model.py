@@ -8,6 +8,7 @@ notebook's Settings() were measured the same way (the numbers are in claims' doc
 
 import importlib
 import math
+import os
 
 import pytest
 import torch
@@ -25,14 +26,17 @@ def test_the_settings_here_are_the_light_ones():
     assert LM.Settings.light().steps < LM.Settings().steps
 
 
-@exercise("4.3")
-@pytest.mark.parametrize("jitter", (1,), ids=("jitter1",))
-def test_the_claims_hold(jitter):
-    """Perturbed (the unperturbed run is the notebook's, which nbval runs and which asserts
-    the same claims; tests/test_machines.py runs this one on other CPU configurations)."""
-    runs = LM.train_kinds(LM.settings(), CORPUS, jitter=jitter)
-    assert failed(LM.claims(runs, CORPUS)) == [], {
-        run: round(r.val_loss, 2) for run, r in runs.items()}
+# Perturbed, on another CPU configuration: defined where tests/test_machines.py runs it
+# (COURSE_CONFIGURATION set: torch's generic kernels, NumPy's baseline), as one run costs
+# seconds; the unperturbed run is the notebook's, which nbval runs on this machine and which
+# asserts the same claims.
+if os.environ.get("COURSE_CONFIGURATION"):
+    @exercise("4.3")
+    @pytest.mark.parametrize("jitter", (1,), ids=("jitter1",))
+    def test_the_claims_hold(jitter):
+        runs = LM.train_kinds(LM.settings(), CORPUS, jitter=jitter)
+        assert failed(LM.claims(runs, CORPUS)) == [], {
+            run: round(r.val_loss, 2) for run, r in runs.items()}
 
 
 def fake_runs(changed):
