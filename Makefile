@@ -35,24 +35,17 @@ LAB_ARGS ?=
 # grammar on import, 2.5 s of CPU in every process that imports nbformat: each nbgrader
 # command, its alembic, each pytest worker (python-jsonschema/jsonschema#1392, #1521).
 # Then byte-compile them on every core (pip compiles on one): grading kernels may not write
-# __pycache__ into the environment, so what they import must be compiled. Left out: the
-# packages' own tests/ folders and the packages (NOT_COMPILED, named at the top of
-# site-packages: torch/distributed/ is compiled) that no kernel nor the judge's worker
-# imports (those run in the sandbox; what runs outside it compiles what it imports): pip
-# and setuptools, Dask and its TLS (the grading workers), the servers (JupyterLab, nbgrader,
-# SQL and PostgreSQL's driver), the test tools, and sympy with what it needs (torch imports
-# it only to compile): 12 s on 2 cores, 17 s for everything. Like pip, this passes over the
-# few files that are not Python 3.11, hence the `|| true`.
-NOT_COMPILED := pip setuptools dask distributed cryptography jupyterlab jupyterlab_server \
-	jupyter_server jupyter_server_terminals jupyter_lsp jupyter_events notebook notebook_shim \
-	terminado nbgrader sqlalchemy alembic mako psycopg playwright _pytest xdist nbval coverage \
-	babel lark sympy mpmath networkx
-SPACE := $(subst ,, )
+# __pycache__ into the environment, and where PYTHONDONTWRITEBYTECODE is set (as on some CI
+# machines) no process does, so every import of an uncompiled module compiles it again
+# (Dask, nbgrader and SQLAlchemy: a second more for each grading worker). Left out: the
+# packages' own tests/ folders, pip and setuptools (a fifth of the files: 7 s of the 26 on
+# 2 cores; named at the top of site-packages, as torch/distributed/ is compiled). Like pip,
+# this passes over the few files that are not Python 3.11, hence the `|| true`.
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check --yes rfc3987-syntax
-	$(PY) -m compileall -q -j 0 -x '/tests/|site-packages/($(subst $(SPACE),|,$(strip $(NOT_COMPILED))))/' \
+	$(PY) -m compileall -q -j 0 -x '/tests/|site-packages/(pip|setuptools)/' \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 		> /dev/null || true
 	touch $@
@@ -88,6 +81,7 @@ system-packages:
 # loadfile keeps each notebook, and each module-scoped fixture, on one worker.
 test: system-packages $(INSTALLED)
 	$(VENV)/bin/ruff check .
+	$(PY) -m compileall -q -j 0 tools solutions normlib tests > /dev/null  # (as above)
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
 
