@@ -38,14 +38,13 @@ LAB_ARGS ?=
 # __pycache__ into the environment, and where PYTHONDONTWRITEBYTECODE is set (as on some CI
 # machines) no process does, so every import of an uncompiled module compiles it again
 # (Dask, nbgrader and SQLAlchemy: a second more for each grading worker). Left out: the
-# packages' own tests/ folders, pip and setuptools (a fifth of the files: 7 s of the 26 on
-# 2 cores; named at the top of site-packages, as torch/distributed/ is compiled). Like pip,
-# this passes over the few files that are not Python 3.11, hence the `|| true`.
+# packages' own tests/ folders and pip (which nothing but pip imports). Like pip, this
+# passes over the few files that are not Python 3.11, hence the `|| true`.
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check --yes rfc3987-syntax
-	$(PY) -m compileall -q -j 0 -x '/tests/|site-packages/(pip|setuptools)/' \
+	$(PY) -m compileall -q -j 0 -x '/tests/|site-packages/pip/' \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 		> /dev/null || true
 	touch $@
