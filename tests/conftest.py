@@ -12,6 +12,7 @@ parametrized case with exercise_param("3.4", ...).
 """
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -82,6 +83,13 @@ def processes_naming(text):
         except OSError:  # (it ended meanwhile)
             pass
     return found
+
+
+def free_port():
+    """A local TCP port that nothing listens on (now: a server may take it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def pytest_configure(config):

@@ -14,12 +14,12 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from tests.conftest import free_port
 from tools.system_packages import packages
 
 STARTUP_SECONDS = 60  # a loaded 2-core machine: initdb takes about 2 s, the start 1 s
@@ -33,12 +33,6 @@ def binaries():
         raise RuntimeError(f"PostgreSQL's initdb ({package.program}) is not installed: make "
                            "test installs the postgresql package (tools/system_packages.py)")
     return Path(initdb).resolve().parent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

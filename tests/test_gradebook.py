@@ -8,24 +8,17 @@ lose no grade."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
 import nbgrader.api as nbgrader_api
 import pytest
 
+from tests.conftest import free_port
 from tools import instructor
 from tools.course import build_course
 from tools.gradebook import check_reachable
 from tools.settings import gradebook_url
-
-
-def closed_port():
-    """A local port that nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_sqlite_gradebook_needs_no_server(tmp_path):
@@ -33,7 +26,7 @@ def test_a_sqlite_gradebook_needs_no_server(tmp_path):
 
 
 def test_an_unreachable_server_is_named_without_the_password():
-    port = closed_port()
+    port = free_port()
     with pytest.raises(SystemExit) as stopped:
         check_reachable(f"postgresql://grader:s3cret@127.0.0.1:{port}/course")
     message = str(stopped.value)
@@ -47,15 +40,13 @@ def test_a_missing_driver_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # (import psycopg fails)
     with pytest.raises(SystemExit, match="needs the Python driver 'psycopg', which is not "
                                          "installed"):
-        check_reachable(f"postgresql://grader@127.0.0.1:{closed_port()}/course")
+        check_reachable(f"postgresql://grader@127.0.0.1:{free_port()}/course")
 
 
 def test_the_driver_is_in_the_environment():
     import psycopg
 
     assert psycopg.pq.__impl__ in ("binary", "c")  # (no system libpq needed)
-
-
 
 
 def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
@@ -69,7 +60,7 @@ def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
     (root / "nbgrader_config_local.py").write_text(
         "c.CourseDirectory.db_url = 'postgresql://ta@db.example/course'\n")
     assert gradebook_url(root) == "postgresql://ta@db.example/course"
-    monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{closed_port()}/c")
+    monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{free_port()}/c")
     assert gradebook_url(root) == os.environ["NBGRADER_DB_URL"]
     moved = tmp_path / "elsewhere"  # no path of the machine that built it: it can move
     (root / "nbgrader_config_local.py").unlink()
@@ -77,7 +68,7 @@ def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
     monkeypatch.delenv("NBGRADER_DB_URL")
     assert gradebook_url(moved) == f"sqlite:///{moved / 'gradebook.db'}?timeout=60"
     assert str(tmp_path / "course") not in (moved / "nbgrader_config.py").read_text()
-    monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{closed_port()}/c")
+    monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{free_port()}/c")
     root = moved
     for step in ("release", "collect", "autograde", "feedback", "export"):
         with pytest.raises(SystemExit, match="cannot reach the gradebook's server"):

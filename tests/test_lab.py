@@ -7,23 +7,16 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 from tools.course import build_course
 from tools.exercises import notebooks
 
 TOKEN = "course-test"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path, timeout=5):

@@ -106,15 +106,20 @@ def load_course(root):
     return json.loads(path.read_text())
 
 
+def bin_first():
+    """PATH with this Python's bin/ first: nbgrader runs the `alembic` command from PATH to
+    stamp a new gradebook ("FileNotFoundError: 'alembic'" otherwise), so that an
+    environment that is not activated works."""
+    here, path = str(Path(sys.executable).parent), os.environ.get("PATH", "")
+    return path if path.split(os.pathsep)[0] == here else os.pathsep.join([here, path])
+
+
 def nbgrader(root, *args, check=True, env=None):
     """Run an nbgrader command in the course at root with this Python's nbgrader (and
-    these extra environment variables)."""
+    these extra environment variables), its alembic first on PATH (bin_first); the
+    course's config finds the repository through NORMLIB_REPO (write_config)."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    # nbgrader runs the `alembic` command from PATH: put this environment's bin/ first,
-    # so that an unactivated virtual environment works; the course's config finds the
-    # repository through NORMLIB_REPO (write_config).
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = {**os.environ, "PATH": path, "NORMLIB_REPO": str(REPO), **(env or {})}
+    env = {**os.environ, "PATH": bin_first(), "NORMLIB_REPO": str(REPO), **(env or {})}
     return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
 
 

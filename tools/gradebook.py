@@ -17,6 +17,7 @@ from sqlalchemy import Column, DateTime, String, Text, create_engine, make_url
 from sqlalchemy.exc import OperationalError, SAWarning
 from sqlalchemy.orm import Session, declarative_base
 
+from tools.course import bin_first
 from tools.settings import gradebook_url
 
 _Base = declarative_base()
@@ -69,12 +70,8 @@ def check_reachable(url):
         engine.dispose()
 
 
-# nbgrader's Gradebook runs the `alembic` command from PATH to stamp a new database
-# ("FileNotFoundError: 'alembic'" otherwise): this Python's bin/ goes on it, so that an
-# environment that is not activated works
-if os.path.dirname(sys.executable) not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
-                                          os.environ.get("PATH", "")])
+# nbgrader's Gradebook, in this process too, runs `alembic` from PATH (tools.course.bin_first)
+os.environ["PATH"] = bin_first()
 
 
 def connect(root):
