@@ -43,7 +43,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from nbgrader.api import Gradebook
 
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
@@ -268,7 +267,7 @@ def test_a_worker_killed_mid_task_loses_nothing_and_nothing_is_written_twice(gra
     assert not Path(f"/proc/{pid}").exists()
     [(assignment, student)] = [(a, s) for a, s in EXPECTED
                                if re.fullmatch(rf"grade-{a}-{s}-[0-9a-f]{{12}}-[0-9a-f]{{8}}", key)]
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         grades = {g.name: g.score for nb in gb.find_submission(assignment, student).notebooks
                   for g in nb.grades if g.name in EXPECTED[assignment, student]}
     assert grades == EXPECTED[assignment, student]
@@ -297,7 +296,7 @@ def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, execut
     found = {}
     for (root, *_), name in ((graded, "postgresql"), (executed, "sqlite")):
         statuses = gradebook.graded(root)
-        with Gradebook(gradebook_url(root)) as gb:
+        with gradebook.connect(root) as gb:
             for assignment, student in EXPECTED:
                 submission = gb.find_submission(assignment, student)
                 found.setdefault(name, {})[assignment, student] = (
@@ -320,7 +319,7 @@ def test_every_check_scores_as_expected(graded, number):
     grade_id = by_number()[number].grade_id
     cases = [(a, s) for (a, s), expected in EXPECTED.items() if grade_id in expected]
     assert cases, f"no synthetic submission of Exercise {number}'s unit"
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         for assignment, student in cases:
             expected = EXPECTED[assignment, student]
             grade = gb.find_grade(grade_id, NOTEBOOK[grade_id], assignment, student)
@@ -333,7 +332,7 @@ def test_the_judges_score_is_the_grade_whatever_the_notebook_holds(graded):
     """Each check's auto score is the judge's, none set by hand. The forger's notebook, as
     submitted, holds check cells whose outputs and metadata say they passed: they score 0."""
     root, *_ = graded
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         for (assignment, student), expected in EXPECTED.items():
             for g in expected:
                 grade = gb.find_grade(g, NOTEBOOK[g], assignment, student)
@@ -407,7 +406,7 @@ def test_a_written_answer_graded_by_hand_reaches_the_csv(graded, tmp_path):
     written = WRITTEN["unit2"]  # {grade_id: points}: unit 2 has two
     assert len(written) == 2
     notebook = next(q.notebook for q in questions() if q.grade_id in written)
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         submission = gb.find_submission("unit2", "reference")
         assert submission.needs_manual_grade
         for grade_id, points in written.items():
@@ -419,7 +418,7 @@ def test_a_written_answer_graded_by_hand_reaches_the_csv(graded, tmp_path):
     try:
         export(root, tmp_path / "grades.csv")
     finally:
-        with Gradebook(gradebook_url(root)) as gb:
+        with gradebook.connect(root) as gb:
             for grade_id in written:
                 gb.find_grade(grade_id, notebook, "unit2", "reference").manual_score = None
             gb.db.commit()

@@ -10,7 +10,6 @@ import io
 import re
 
 import pytest
-from nbgrader.api import Gradebook
 
 from tests.synthetic import (
     answer_questions,
@@ -28,7 +27,6 @@ from tools.exercises import exercises, questions
 from tools.feedback import feedback
 from tools.grades import export
 from tools.release import release
-from tools.settings import gradebook_url
 
 CHECKS = {e.grade_id: e.points for e in exercises() if e.unit == 1}
 ANSWERS = [q for q in questions() if q.unit == 1]
@@ -76,7 +74,7 @@ def rows(root):
 
 
 def scores(root):
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         return {s.student.id: s.score for s in gb.find_assignment("unit1").submissions}
 
 
@@ -90,7 +88,7 @@ def feedback_passed(root, student):
 def agree(root, student):
     """Feedback, gradebook and grades.csv say the same of a student's checks."""
     passed, _ = feedback_passed(root, student)
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         grades = {g: gb.find_grade(g, e.notebook, "unit1", student).score
                   for e in exercises() if e.unit == 1 for g in [e.grade_id]}
     row = rows(root)[student]
@@ -138,7 +136,7 @@ def test_the_first_grading_marks_the_late_one_and_agrees_everywhere(term):
 def test_a_resubmission_is_graded_again_alone_and_a_changed_answer_waits_again(term, workers):
     root, tmp, _, _ = term
     # s1's answers graded by hand
-    with Gradebook(gradebook_url(root)) as gb:
+    with gradebook.connect(root) as gb:
         for q in ANSWERS:
             gb.find_grade(q.grade_id, q.notebook, "unit1", "s1").manual_score = 1
         gb.db.commit()
