@@ -4,10 +4,10 @@ hold on any of them (normlib.testing's error model), and so must every claim a t
 asserts (normlib.training). Each configuration re-runs, in a subprocess,
 tests/test_graders.py, where correct variants must pass at a tenth of every tolerance and
 every mistake must fail at ten times it; the first (FARTHEST from this machine's) also
-the training experiments of tests/test_training.py as the notebooks run them
-(EXPERIMENTS: unjittered, and the edge of stability with its own jitters; the other
-jittered runs are the main run's, as each costs seconds) and the capstone's claims
-(tests/test_language_model.py, its light settings, perturbed):
+the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main
+run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
+seconds; and the edge of stability with its own jitters) and the capstone's
+(tests/test_language_model.py, its light settings, perturbed by jitter 1):
 
 - torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
   without its SIMD dispatch (NPY_DISABLE_CPU_FEATURES) and OpenBLAS on an old core's
@@ -55,7 +55,7 @@ CAPABILITIES = ("default", "avx2", "avx512")  # torch's x86 kernels, from the le
 # by node id: one that names no test is an error (pytest's exit status 4), never a silent
 # deselection (as `-k "not jitter"` once deselected the "unjittered" runs too)
 EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
-    "test_the_sweep_claims_hold[plain]", "test_the_warmup_claims_hold[plain]",
+    "test_the_sweep_claims_hold[jitter1]", "test_the_warmup_claims_hold[jitter1]",
     "test_the_edge_of_stability_is_chaotic_and_only_there")]
 # the experiments (Units 4's training runs and capstone), in the configuration farthest
 # from this machine's alone (their seconds count; the notebooks run them on its own)

@@ -99,10 +99,12 @@ def agree(root, student):
 
 @pytest.fixture(scope="module")
 def workers():
-    """The address of a Dask cluster of 2 worker processes standing for the whole term, as
-    a department's would (make autograde SCHEDULER=...): each run of autograde reuses its
-    workers' judges and scratch course."""
-    with cluster.local(2, secure=False) as standing:
+    """The address of a Dask cluster standing for the whole term, as a department's would
+    (make autograde SCHEDULER=...): each run of autograde reuses its worker's judge and
+    scratch course. One worker process: a term grades a few submissions at a time here,
+    and each worker costs seconds of CPU to start (the round trip's cluster has 2, one of
+    which it kills)."""
+    with cluster.local(1, secure=False) as standing:
         yield standing.scheduler_address
 
 

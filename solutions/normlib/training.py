@@ -10,10 +10,11 @@ CPU's rounding changes, can decide whether a run diverges. So each experiment ta
 `jitter`, a seed: every initial weight is multiplied by (1 + 1e-6 * noise), noise standard
 normal. Each experiment's claims (`sweep_claims`, `warmup_claims`, `edge_claims`) are what
 its notebook asserts, and each must hold by a wide margin: tests/test_training.py asserts
-them under two of the five jitters (JITTERS; the edge of stability under all five, as
-notebook 03 shows) and, through tests/test_machines.py, on other CPU configurations. An
-outcome that does not hold that way (which runs diverge at the edge of stability) is
-printed and explained in the notebook; only its spread is asserted.
+them under two of the five jitters (JITTERS): jitter 0 on this machine's kernels, and jitter
+1 on torch's generic ones (through tests/test_machines.py); the edge of stability under all
+five, as notebook 03 shows, in both. An outcome that does not hold that way (which runs
+diverge at the edge of stability) is printed and explained in the notebook; only its
+spread is asserted.
 """
 
 import functools
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 
 JITTER = 1e-6  # the relative size of a jitter's change to each initial weight
 JITTERS = (0, 1, 2, 3, 4)  # the jitters notebook 03 shows (tests/test_training.py: the first
-# two for the sweep and the warm-up, all five for the edge of stability)
+# two for the sweep and the warm-up, one per CPU configuration; all five for the edge)
 
 
 def progress_bars(total=200, width=30):
