@@ -65,9 +65,9 @@ from tools.verdicts import graded_folder
 TIMEOUT = 20  # seconds per check (per cell, with --execute) here (30 by default): a loaded
 # 2-core machine took over 10 s for a kernel's first cell (importing torch and matplotlib)
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
-JOBS = 2  # grading processes of a local cluster (--execute): as many as the 2 cores (each
-# costs seconds of CPU to start, which a third, filling the time they wait, did not repay
-# beside the other tests)
+JOBS = 2  # grading processes of a local cluster: as many as the 2 cores (each costs seconds
+# of CPU to start, which a third, filling the time they wait, did not repay beside the other
+# tests; one alone sat out the loop's 20 s while the machine idled)
 UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
 POINTS = {a: {e.grade_id: e.points for e in exercises() if f"unit{e.unit}" == a} for a in UNITS}
 NOTEBOOK = {e.grade_id: e.notebook for e in exercises()}
@@ -184,7 +184,7 @@ def grade_class(tmp, executed=None, db_url=None, scheduler=None):
             failed = autograde(root, scheduler=scheduler)
         else:
             apart = {s for students in executed.values() for s in students}
-            failed = autograde(root, jobs=1, students=sorted(  # (judge-only: 1 is enough)
+            failed = autograde(root, jobs=JOBS, students=sorted(
                 {s for students in CASES.values() for s in students} - apart))
             failed += autograde(root, jobs=JOBS, execute=True)  # (what is new: executed)
         feedback(root)
