@@ -8,10 +8,11 @@ The class is graded as a large course grades it: its gradebook on a real Postgre
 (tests/postgres.py), its submissions on a Dask cluster of 2 worker processes reached
 through its scheduler's address (make autograde SCHEDULER=...), one of which is killed
 while it grades, by its process id: every submission is written once, with its scores.
-A second course grades the class as one machine grades it by default: SQLite, local
-clusters. It grades the cases whose notebooks matter with --execute (each notebook run in
-a kernel in the OS sandbox, without its hidden tests), the others judge-only. The same
-grades as on PostgreSQL, cell for cell, and what each kernel showed.
+It grades the cases whose notebooks matter with --execute (each notebook run in a kernel
+in the OS sandbox, without its hidden tests: what each kernel showed), after the others,
+judge-only, as a re-run grades what is new. A second course grades the class as one
+machine grades it by default: SQLite, a local cluster, judge-only. The same grades as on
+PostgreSQL, cell for cell.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
 20 s a check, and 8192 MiB a process, which one right submission needs (more than the
@@ -65,7 +66,7 @@ from tools.verdicts import graded_folder
 TIMEOUT = 20  # seconds per check (per cell, with --execute) here (30 by default): a loaded
 # 2-core machine took over 10 s for a kernel's first cell (importing torch and matplotlib)
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
-JOBS = 2  # grading processes of a local cluster: as many as the 2 cores (each costs seconds
+JOBS = 2  # grading processes of the local cluster: as many as the 2 cores (each costs seconds
 # of CPU to start, which a third, filling the time they wait, did not repay beside the other
 # tests; one alone sat out the loop's 20 s while the machine idled)
 UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
@@ -138,7 +139,7 @@ STATUS = {
                              "(ex1_1_layer_norm_stats): the later copy is read as an ordinary "
                              "cell",
 }
-# the cases graded with --execute in the SQLite course (those whose notebooks or kernels
+# the cases graded with --execute in the PostgreSQL course (those whose notebooks or kernels
 # matter; the loop's, which would wait out every cell that calls it, is
 # tests/test_preprocessors.py's); the others are graded there judge-only, first
 EXECUTED = {
@@ -161,9 +162,10 @@ LMS_NAMES = {"escaper": "Escaper_1234567_assignsubmission_file_.zip",  # Moodle
 def grade_class(tmp, executed=None, db_url=None, scheduler=None):
     """The synthetic class in a course graded as an instructor grades it: (its root, what
     the steps printed). Its gradebook is SQLite in the course folder, or the db_url its
-    local config names. It is graded judge-only on the scheduler's cluster, or, without
-    one, by local clusters (autograde's default): judge-only, then the cases of executed
-    ({assignment: [student]}) with --execute, as a plain re-run grades what is new."""
+    local config names. It is graded on the scheduler's cluster, or, without one, by a
+    local cluster (autograde's default): judge-only, but for the cases of executed
+    ({assignment: [student]}), graded after the others with --execute, as a plain re-run
+    grades what is new."""
     root = build_course(tmp / "course", layout="unit")
     (root / "nbgrader_config_local.py").write_text(
         f"c.Grading.timeout = {TIMEOUT}\nc.Grading.memory_mb = {MEMORY_MB}\n" +
@@ -181,12 +183,13 @@ def grade_class(tmp, executed=None, db_url=None, scheduler=None):
         (archive / "Eve Upload_999_assignsubmission_file_.zip").write_bytes(b"PK\x03\x04 cut")
         collect(root)
         if executed is None:
-            failed = autograde(root, scheduler=scheduler)
+            failed = autograde(root, jobs=JOBS, scheduler=scheduler)
         else:
             apart = {s for students in executed.values() for s in students}
-            failed = autograde(root, jobs=JOBS, students=sorted(
+            failed = autograde(root, jobs=JOBS, scheduler=scheduler, students=sorted(
                 {s for students in CASES.values() for s in students} - apart))
-            failed += autograde(root, jobs=JOBS, execute=True)  # (what is new: executed)
+            failed += autograde(root, jobs=JOBS, scheduler=scheduler,
+                                execute=True)  # (what is new: executed)
         feedback(root)
         export(root, root / "grades.csv")
     assert failed == 0, out.getvalue()
@@ -234,14 +237,15 @@ KILL_AFTER, KILL_WITHIN = 1, 120  # seconds
 def graded(tmp_path_factory, postgres):
     """The class on a PostgreSQL gradebook (a real server, tests/postgres.py), graded by a
     cluster of 2 worker processes (autograde's SCHEDULER), one of which is killed
-    mid-task: (root, output, the KillOne)."""
+    mid-task: judge-only, then the cases whose notebooks matter with --execute (EXECUTED):
+    (root, output, the KillOne)."""
     url = postgres.database("roundtrip")
     with cluster.local(2, secure=False) as workers:
         killer = KillOne(workers.scheduler_address)
         killer.start()
         try:
-            root, out = grade_class(tmp_path_factory.mktemp("pipeline"), db_url=url,
-                                    scheduler=workers.scheduler_address)
+            root, out = grade_class(tmp_path_factory.mktemp("pipeline"), EXECUTED,
+                                    db_url=url, scheduler=workers.scheduler_address)
         finally:
             killer.done.set()
             killer.join()
@@ -249,11 +253,10 @@ def graded(tmp_path_factory, postgres):
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """The class on SQLite (the default), graded by local clusters (no scheduler):
-    judge-only, then the cases whose notebooks matter with --execute (EXECUTED):
-    (root, output)."""
-    return grade_class(tmp_path_factory.mktemp("executed"), EXECUTED)
+def sqlite(tmp_path_factory):
+    """The class on SQLite (the default), graded judge-only by a local cluster (no
+    scheduler): (root, output)."""
+    return grade_class(tmp_path_factory.mktemp("sqlite"))
 
 
 def test_a_worker_killed_mid_task_loses_nothing_and_nothing_is_written_twice(graded):
@@ -290,13 +293,13 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
         assert (root / "submitted" / case / "unit1" / "timestamp.txt").is_file()
 
 
-def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, executed):
-    """The whole class graded twice: judge-only on PostgreSQL by the scheduler's cluster
-    (a worker killed), and on SQLite by local clusters, judge-only but for EXECUTED,
-    graded with --execute. Every graded cell's scores, every comment and every status are
+def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, sqlite):
+    """The whole class graded twice: on PostgreSQL by the scheduler's cluster (a worker
+    killed), judge-only but for EXECUTED, graded with --execute; and on SQLite by a local
+    cluster, judge-only. Every graded cell's scores, every comment and every status are
     the same, cell for cell."""
     found = {}
-    for (root, *_), name in ((graded, "postgresql"), (executed, "sqlite")):
+    for (root, *_), name in ((graded, "postgresql"), (sqlite, "sqlite")):
         statuses = gradebook.graded(root)
         with gradebook.connect(root) as gb:
             for assignment, student in EXPECTED:
@@ -310,7 +313,7 @@ def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, execut
                     statuses[assignment, student].status)
     assert found["postgresql"] == found["sqlite"]
     assert gradebook_url(graded[0]).startswith("postgresql://")
-    assert gradebook_url(executed[0]).startswith("sqlite:///")
+    assert gradebook_url(sqlite[0]).startswith("sqlite:///")
     assert len(found["sqlite"]) == len(EXPECTED) and len(EXPECTED) > 25
     assert sum(map(len, EXECUTED.values())) >= 12
 
@@ -447,13 +450,13 @@ def demonstrated(path):
     return {cell_id for stem, cell_id in DEMONSTRATED if stem == Path(path).stem}
 
 
-def test_no_cell_but_a_check_fails_at_grading(executed):
+def test_no_cell_but_a_check_fails_at_grading(graded):
     # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
     # them defines would fail in every student's feedback. Each unit's reference (unit5's
     # one submission, right but for two checks): no error outside the check cells, the
     # demonstrated errors and the NotImplementedError of a "your turn" function the
     # submission left unwritten.
-    root, _ = executed
+    root, *_ = graded
     for assignment in UNITS:
         student = "reference" if (assignment, "reference") in EXPECTED else "mixed"
         path = autograded(root, assignment, student)
@@ -465,11 +468,11 @@ def test_no_cell_but_a_check_fails_at_grading(executed):
         assert errors == [], f"{assignment}, {student}: errors in cells {errors}"
 
 
-def test_unfinished_work_says_so_and_run_all_would_go_on(executed):
+def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
     # the stub submissions, as graded: every error but a demonstrated one is a stub's,
     # shown as one line saying which exercise is not yet implemented (normlib.notebook, the
     # course's copy), in a cell tagged raises-exception (JupyterLab's Run All goes on past it)
-    root, _ = executed
+    root, *_ = graded
     for assignment in ("unit1", "unit4"):
         path = autograded(root, assignment, "stubs")
         cells = json.loads(path.read_text())["cells"]
@@ -528,8 +531,8 @@ def test_each_hardening_case_says_what_happened_in_its_verdict(graded):
         assert message in feedback_text(root, assignment, student), student
 
 
-def test_each_hardening_case_says_what_happened_in_its_cell_with_execute(executed):
-    root, _ = executed
+def test_each_hardening_case_says_what_happened_in_its_cell_with_execute(graded):
+    root, *_ = graded
     for (assignment, student, grade_id), message in ERRORS.items():
         errors = [f"{o['ename']}: {o['evalue']}" for o in
                   cell(autograded(root, assignment, student), grade_id)["outputs"]
@@ -548,10 +551,10 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
     assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
 
 
-def test_experiments_are_skipped_at_grading_and_checks_never(executed):
+def test_experiments_are_skipped_at_grading_and_checks_never(graded):
     """Cells tagged skip-at-grading (Unit 4's training runs) were not run at autograde;
     the check cells were, including the one the tampered submission tagged (it scores 0)."""
-    root, _ = executed
+    root, *_ = graded
     source = next(SOLUTIONS.glob("04_*.ipynb"))
     tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
               if SKIP_TAG in c["metadata"].get("tags", [])]
@@ -666,12 +669,12 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
     }
 
 
-def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(executed):
+def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(graded):
     """Its notebook cells and its module printed the kernel's input history, every
     calling cell's source and the namespace's In: none of it held a hidden test, which
     never reached the kernel (test_no_feedback_page_shows_a_hidden_test_or_solution_line).
     Its HTML output is sanitized in the feedback."""
-    root, _ = executed
+    root, *_ = graded
     text = feedback_text(root, "unit1", "leaker")
     assert "LEAK In:" in text and "LEAK caller:" in text and "check_stats" in text
     page = next((root / "feedback" / "leaker" / "unit1").glob("*.html")).read_text()
@@ -679,20 +682,20 @@ def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(exe
     assert "<script>document.title" not in page and not re.search(r"<img[^>]*onerror", page)
 
 
-@pytest.mark.parametrize("run", ["graded", "executed"])
+@pytest.mark.parametrize("run", ["sqlite", "graded"])
 def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(run, request):
     """From the grading kernel, in the OS sandbox: no rename of the gradebook, no file
     beside the course, no read of the reference through a directory descriptor, no other
     process's memory, no other kernel's connection file, no process forked past the
     audit hook (it would have slept for ten minutes). Judge-only, its module ran in the
-    judge's worker alone, which shows nothing; with --execute, in a kernel too, whose
-    outputs say what it escaped."""
+    judge's worker alone, which shows nothing (the SQLite run); with --execute, in a kernel
+    too, whose outputs say what it escaped (the PostgreSQL run's)."""
     root, *_ = request.getfixturevalue(run)
-    if run == "executed":
+    if run == "graded":
         outputs = json.dumps(json.loads(autograded(root, "unit1", "escaper").read_text()))
         escaped = re.findall(r"ESCAPED: [^\\]*", outputs)  # (up to the JSON's escaped newline)
         assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
-    if run == "executed":  # (SQLite's; the other is the PostgreSQL server's)
+    else:  # (SQLite's; the other is the PostgreSQL server's)
         assert (root / "gradebook.db").is_file()
     # nothing beside the course, nor beside a worker's scratch course (tools/grading.py)
     assert not list(root.parent.rglob("owned.txt"))
@@ -710,10 +713,11 @@ def verdict_elements(page):
         r'<(?:li|div) data-judge="(ex[^"]+)"[^>]*>(.*?)</(?:li|div)>', page, re.S)]
 
 
-@pytest.mark.parametrize("run", ["graded", "executed"])
+@pytest.mark.parametrize("run", ["sqlite", "graded"])
 def test_the_judges_verdicts_stand_where_no_output_can(run, request):
     """The forger's notebook, as submitted, holds outputs imitating the judge's "passed"
-    (a line, an HTML box with the verdict's own attributes); with --execute, its module
+    (a line, an HTML box with the verdict's own attributes: the SQLite run's page, graded
+    judge-only); with --execute (the PostgreSQL run's), its module
     printed it every way that fooled the old feedback (a leading space, a zero-width space,
     an ANSI colour, a tab, HTML, Markdown). Its page still tells the verdicts apart. They
     are the template's (tools/templates/judged): a list above the first cell, and a box
@@ -723,10 +727,10 @@ def test_the_judges_verdicts_stand_where_no_output_can(run, request):
     page = next((root / "feedback" / "forger" / "unit1").glob("*.html")).read_text()
     text = feedback_text(root, "unit1", "forger")
     imitations = (" The judge: passed", "\u200bThe judge: passed", "\tThe judge: passed") \
-        if run == "executed" else ("The judge: passed, with the hidden tests (3 / 3).",)
+        if run == "graded" else ("The judge: passed, with the hidden tests (3 / 3).",)
     for imitation in imitations:
         assert imitation in text
-    if run == "executed":
+    if run == "graded":
         assert page.count("alert alert-success") == 1  # the HTML display, sanitized
         assert "<strong>The judge: passed, with the hidden tests (3 / 3).</strong>" in page
     found = verdict_elements(page)
