@@ -97,12 +97,13 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{e.marker}: a test of Exercise {e.number} ({e.name})")
 
 
-# The files that take longest (alone on a 2-core machine, in seconds of CPU: the round trip
-# 150, test_machines 50, the others 11 to 26), longest first.
+# The files that take longest (alone on a 2-core machine: the round trip 2 minutes, the
+# others 9 to 35 s), longest first; the last two spend most of theirs waiting out time limits.
 LONGEST = ["tests/test_roundtrip.py", "tests/test_machines.py", "tests/test_browser.py",
            "tests/test_isolation.py", "solutions/04_add_and_norm.ipynb", "tests/test_judge.py",
            "tests/test_term.py", "tests/test_training.py", "tests/test_check.py",
-           "tests/test_answers.py", "solutions/03_normalization_family.ipynb"]
+           "tests/test_answers.py", "solutions/03_normalization_family.ipynb",
+           "tests/test_preprocessors.py", "tests/test_limits.py"]
 
 
 def pytest_collection_modifyitems(items):
@@ -110,7 +111,7 @@ def pytest_collection_modifyitems(items):
     (make test: --dist loadfile --no-loadscope-reorder keeps this order) the round trip
     starts at once and the others fill the second core beside it, so the run ends with
     short files on both workers. When a long file came last, it ran alone at the end for
-    a dozen seconds while the other core idled."""
+    a dozen seconds while the other core idled; files that wait go beside busy ones."""
     def rank(item):
         path = item.nodeid.split("::")[0]
         return LONGEST.index(path) if path in LONGEST else len(LONGEST)
