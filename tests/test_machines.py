@@ -31,8 +31,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,37 +141,16 @@ def native():
     return configured({})
 
 
-@pytest.fixture(scope="module")
-def runs():
-    """Each configuration's pytest run, all started at once ({name: its Popen}): the
-    farthest runs on one thread for most of a minute, and the others beside it use the
-    cores it leaves idle. Each writes its output to a file of its own (a pipe left unread
-    would fill and stop it)."""
-    started = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for i, (name, settings) in enumerate(CONFIGURATIONS.items()):
-            log = open(Path(folder) / f"{i}.log", "w+")
-            started[name] = (subprocess.Popen(
-                [sys.executable, "-m", "pytest", "tests/test_graders.py",
-                 *(EXPERIMENTS + CAPSTONE if name == FARTHEST else []), "-q",
-                 "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
-                cwd=REPO, env={**os.environ, **settings, "COURSE_CONFIGURATION": name},
-                stdout=log, stderr=subprocess.STDOUT, text=True), log)
-        try:
-            yield started
-        finally:
-            for process, log in started.values():
-                process.kill()
-                process.wait()
-                log.close()
-
-
 @pytest.mark.parametrize("name", CONFIGURATIONS)
-def test_graders_and_experiments_hold_in_configuration(name, native, runs):
+def test_graders_and_experiments_hold_in_configuration(name, native):
     settings = CONFIGURATIONS[name]
     seen = configured(settings)
     assert unmet(settings, seen, native) == [], f"{name}: {seen}, natively {native}"
-    process, log = runs[name]
-    process.wait()
-    log.seek(0)
-    assert process.returncode == 0, f"{name}: {settings}\n{log.read()[-6000:]}"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_graders.py",
+         *(EXPERIMENTS + CAPSTONE if name == FARTHEST else []), "-q",
+         "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
+        cwd=REPO, env={**os.environ, **settings, "COURSE_CONFIGURATION": name},
+        capture_output=True, text=True)
+    assert run.returncode == 0, f"{name}: {settings}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
+
