@@ -49,9 +49,10 @@ def chromium_or_skip():
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """`make lab` on a copy of the student edition, as a student clones it (file times kept,
-    so that `make lab` finds the environment up to date; the kernel imports the copy's
-    normlib/): (the copy, the port). One server for this file's tests."""
+    """`make lab` on a copy of the student edition, as a student clones it (the kernel
+    imports the copy's normlib/), with this repository's environment, taken as up to date
+    whatever the file times (else make would install the copy into it): (the copy, the
+    port). One server for this file's tests."""
     root = tmp_path_factory.mktemp("student") / "course"
     root.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
@@ -61,7 +62,9 @@ def lab(tmp_path_factory):
             shutil.copytree(source, root / name, ignore=ignore)
         else:
             shutil.copy2(source, root / name)
-    with serving("lab", root, f"VENV={REPO / '.venv'}", env={"PYTHONPATH": str(root)}) as port:
+    venv = REPO / ".venv"  # (never reinstalled from the copy, which would point it there)
+    with serving("lab", root, f"VENV={venv}", f"--assume-old={venv / '.installed'}",
+                 env={"PYTHONPATH": str(root)}) as port:
         yield root, port
 
 
