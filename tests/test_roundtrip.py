@@ -67,8 +67,10 @@ from tools.verdicts import graded_folder
 
 TIMEOUT = 10  # seconds per check here (30 by default), from the course's config: the loop case
 # waits it out in each course, while a grading process sits idle (20 s made the judge-only
-# passes take 12 s and 8 s longer); a right submission's longest check took 2 s on a loaded
-# 2-core machine (graded beside the other tests), and a worker's start has a limit of its own
+# passes take 12 s and 8 s longer). A right submission's longest check (2.5's) took 1.9 s
+# beside the other tests on a 2-core AMD EPYC, and 5.8 s with this file, test_machines.py
+# and test_browser.py all on one of its cores (a machine half as fast); a worker's start
+# has a limit of its own (startup_timeout)
 EXECUTE_TIMEOUT = 20  # per cell with --execute, given on the command line: a loaded 2-core
 # machine took over 10 s for a kernel's first cell (importing torch and matplotlib)
 MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case needs it
