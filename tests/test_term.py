@@ -127,6 +127,8 @@ def term(tmp_path_factory, workers):
 def test_the_first_grading_marks_the_late_one_and_agrees_everywhere(term):
     root, _, collected, graded = term
     assert "3 collected (3 new" in collected and "3 submissions to grade" in graded
+    # its one worker graded them in the order listed, as printed
+    assert re.findall(r"^unit1 (s\d): ", graded, re.MULTILINE) == ["s1", "s2", "s3"], graded
     table = rows(root)
     assert set(table) == {"s1", "s2", "s3"}  # unit1 alone: the other units are not released
     assert [table[s]["late"] for s in ("s1", "s2", "s3")] == ["", "", "11 h 31 min late"]

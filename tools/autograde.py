@@ -25,7 +25,8 @@ written once, as it comes; a task whose worker dies runs again on another (Dask'
 only its one result is written. A re-run grades only what is new or changed (pending).
 
 Without a scheduler, a local cluster of `jobs` processes (one per core by default).
-Prints each submission's score and status; returns how many could not be graded.
+Tasks start in the order listed: each assignment's students, sorted. Prints each
+submission's score and status; returns how many could not be graded.
 """
 
 import datetime
@@ -210,10 +211,14 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
         # worker holding it is lost
         course = kit(root, sorted(todo))
         shared = dask.submit(grading.kept, course, key=f"kit-{course.digest}")
+        # started in the order listed (each assignment's students, sorted): without a
+        # priority, Dask's workers start theirs in an order of their own
+        listed = tasks(root, todo, digests, limits, execute, sandboxed)
         futures = {dask.submit(grading.grade, shared, task, pure=False,
+                               priority=len(listed) - i,  # (Dask: the highest first)
                                key=f"grade-{task.assignment}-{task.student}-"
                                    f"{task.digest[:12]}-{course.digest[:8]}"):
-                   task for task in tasks(root, todo, digests, limits, execute, sandboxed)}
+                   task for i, task in enumerate(listed)}
         for future in as_completed(futures):
             assignment, student = futures[future].assignment, futures[future].student
             try:  # refused, its workers died again and again, or a result out of bounds
