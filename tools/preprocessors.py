@@ -87,6 +87,7 @@ class BoxedKernelManager(AsyncKernelManager):
         self.reached = None
         command, fd = sandbox.command(folder, kernel_cmd[1:], env, self.memory_mb, inside=folder,
                                   sockets=self.sockets, files=font_cache())
+        kw["env"] = sandbox.launch_env()  # (and bubblewrap none: sandbox.command)
         try:
             await super()._async_launch_kernel(command, **kw,
                                                pass_fds=() if fd is None else (fd,))

@@ -14,6 +14,14 @@ The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. I
 - nothing else: not the course folder, the gradebook, solutions/, other submissions or
   their temporary files, nor the judge's. No network (not even the host's loopback).
 
+Nothing of the host's environment is in reach: bubblewrap itself starts with an empty
+environment (`env -i` right before it, after any cgroup shell or systemd scope, which hand
+their own environment on), because its first process, pid 1 of the sandbox, keeps the
+environment bwrap started with (/proc/1/environ), whatever --clearenv does for the program
+it runs; the program gets only the variables named here (`command`'s env, and PYTHONPATH,
+HOME, MPLCONFIGDIR, PATH). What starts the sandbox (a cgroup's shell, systemd-run) gets
+only LAUNCH_ENV's variables of the caller's (`launch_env`).
+
 seccomp refuses fork, vfork, clone3 and any clone that is not a new thread: the worker
 starts no process. Resource limits (memory, file size, no core dumps) are set by the
 judge before bubblewrap starts. The namespace's first process dies with bubblewrap
@@ -58,6 +66,10 @@ def threads(n):
 
 # the environment variables the worker keeps: its number of threads
 THREADS = tuple(threads(1))
+# the caller's variables that what starts bubblewrap gets (a cgroup's shell, systemd-run):
+# a PATH, and what a user's systemd-run needs to reach that user's systemd; bubblewrap
+# itself gets none (`env -i`)
+LAUNCH_ENV = ("PATH", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")
 # seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
 _ARCH_X86_64, _ARCH_AARCH64 = 0xC000003E, 0xC00000B7
 _SYSCALLS = {  # machine: (audit arch, fork, vfork, clone, clone3); -1: no such call there
@@ -137,6 +149,12 @@ def thread_env():
     return {k: v for k, v in os.environ.items() if k in THREADS}
 
 
+def launch_env():
+    """The environment to start a sandbox's command with: the caller's LAUNCH_ENV variables
+    alone (bubblewrap itself starts with none: `command`)."""
+    return {k: v for k, v in os.environ.items() if k in LAUNCH_ENV}
+
+
 def bwrap():
     """The path of bubblewrap, or None."""
     return shutil.which("bwrap")
@@ -159,7 +177,8 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
     venv = Path(sys.prefix)
     ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
     size = str(size_mb << 20)
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+    # bubblewrap with an empty environment: its pid 1 in the sandbox keeps it
+    args = ["/usr/bin/env", "-i", bwrap(), "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "grading",
             # first the fresh file systems, then the binds (the environment may be under
             # /tmp, as in a fresh clone's test run: a later mount would hide it)

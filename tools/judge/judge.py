@@ -183,7 +183,8 @@ class Judge:
             command, fd = sandbox.command(self.worker_dir, [*argv, sandbox.SOURCE],
                                       {**sandbox.thread_env(), **(env or {})},
                                       self.limits.memory_mb)
-            fds, env, cwd = (fd,) if fd is not None else (), None, None
+            fds, cwd = (fd,) if fd is not None else (), None
+            env = sandbox.launch_env()  # (and bubblewrap none: no secret of the judge's)
         else:
             command, fds, fd = [sys.executable, *argv], (), None
             env, cwd = {**os.environ, "PYTHONPATH": REPO, **(env or {})}, self.worker_dir

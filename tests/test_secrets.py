@@ -1,0 +1,191 @@
+"""Nothing of the host's environment is in reach of student code (tools/sandbox.py).
+
+bubblewrap's pid 1 inside the sandbox keeps the environment bwrap started with, whatever
+--clearenv does for the program it runs: a submission read the instructor's PGPASSWORD,
+NBGRADER_DB_URL and AWS_SECRET_ACCESS_KEY from /proc/1/environ (issue 39, case 1).
+Now bwrap itself starts with an empty environment (`env -i`, after any cgroup shell or
+systemd scope), and what launches it gets only sandbox.LAUNCH_ENV's variables.
+
+Secrets are planted where a grading host keeps them (the head's environment, a Dask
+worker's, a PostgreSQL URL with its password) and where the launcher's environment
+would pass them on; a submission then looks for them everywhere it can reach: every
+process's environment and command line in its sandbox, and every file in reach (all but
+the read-only installation: /usr, Python and the environment, which pip and apt wrote).
+It passes Exercise 1.1 only if it finds none. Under each place a sandbox's cgroup can be
+made (tools/cgroup.py: cgroup v2, a systemd scope, none, and this machine's own), through
+the judge's own launch. The round trip's "environ" student tries the same at autograde,
+with --execute too, and its feedback is scanned for the secret (tests/test_roundtrip.py).
+"""
+
+import os
+import sys
+import uuid
+
+import pytest
+
+from tests.synthetic import override
+from tests.test_judge import needs_bwrap, submission
+from tools import cgroup, sandbox
+from tools.exercises import exercises
+from tools.judge.judge import Judge
+from tools.limits import Limits
+
+MARK = "PLANTED-SECRET-"  # what the submission looks for; each test adds its own suffix
+UNIT1_FIRST = [(e.grade_id, e.source) for e in exercises() if e.number == "1.1"]
+
+# A right layer_norm_stats that fails if it finds the mark anywhere in reach. It must read
+# /proc/1/environ (the leak of case 1): a sandbox where it cannot is no test of it.
+SEEKER = """
+import os as _os, stat as _stat, sys as _sys, sysconfig as _sysconfig
+
+_MARK = bytes.fromhex(MARK_HEX)  # (not its bytes as they are: this file is in reach too)
+
+
+def _found_in_proc():
+    found = []
+    for pid in _os.listdir("/proc"):
+        if pid.isdigit() or pid == "self":
+            for name in ("environ", "cmdline"):
+                try:
+                    with open(f"/proc/{pid}/{name}", "rb") as f:
+                        if _MARK in f.read():
+                            found.append(f"/proc/{pid}/{name}")
+                except OSError:
+                    pass
+    return found
+
+
+def _found_in_files():
+    installed = {"/proc", "/sys", "/usr", _sys.base_prefix, _sys.prefix,
+                 _sysconfig.get_paths()["purelib"]}
+    found, scanned = [], 0
+    for top, folders, files in _os.walk("/", followlinks=False):
+        folders[:] = [d for d in folders if _os.path.join(top, d) not in installed]
+        for name in files:
+            path = _os.path.join(top, name)
+            try:
+                if not _stat.S_ISREG(_os.lstat(path).st_mode):
+                    continue
+                with open(path, "rb") as f:
+                    scanned += 1
+                    if _MARK in f.read(64 << 20):
+                        found.append(path)
+            except OSError:
+                pass
+    assert scanned > 10, scanned  # (the course's tools/, the submission: it did look)
+    return found
+
+
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    found = _found_in_proc()
+    if _os.path.isdir("/opt/grader"):  # in the sandbox (a small tree to scan)
+        with open("/proc/1/environ", "rb") as f:  # (readable, or this raises: no test)
+            f.read()
+        found += _found_in_files()
+    if found:
+        raise RuntimeError(f"found the secret in {found}")
+    return _reference_stats(x, normalized_shape, eps)
+"""
+
+
+def seeker(tmp_path, secret):
+    code = SEEKER.replace("MARK_HEX", repr(secret[:len(MARK) + 8].encode().hex()))
+    return submission(tmp_path, layer_norm=override("normlib/layer_norm.py", code))
+
+
+def plant(monkeypatch, secret):
+    """The secrets a grading host keeps in its environment (the head's, whose Dask
+    workers inherit it; a PostgreSQL URL with its password)."""
+    for name, value in {"PGPASSWORD": secret, "AWS_SECRET_ACCESS_KEY": secret,
+                        "NBGRADER_DB_URL": f"postgresql://grader:{secret}@db.example.edu/n",
+                        "DASK_WORKER_TOKEN": secret}.items():
+        monkeypatch.setenv(name, value)
+
+
+def judge_in_process(folder, cells, sandboxed):
+    """{grade_id: (passed, detail)}: the judge run in this process (so that a test can
+    force where it makes cgroups), its modules and finder taken out again after."""
+    saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
+                                            if n.split(".")[0] == "normlib"}
+    try:
+        return Judge(folder, folder, {"normlib.layer_norm"}, Limits(timeout=60),
+                     sandboxed=sandboxed).run(cells)
+    finally:
+        sys.meta_path[:], sys.path[:] = saved[0], saved[1]
+        for name in [n for n in sys.modules if n.split(".")[0] == "normlib"]:
+            del sys.modules[name]
+        sys.modules.update(saved[2])
+
+
+def fake_v2(tmp_path):
+    """A cgroup v2 tree standing in for a delegated one (regular files: the launching
+    shell writes its pid there, as into a real cgroup.procs)."""
+    grader = tmp_path / "grader"
+    grader.mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (grader / "cgroup.subtree_control").write_text("memory pids\n")
+    return cgroup.place(tmp_path, "0::/grader\n", lambda: None)
+
+
+def fake_systemd(tmp_path, monkeypatch, secret):
+    """A systemd-run on PATH that, as a scope does, hands its own environment on to what
+    it runs: here one holding a secret of its own."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    fake = bin_ / "systemd-run"
+    fake.write_text(f'#!/bin/sh\nexport SCOPE_SECRET="{secret}"\n'
+                    'while [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    return cgroup.Place("systemd", user=os.geteuid() != 0)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("placement", ["v2", "systemd", "none", "this machine's"])
+def test_no_secret_of_the_host_is_in_reach_of_student_code(tmp_path, monkeypatch, placement):
+    secret = MARK + uuid.uuid4().hex
+    plant(monkeypatch, secret)
+    where = {"v2": lambda: fake_v2(tmp_path / "cgroup"),
+             "systemd": lambda: fake_systemd(tmp_path, monkeypatch, secret),
+             "none": lambda: None, "this machine's": cgroup.here}[placement]()
+    monkeypatch.setattr(cgroup, "here", lambda: where)
+    # the launcher as careless as can be: the whole environment, secrets and all, so that
+    # `env -i` before bwrap is all that stands between them and the sandbox
+    monkeypatch.setattr(sandbox, "launch_env", lambda: dict(os.environ), raising=False)
+    folder = seeker(tmp_path / "submission", secret)
+    found = judge_in_process(folder, UNIT1_FIRST, sandboxed=True)
+    passed, detail = found[UNIT1_FIRST[0][0]]
+    assert passed, detail
+    if placement == "v2":  # (the launching shell did go through the fake cgroup)
+        assert list((tmp_path / "cgroup" / "grader").glob(f"{cgroup.PREFIX}*/cgroup.procs"))
+
+
+def test_the_seeker_finds_a_secret_that_is_in_reach(tmp_path, monkeypatch):
+    """Without the OS sandbox (--no-sandbox), the worker inherits the judge's environment:
+    the same submission finds the secret and fails. (So its pass above means something.)"""
+    secret = MARK + uuid.uuid4().hex
+    plant(monkeypatch, secret)
+    found = judge_in_process(seeker(tmp_path, secret), UNIT1_FIRST, sandboxed=False)
+    passed, detail = found[UNIT1_FIRST[0][0]]
+    assert not passed and "RuntimeError" in detail, detail
+
+
+def test_what_launches_a_sandbox_gets_only_the_variables_it_needs(monkeypatch):
+    """Own case (rule 2): the launcher's environment (a cgroup shell, systemd-run) is
+    LAUNCH_ENV's variables alone, and bubblewrap's is empty: `env -i` comes right before
+    it, after whatever the cgroup's placement puts in front."""
+    secret = MARK + uuid.uuid4().hex
+    plant(monkeypatch, secret)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    assert set(sandbox.launch_env()) <= set(sandbox.LAUNCH_ENV)
+    assert secret not in repr(sandbox.launch_env())
+    for where in (None, cgroup.Place("systemd", user=True)):
+        monkeypatch.setattr(cgroup, "here", lambda where=where: where)
+        argv, fd = sandbox.command("/nonexistent", ["-c", "pass"], {"A": "1"}, 64)
+        os.close(fd) if fd is not None else None
+        start = argv.index("/usr/bin/env")
+        assert argv[start + 1:start + 3] == ["-i", sandbox.bwrap()]
+        assert secret not in " ".join(argv)
