@@ -1,6 +1,7 @@
 """The nbgrader exchange route (instead of LMS zips): release to the exchange, a student
 fetches and submits (with their normlib/ files), the instructor collects."""
 
+import datetime
 import getpass
 
 from nbgrader.auth import Authenticator
@@ -8,7 +9,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.exchange import ExchangeFactory
 from traitlets.config import Config
 
-from tools.collect import collect
+from tools.collect import collect, recorded_at
 from tools.course import build_course
 from tools.release import release
 
@@ -48,3 +49,35 @@ def test_release_fetch_submit_collect_through_the_exchange(tmp_path, capsys):
     assert (submitted / "normlib" / "layer_norm.py").read_text() == kernel.read_text()
     assert (submitted / "01_layernorm_forward.ipynb").is_file()
     assert "collected unit1 from the exchange: 1 submission\n" in capsys.readouterr().out
+
+
+def test_the_exchanges_time_is_when_its_files_last_changed_not_what_submit_wrote(
+        tmp_path, capsys):
+    """Case 5 on the exchange: `nbgrader submit` runs as the student, who writes the
+    inbound folder's name and its timestamp.txt; an early date written there dodged the
+    late mark. The time collected is the last change (ctime, which no user sets back) of
+    anything in the inbound folder. And a link in it is refused, as in a zip."""
+    root = build_course(tmp_path / "course", layout="unit")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    (root / "nbgrader_config_local.py").write_text(f"c.Exchange.root = {str(exchange)!r}\n")
+    release(root, ["unit1"], exchange=True)
+    home = tmp_path / "student"
+    home.mkdir()
+    as_student(home, exchange, "FetchAssignment")
+    as_student(home, exchange, "Submit")
+    [inbound] = (exchange / "normalization-layers" / "inbound").iterdir()
+    (inbound / "timestamp.txt").write_text("2020-01-01 00:00:00.000000 UTC")
+    forged = inbound.with_name(inbound.name.replace(inbound.name.split("+")[2],
+                                                    "2020-01-01 00:00:00.000000 UTC"))
+    inbound.rename(forged)
+    before = datetime.datetime.now(datetime.timezone.utc)
+    collect(root, ["unit1"], exchange=True)
+    when = recorded_at(root / "submitted" / getpass.getuser() / "unit1")
+    assert before - datetime.timedelta(minutes=5) < when <= datetime.datetime.now(
+        datetime.timezone.utc), when
+    (forged / "normlib" / "layer_norm.py").unlink()
+    (forged / "normlib" / "layer_norm.py").symlink_to(root / "source/unit1/normlib/layer_norm.py")
+    collect(root, ["unit1"], exchange=True)
+    assert "REJECTED" in capsys.readouterr().out
+    assert not (root / "submitted" / getpass.getuser() / "unit1").exists()

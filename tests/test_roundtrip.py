@@ -52,7 +52,7 @@ from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
 from tools import cluster, gradebook
 from tools.autograde import autograde
-from tools.collect import collect
+from tools.collect import collect, read_record
 from tools.course import SOLUTIONS, build_course, load_course
 from tools.exercises import by_number, exercises, questions
 from tools.feedback import feedback
@@ -298,8 +298,12 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
     assert "REJECTED Eve Upload_999_assignsubmission_file_.zip: not a readable zip " \
            "(BadZipFile" in log
     assert (root / "downloaded/unit1/rejected/Eve Upload_999_assignsubmission_file_.zip").is_file()
-    for case in LMS_NAMES:  # graded as their own ids (EXPECTED checks their scores)
-        assert (root / "submitted" / case / "unit1" / "timestamp.txt").is_file()
+    record = read_record(root, "unit1")  # graded as their own ids (EXPECTED: their scores)
+    assert {case: record[case]["lms"] for case in LMS_NAMES} == {"escaper": "moodle",
+                                                                  "leaker": "canvas"}
+    # no LMS date in these downloads (no worksheet beside them): collect says so
+    assert f"TIMES UNKNOWN for {students} of {students}" in log
+    assert not list((root / "submitted").rglob("timestamp.txt"))
 
 
 def test_postgresql_and_sqlite_give_the_same_grades_cell_for_cell(graded, sqlite):
@@ -390,7 +394,9 @@ def test_grades_csv_has_a_row_per_student_and_assignment_with_each_check(graded)
             continue
         assert row["submitted"] == "yes"
         assert row["status"].startswith(STATUS.get((assignment, student), "graded")), row
-        assert row["submitted_at"] and row["late"] == ""  # (no due date in this course)
+        # no LMS date: no time, and none late but by Canvas's marker (the leaker's name)
+        assert row["submitted_at"] == "" and row["late"] == (
+            "late by Canvas's _LATE marker; no time" if student == "leaker" else "time unknown")
         assert float(row["score"]) == sum(expected.values())
         for other, points in POINTS.items():  # per-check points; blank for other units'
             for g in points:

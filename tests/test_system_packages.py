@@ -25,6 +25,7 @@ case "$1 $4" in
   "install bubblewrap") [ -e "{folder}/updated" ] || exit 100
     printf '#!/bin/sh\\nexit 0\\n' > "{folder}/bwrap"; /bin/chmod +x "{folder}/bwrap" ;;
   "install postgresql") printf '#!/bin/sh\\n' > "{folder}/initdb"; /bin/chmod +x "{folder}/initdb" ;;
+  "install unzip") printf '#!/bin/sh\\n' > "{folder}/unzip"; /bin/chmod +x "{folder}/unzip" ;;
 esac
 """
 FAKE_SUDO = '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n'  # a sudo that asks nothing
@@ -66,8 +67,9 @@ def test_without_a_way_to_install_it_stops_at_once_naming_each_package(tmp_path)
     assert rest[0].startswith("  bubblewrap (bwrap): ")
     assert rest[1].startswith(f"  chromium ({tmp_path / 'bin' / 'chromium'}): ")
     assert rest[2].startswith(f"  postgresql ({tmp_path / 'bin' / 'initdb'}): ")
-    assert "  Debian: sudo apt-get install bubblewrap chromium postgresql" in rest
-    assert "  Fedora: sudo dnf install bubblewrap chromium postgresql-server" in rest
+    assert rest[3].startswith("  unzip (unzip): ")
+    assert "  Debian: sudo apt-get install bubblewrap chromium postgresql unzip" in rest
+    assert "  Fedora: sudo dnf install bubblewrap chromium postgresql-server unzip" in rest
     assert any("COURSE_CHROMIUM" in line for line in rest)
 
 
@@ -75,14 +77,16 @@ def test_with_apt_get_it_installs_them_updating_the_lists_if_it_must(tmp_path):
     folder = machine(tmp_path, {"apt-get": FAKE_APT, "sudo": FAKE_SUDO})
     code, output, _ = make_test_step(folder)
     assert code == 0, output
-    assert output.startswith("make test: installing bubblewrap, chromium, postgresql (system")
+    assert output.startswith("make test: installing bubblewrap, chromium, postgresql, unzip "
+                             "(system")
     assert (folder / "apt.log").read_text().splitlines() == [
         "install -y -q bubblewrap", "update -q", "install -y -q bubblewrap",
-        "install -y -q chromium", "install -y -q postgresql"]
+        "install -y -q chromium", "install -y -q postgresql", "install -y -q unzip"]
     assert output.splitlines()[-1] == ("make test: system packages present: "
                                        f"bubblewrap ({folder / 'bwrap'}), "
                                        f"chromium ({folder / 'chromium'}), "
-                                       f"postgresql ({folder / 'initdb'})")
+                                       f"postgresql ({folder / 'initdb'}), "
+                                       f"unzip ({folder / 'unzip'})")
 
 
 def test_an_install_that_fails_ends_in_the_message(tmp_path):
@@ -93,6 +97,7 @@ def test_an_install_that_fails_ends_in_the_message(tmp_path):
     assert "apt-get install -y -q bubblewrap failed:\nno network" in output
     assert "apt-get install -y -q chromium failed:\nno network" in output
     assert "apt-get install -y -q postgresql failed:\nno network" in output
+    assert "apt-get install -y -q unzip failed:\nno network" in output
     assert output.splitlines()[-1].startswith("  Chromium elsewhere (Ubuntu: sudo snap")
 
 
@@ -109,7 +114,8 @@ def test_where_apt_has_no_chromium_bubblewrap_is_installed_and_chromium_named(tm
 def test_a_bubblewrap_that_cannot_make_a_sandbox_is_refused(tmp_path):
     folder = machine(tmp_path, {"bwrap": "#!/bin/sh\necho 'setting up uid map: "
                                          "Permission denied' >&2\nexit 1\n",
-                                "chromium": "#!/bin/sh\n", "initdb": "#!/bin/sh\n"})
+                                "chromium": "#!/bin/sh\n", "initdb": "#!/bin/sh\n",
+                                "unzip": "#!/bin/sh\n"})
     code, output, _ = make_test_step(folder)
     assert code == 1
     assert output.startswith("make test: no test was run. bubblewrap is installed but cannot "
@@ -133,10 +139,12 @@ def test_the_programs_and_the_message(tmp_path):
     needed = packages({"COURSE_CHROMIUM": str(chromium), "COURSE_INITDB": str(initdb)})
     assert [(p.name, p.program) for p in needed] == [("bubblewrap", "bwrap"),
                                                      ("chromium", str(chromium)),
-                                                     ("postgresql", str(initdb))]
+                                                     ("postgresql", str(initdb)),
+                                                     ("unzip", "unzip")]
     assert missing(needed, path=str(tmp_path)) == list(needed)
     executable(chromium, "#!/bin/sh\n")
     executable(initdb, "#!/bin/sh\n")
+    executable(tmp_path / "unzip", "#!/bin/sh\n")
     assert missing(needed, path=str(tmp_path)) == [needed[0]]
     text = refusal([needed[1]])
     assert "bubblewrap" not in text and "sudo apt-get install chromium" in text

@@ -4,49 +4,51 @@ submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange).
     python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange]
 
 archive/ holds one entry per submission: a zip, or a folder holding one zip or the files
-(Moodle's download, unzipped once). Every entry ends in exactly one of two places:
+(Moodle's "submissions in folders", unzipped once). Who and when come from what the LMS
+wrote, never from what the student wrote (tools/lms.py, tools/roster.py; docs/security.md):
 
-- collected: its notebooks and normlib/ files in submitted/<student>/<assignment>/, with
-  its submission time in timestamp.txt (nbgrader's; autograde puts it in the gradebook):
-  the time of a timestamp.txt in the zip, else the zip file's own date (an LMS's download
-  dates each file with its submission). A newer entry replaces an older submission of
-  the same student; an unchanged one is left as it is;
-- rejected: moved to downloaded/<assignment>/rejected/, its reason printed: unreadable or
-  unsafe, too large, nothing to grade in it, no student for its name, or older than the
-  student's submission collected.
+- who: the entry's name, read from the end the LMS writes, mapped through the roster
+  (c.Grading.roster) and Moodle's grading worksheet; an id the allow-list refuses, a name
+  that reads as two students, or ids of one collect that differ only in case or Unicode
+  normalization are refused;
+- when: Moodle's grading worksheet or an instructor's export (the one CSV beside archive/,
+  in downloaded/<assignment>/), Blackboard's and Brightspace's names, read in
+  c.Grading.lms_timezone. Canvas's "_LATE" says late without a time, and its attachment
+  ids order two uploads. Nothing else: not a timestamp.txt in the zip, nor a file's date
+  (Moodle and Canvas date every entry with the moment the zip is made; an extracted
+  folder has the extraction's). Without an LMS date, collect says so loudly and marks no
+  one late by a date it cannot trust.
 
-The student id of a name ("...zip"; a folder's name, likewise):
-- with a roster (c.Grading.roster: a CSV with columns lms_id, student_id, name): the row
-  whose LMS id, name or student id the name gives; a name that matches no row is rejected,
-  never guessed;
-- without one: Moodle's "Full Name_1234567_assignsubmission_file_" and Canvas's
-  "lastfirst[_LATE]_12345_67890_anything" give the name as the LMS writes it ("full-name",
-  "lastfirst": Moodle's number is per assignment); any other name is
-  "<student_id>[_<assignment>anything]" ("van_der_berg_unit1.zip" is van_der_berg).
+Every entry ends in exactly one of two places:
 
-The files of a submission are found however deep the zip holds them: in the shallowest
-folder that holds a notebook or normlib/.
+- collected: its notebooks and normlib/*.py files (tools/unpack.py, within tools/bounds.py)
+  in submitted/<student>/<assignment>/, with nbgrader's timestamp.txt where the LMS gave
+  its time (autograde puts it in the gradebook); what collect read of it in
+  downloaded/<assignment>/collected.json (its entry, LMS, time and where the time came
+  from, Canvas's late marker). Of two entries of one student, the later by the LMS's date
+  (or Canvas's order) is kept, the other rejected saying so; where nothing the LMS wrote
+  tells them apart, both are rejected. A collected submission is replaced by a newer
+  entry, never by one the LMS dates earlier; an identical one leaves it as it was;
+- rejected: moved to downloaded/<assignment>/rejected/, its reason printed.
+
+A Blackboard receipt (".._attempt_<time>.txt") is read as such, and left in archive/.
 """
 
-import csv
 import datetime
+import json
 import os
-import re
 import shutil
 import tempfile
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from tools import lms, roster, unpack
 from tools.course import assignment_names, run, submissions
 from tools.gradebook import digest
-from tools.sandbox import DISK_MB
-from tools.settings import read
+from tools.settings import config, read
 
-MOODLE = re.compile(r"(?P<name>.+?)_(?P<lms>\d+)_assignsubmission_[a-z]*_?.*")
-CANVAS = re.compile(r"(?P<name>[a-z0-9-]+?)(?P<late>_LATE)?_(?P<lms>\d+)_\d+(?:_.*)?")
-JUNK = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store"}
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
+RECORD = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
 
 
 @dataclass(frozen=True)
@@ -55,99 +57,22 @@ class Rejected:
     reason: str
 
 
-def slug(name):
-    """A name as a student id: "John Smith" -> "john-smith"."""
-    return re.sub(r"[^\w.-]+", "-", name.strip().lower()).strip("-")
+@dataclass(frozen=True)
+class Found:
+    """An entry that names a student and holds a submission: who, what the LMS says of
+    its time (when: aware or None, and where it came from; late: Canvas's marker; order:
+    Canvas's attachment id), and its files."""
+    entry: str
+    student: str
+    name: lms.Name
+    when: datetime.datetime | None
+    source: str | None
+    files: dict
 
-
-def letters(name):
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def read_roster(path):
-    """The roster's rows: [{"lms_id", "student_id", "name"}]."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f))
-    need = {"lms_id", "student_id", "name"}
-    if rows and not need <= set(rows[0]):
-        raise SystemExit(f"{path}: the roster's columns must be {', '.join(sorted(need))} "
-                         f"(it has {', '.join(rows[0])})")
-    return rows
-
-
-def student_of(name, assignment, roster=None):
-    """The student id of an archive entry's name (see the module's docstring), or None if
-    a roster is given and no row matches."""
-    stem = name[:-4] if name.lower().endswith(".zip") else name
-    lms = MOODLE.fullmatch(stem) or CANVAS.fullmatch(stem)
-    plain = re.split(rf"_{re.escape(assignment)}", stem, maxsplit=1)[0]
-    if roster is None:
-        return slug(lms.group("name")) if lms else plain
-    for row in roster:
-        if lms and row["lms_id"].strip() == lms.group("lms"):
-            return row["student_id"].strip()
-    for row in roster:
-        whole, parts = letters(row["name"]), row["name"].split()
-        either = {whole, letters("".join(parts[-1:] + parts[:-1]))}
-        if lms and (letters(lms.group("name")) in either):
-            return row["student_id"].strip()
-        if not lms and plain.strip() in (row["student_id"].strip(), row["lms_id"].strip()):
-            return row["student_id"].strip()
-    return None
-
-
-def _members(entry):
-    """{path in the entry: bytes reader} of an archive entry (a zip, a folder holding one
-    zip, or a folder of files), or a reason it cannot be read."""
-    if entry.is_dir():
-        zips = [p for p in entry.iterdir() if p.suffix.lower() == ".zip"]
-        files = [p for p in entry.rglob("*") if p.is_file()]
-        if len(zips) == 1 and len(files) == 1:
-            entry = zips[0]
-        else:
-            return {p.relative_to(entry).as_posix(): p.read_bytes for p in files}
-    try:
-        z = zipfile.ZipFile(entry)
-        names = z.namelist()
-        bad = z.testzip()
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError) as error:
-        return f"not a readable zip ({type(error).__name__}: {error})"
-    if bad is not None:
-        return f"a corrupt entry ({bad})"
-    if sum(i.file_size for i in z.infolist()) > DISK_MB << 20:
-        return f"more than {DISK_MB} MiB unzipped (a grading folder holds {DISK_MB} MiB)"
-    for name in names:
-        parts = PurePosixPath(name.replace("\\", "/")).parts
-        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            return f"an entry outside its folder ({name!r})"
-    return {n: (lambda n=n: z.read(n)) for n in names if not n.endswith("/")}
-
-
-def submission_files(members):
-    """{path in the submission: reader} of the files that are graded or recorded (its
-    notebooks, normlib/'s .py files, timestamp.txt), from the shallowest folder of the
-    entry that holds a notebook or normlib/."""
-    kept = {n: r for n, r in members.items() if not JUNK & set(PurePosixPath(n).parts)}
-    roots = set()
-    for name in kept:
-        parts = PurePosixPath(name).parts
-        if name.endswith(".ipynb"):
-            roots.add(parts[:-1])
-        if "normlib" in parts:
-            roots.add(parts[:parts.index("normlib")])
-    if not roots:
-        return {}
-    top = min(roots, key=len)
-    found = {}
-    for name, reader in kept.items():
-        parts = PurePosixPath(name).parts
-        if parts[:len(top)] != top:
-            continue
-        rel = PurePosixPath(*parts[len(top):])
-        if (len(rel.parts) == 1 and rel.suffix == ".ipynb") or rel.name == TIMESTAMP and \
-                len(rel.parts) == 1 or (rel.parts[0] == "normlib" and rel.suffix == ".py"):
-            found[rel.as_posix()] = reader
-    return found
+    def record(self):
+        return {"entry": self.entry, "lms": self.name.lms,
+                "time": self.when.isoformat() if self.when else None, "time_from": self.source,
+                "late_marker": self.name.late}
 
 
 def _utc(text):
@@ -157,70 +82,161 @@ def _utc(text):
     return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc)
 
 
-def submitted_at(entry, files):
-    """When an entry was submitted (aware, UTC): its timestamp.txt, else its file's date."""
-    if TIMESTAMP in files:
-        try:
-            return _utc(files[TIMESTAMP]().decode(errors="replace"))
-        except ValueError:
-            pass
-    return datetime.datetime.fromtimestamp(entry.stat().st_mtime, datetime.timezone.utc)
-
-
 def recorded_at(folder):
-    """The submission time recorded in a collected submission's timestamp.txt."""
+    """The submission time recorded in a collected submission's timestamp.txt (written by
+    collect from the LMS's date, or by the exchange's collect from its files), or None."""
     path = Path(folder) / TIMESTAMP
     return _utc(path.read_text()) if path.is_file() else None
 
 
-def collect_archive(root, assignment, roster=None):
+def _time(name, student, times):
+    """(when, where it came from) of an entry, from what the LMS wrote: its name, or the
+    worksheet or export beside the download; (None, None) if nothing gives it."""
+    if name.when is not None:
+        return name.when, f"{name.lms.capitalize()}'s name"
+    if times is None:
+        return None, None
+    if times.kind == lms.WORKSHEET:
+        row = times.rows.get(name.key) if name.lms == "moodle" else None
+    else:
+        row = times.rows.get(student) or times.rows.get(name.key)
+    if row is None or row[1] is None:
+        return None, None
+    return row[1], f"{times.kind} {times.path.name}"
+
+
+def _read(entry, assignment, settings, rows, times):
+    """A Found of an entry of archive/, or a Rejected."""
+    try:
+        names = lms.names(entry.name, entry.is_dir() and not entry.is_symlink(),
+                          settings.lms_timezone, settings.lms_formats)
+    except lms.TimeError as error:
+        if settings.lms_timezone is None:
+            raise SystemExit(f"collect {assignment}: {entry.name}: {error}") from None
+        return Rejected(entry.name, f"a date in its name cannot be read ({error})")
+    who = roster.student_of(names, assignment, rows, times)
+    if isinstance(who, str):
+        return Rejected(entry.name, who)
+    student, name = who
+    files = unpack.files(entry)
+    if isinstance(files, str):
+        return Rejected(entry.name, files)
+    when, source = _time(name, student, times)
+    return Found(entry.name, student, name, when, source, files)
+
+
+def _newest(student, found):
+    """(the Found of a student's entries to keep, or None, [Rejected]): the one the LMS
+    dates (or Canvas orders) last; none if nothing the LMS wrote tells them apart."""
+    if len(found) == 1:
+        return found[0], []
+    names = ", ".join(f.entry for f in found)
+    if all(f.when for f in found):
+        found = sorted(found, key=lambda f: f.when)
+        if found[-1].when != found[-2].when:
+            return found[-1], [Rejected(f.entry, f"an older submission of {student} "
+                                        f"({f.when:%Y-%m-%d %H:%M} by the {f.source}): "
+                                        f"{found[-1].entry} ({found[-1].when:%Y-%m-%d %H:%M}) "
+                                        "replaces it") for f in found[:-1]]
+    elif all(f.name.order is not None for f in found):  # Canvas numbers uploads in order
+        found = sorted(found, key=lambda f: f.name.order)
+        if found[-1].name.order != found[-2].name.order:
+            return found[-1], [Rejected(f.entry, f"an earlier upload of {student} (Canvas's "
+                                        f"attachment {f.name.order}): {found[-1].entry} "
+                                        f"(attachment {found[-1].name.order}) replaces it")
+                               for f in found[:-1]]
+    return None, [Rejected(f.entry, f"{len(found)} entries of {student} ({names}), and no date "
+                           "from the LMS tells which is the later: all refused (keep the one "
+                           "to grade in archive/, then collect again)") for f in found]
+
+
+def _collisions(found, root, assignment):
+    """[Rejected] of the entries whose student ids differ only in case or Unicode
+    normalization from another's of this collect, or from a submission collected before."""
+    by_fold = {}
+    for f in found:
+        by_fold.setdefault(roster.fold(f.student), set()).add(f.student)
+    for folder in Path(root).glob(f"submitted/*/{assignment}"):
+        if roster.fold(folder.parent.name) in by_fold:
+            by_fold[roster.fold(folder.parent.name)].add(folder.parent.name)
+    clashing = {k: ids for k, ids in by_fold.items() if len(ids) > 1}
+    return [Rejected(f.entry, f"its student id {f.student!r} differs only in case or Unicode "
+                              "normalization from "
+                              f"{', '.join(sorted(clashing[roster.fold(f.student)] - {f.student}))}"
+                              ": refused (give them distinct ids in the roster)")
+            for f in found if roster.fold(f.student) in clashing]
+
+
+def collect_archive(root, assignment, settings, rows=None):
     """Collect downloaded/<assignment>/archive/ (see the module's docstring). Returns
-    ({student: "new" | "replaced" | "unchanged"}, [Rejected])."""
-    archive = Path(root) / "downloaded" / assignment / "archive"
-    entries, rejected = {}, []
+    ({student: "new" | "replaced" | "unchanged"}, [Rejected], {student: Found} of those
+    collected, the Times beside the download or None, [receipts read])."""
+    download = Path(root) / "downloaded" / assignment
+    archive = download / "archive"
+    try:
+        times = lms.read_times(download, settings.lms_timezone, settings.lms_formats)
+    except lms.TimeError as error:
+        raise SystemExit(f"collect {assignment}: {error}") from None
+    found, rejected, receipts = [], [], []
     for entry in sorted(archive.iterdir()):
-        student = student_of(entry.name, assignment, roster)
-        members = _members(entry)
-        files = submission_files(members) if isinstance(members, dict) else {}
-        reason = members if isinstance(members, str) else \
-            "no student of the roster has this name (add a row for it)" if not student else \
-            None if files else "no notebook and no normlib/ file in it"
-        if reason:
-            rejected.append(Rejected(entry.name, reason))
+        if lms.is_receipt(entry.name) and entry.is_file() and not entry.is_symlink():
+            receipts.append(entry.name)
             continue
-        when = submitted_at(entry, files)
-        entries.setdefault(student, []).append((when, entry, files))
-    outcome = {}
-    for student, found in sorted(entries.items()):
-        found.sort(key=lambda item: (item[0], item[1].name))
-        when, entry, files = found[-1]
-        for _, older, _ in found[:-1]:
-            rejected.append(Rejected(older.name, f"an older submission of {student}: "
-                                                 f"{entry.name} replaces it"))
+        item = _read(entry, assignment, settings, rows, times)
+        (rejected if isinstance(item, Rejected) else found).append(item)
+    clashes = _collisions(found, root, assignment)
+    rejected += clashes
+    found = [f for f in found if f.entry not in {c.entry for c in clashes}]
+    by_student = {}
+    for f in found:
+        by_student.setdefault(f.student, []).append(f)
+    outcome, kept = {}, {}
+    for student, entries in sorted(by_student.items()):
+        newest, older = _newest(student, entries)
+        rejected += older
+        if newest is None:
+            continue
         folder = Path(root) / "submitted" / student / assignment
         before = recorded_at(folder) if folder.is_dir() else None
-        if before is not None and before > when:
-            rejected.append(Rejected(entry.name, f"older than the submission of {student} "
-                                                 f"collected ({before:%Y-%m-%d %H:%M} UTC)"))
+        if before is not None and newest.when is not None and before > newest.when:
+            rejected.append(Rejected(newest.entry, f"older than the submission of {student} "
+                                     f"collected ({before:%Y-%m-%d %H:%M} UTC)"))
             continue
-        outcome[student] = _place(folder, files, when)
+        outcome[student], kept[student] = _place(folder, newest.files, newest.when), newest
     for item in rejected:
-        (archive.parent / "rejected").mkdir(exist_ok=True)
-        shutil.move(archive / item.entry, archive.parent / "rejected" / item.entry)
-    return outcome, rejected
+        (download / "rejected").mkdir(exist_ok=True)
+        shutil.move(archive / item.entry, download / "rejected" / item.entry)
+    _write_record(download, kept)
+    return outcome, rejected, kept, times, receipts
+
+
+def _write_record(download, kept):
+    """downloaded/<assignment>/collected.json: what collect read of each collected
+    submission (Found.record), those of earlier collects kept."""
+    path = download / RECORD
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record.update({student: f.record() for student, f in kept.items()})
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+
+
+def read_record(root, assignment):
+    """{student: what collect read of their submission} (downloaded/<assignment>/
+    collected.json; {} if none)."""
+    path = Path(root) / "downloaded" / assignment / RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _place(folder, files, when):
-    """Write a submission's files into folder (replacing what was there); "new",
-    "replaced" or "unchanged"."""
+    """Write a submission's files into folder (replacing what was there), with its
+    timestamp.txt if its time is known; "new", "replaced" or "unchanged"."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     new = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".collecting-"))
-    for rel, reader in files.items():
-        if rel != TIMESTAMP:
-            (new / rel).parent.mkdir(parents=True, exist_ok=True)
-            (new / rel).write_bytes(reader())
-    (new / TIMESTAMP).write_text(when.astimezone(datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S.%f UTC"))
+    for rel, data in files.items():
+        (new / rel).parent.mkdir(parents=True, exist_ok=True)
+        (new / rel).write_bytes(data)
+    if when is not None:
+        (new / TIMESTAMP).write_text(when.astimezone(datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f UTC"))
     if folder.is_dir() and digest(folder) == digest(new):
         shutil.rmtree(new)
         return "unchanged"
@@ -231,31 +247,112 @@ def _place(folder, files, when):
     return state
 
 
+def late_words(seconds):
+    """'2 h 5 min late' of a number of seconds late ('' if on time)."""
+    if seconds <= 0:
+        return ""
+    minutes = int(seconds + 59) // 60
+    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+    parts = [f"{days} d" * bool(days), f"{hours} h" * bool(hours), f"{minutes} min" * bool(
+        minutes)]
+    return " ".join(p for p in parts if p) + " late"
+
+
+def lateness(when, late_marker, due):
+    """(whether late, what to say) of a submission's time (aware, or None) and Canvas's late
+    marker against its due date (aware, or None)."""
+    if when is None:
+        return (True, "late by Canvas's _LATE marker; no time") if late_marker else \
+            (False, "time unknown")
+    if due is not None and when > due:
+        return True, late_words((when - due).total_seconds())
+    return False, "on time" if due is not None else f"{when:%Y-%m-%d %H:%M %Z}"
+
+
+def report(name, outcome, rejected, kept, times, receipts, due):
+    """Print what became of each entry of an assignment's archive/."""
+    count = {state: sorted(s for s, v in outcome.items() if v == state)
+             for state in ("new", "replaced", "unchanged")}
+    entries = len(outcome) + len(rejected)
+    print(f"collected {name}: {entries} entr{'y' if entries == 1 else 'ies'} in archive/, "
+          f"{len(outcome)} collected ({len(count['new'])} new, {len(count['replaced'])} "
+          f"replacing an older submission, {len(count['unchanged'])} unchanged), "
+          f"{len(rejected)} rejected")
+    for state, students in count.items():
+        if students and state != "unchanged":
+            print(f"  {state}: {', '.join(students)}")
+    if times is not None:
+        print(f"  times: {times.kind} {times.path.name}")
+    unknown = sorted(s for s, f in kept.items() if f.when is None)
+    if unknown:
+        print(f"  TIMES UNKNOWN for {len(unknown)} of {len(kept)}: {', '.join(unknown)}. No "
+              "date the LMS wrote gives their submission time (not the zip's dates, nor a "
+              "file of the student's): none of them is marked late by a date. Add the LMS's "
+              "times beside archive/ (Moodle's grading worksheet, or an export: "
+              "docs/instructors.md, step 3)")
+    late = {s: lateness(f.when, f.name.late, due) for s, f in kept.items()}
+    late = {s: words for s, (is_late, words) in late.items() if is_late}
+    if late:
+        print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
+    if receipts:
+        print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
+              "(the times are their names')")
+    for item in rejected:
+        print(f"  REJECTED {item.entry}: {item.reason}; moved to downloaded/{name}/rejected/")
+
+
 def collect(root, names=(), exchange=False):
     """Collect every assignment named (all if none), printing what became of each entry."""
     settings = read(root)
-    roster = read_roster(settings.roster) if settings.roster else None
+    rows = roster.read_roster(settings.roster) if settings.roster else None
     for name in assignment_names(root, names):
         archive = Path(root) / "downloaded" / name / "archive"
         if exchange:
             run(root, "collect", name, "--update")
+            refused = exchange_times(root, name)
             students = submissions(root, [name])[name]
             print(f"collected {name} from the exchange: {len(students)} submission"
                   f"{'s' * (len(students) != 1)}")
+            for student, reason in refused:
+                print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
             continue
         if not archive.is_dir():
             print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
             continue
-        outcome, rejected = collect_archive(root, name, roster)
-        count = {state: sorted(s for s, v in outcome.items() if v == state)
-                 for state in ("new", "replaced", "unchanged")}
-        entries = len(outcome) + len(rejected)
-        print(f"collected {name}: {entries} entr{'y' if entries == 1 else 'ies'} in archive/, "
-              f"{len(outcome)} collected ({len(count['new'])} new, {len(count['replaced'])} "
-              f"replacing an older submission, {len(count['unchanged'])} unchanged), "
-              f"{len(rejected)} rejected")
-        for state, students in count.items():
-            if students and state != "unchanged":
-                print(f"  {state}: {', '.join(students)}")
-        for item in rejected:
-            print(f"  REJECTED {item.entry}: {item.reason}; moved to downloaded/{name}/rejected/")
+        found = collect_archive(root, name, settings, rows)
+        report(name, *found, settings.due.get(name))
+
+
+def exchange_times(root, assignment):
+    """After nbgrader's collect from the exchange: each submission's timestamp.txt is the
+    last time anything in the inbound folder it came from changed (the latest status
+    change, ctime, of its files and folders, which no user can set back), never the time
+    the student's own `nbgrader submit` wrote into the folder's name and its timestamp.txt.
+    A submission whose inbound folder holds a link is removed (nbgrader copies what a link
+    points to). Returns [(student, why removed)]."""
+    settings = config(root)
+    exchange = Path(settings.Exchange.get("root", "/srv/nbgrader/exchange"))
+    inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
+    refused = []
+    for student in submissions(root, [assignment])[assignment]:
+        folders = sorted(inbound.glob(f"{student}+{assignment}+*"),
+                         key=lambda p: p.name.rsplit("+", 3)[2] if p.name.count("+") >= 2
+                         else "")
+        if not folders:
+            continue
+        source, folder = folders[-1], Path(root) / "submitted" / student / assignment
+        latest, link = os.lstat(source).st_ctime, None
+        for top, dirs, files in os.walk(source, followlinks=False):
+            for item in dirs + files:
+                info = os.lstat(os.path.join(top, item))
+                latest = max(latest, info.st_ctime)
+                if os.path.islink(os.path.join(top, item)):
+                    link = os.path.relpath(os.path.join(top, item), source)
+        if link is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+            refused.append((student, f"a link in its inbound folder ({link}): links are not "
+                                     "followed"))
+            continue
+        when = datetime.datetime.fromtimestamp(latest, datetime.timezone.utc)
+        (folder / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+    return refused

@@ -2,37 +2,55 @@
 
     python -m tools.instructor export ROOT [ASSIGNMENT ...] [--out FILE]
 
-Columns: whether it was submitted, when (UTC) and how late (against c.Grading.due), its
-status (graded; graded; why: a missing file, a notebook graded under its own name ...;
-failed: why; missing: not submitted; and how many written answers still wait to be graded
-by hand), the total, each check's points (blank where the check is not part of the
-assignment; the judge's score, or one set by hand), each written answer's points (blank
-until graded by hand: never a 0 it did not earn; 0 where the answer cell was left as
-released), and the checks whose score was set by hand (formgrader's manual score).
+Columns: whether it was submitted, when (UTC, as the LMS dated it: blank where it did not)
+and how late (against c.Grading.due; "time unknown" where the LMS gave no time, "late by
+Canvas's _LATE marker; no time" where it said late without when), its status (graded;
+graded; why: a missing file, a notebook graded under its own name ...; failed: why;
+missing: not submitted; and how many written answers still wait to be graded by hand),
+the total, each check's points (blank where the check is not part of the assignment; the
+judge's score, or one set by hand), each written answer's points (blank until graded by
+hand: never a 0 it did not earn; 0 where the answer cell was left as released), and the
+checks whose score was set by hand (formgrader's manual score).
 Only released assignments (release/<assignment>/) are listed: a unit not yet given out
 is not "missing".
+
+A spreadsheet runs a cell that starts with "=", "+", "-" or "@" as a formula (and some, a
+tab or a carriage return first): every text cell that starts so gets a "'" before it
+(OWASP's rule for CSV injection); numbers stay numbers. Student ids cannot start so
+(tools/roster.py), but a status quotes what a submission held (a notebook's name).
 """
 
 import csv
 from pathlib import Path
 
 from tools import gradebook
-from tools.collect import read_roster
+from tools.collect import late_words, read_record
 from tools.course import assignment_names, load_course
 from tools.exercises import of_notebooks, questions_of
 from tools.release import released
+from tools.roster import read_roster
 from tools.settings import read
 
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
-def lateness(seconds):
-    """'2 h 5 min late' of a number of seconds late ('' if on time)."""
-    if seconds <= 0:
+
+def cell(value):
+    """A value as grades.csv writes it: a text that a spreadsheet would run as a formula
+    prefixed with "'"; numbers (scores, points) as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA):
+        return "'" + value
+    return value
+
+
+def late(submission, when, record):
+    """The late column of a submission (nbgrader's, or None), its time (naive UTC, or None)
+    and what collect read of it (tools.collect.read_record's, or None)."""
+    if submission is None:
         return ""
-    minutes = int(seconds + 59) // 60
-    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
-    parts = [f"{days} d" * bool(days), f"{hours} h" * bool(hours), f"{minutes} min" * bool(
-        minutes)]
-    return " ".join(p for p in parts if p) + " late"
+    if when is None:
+        return "late by Canvas's _LATE marker; no time" if record and \
+            record.get("late_marker") else "time unknown"
+    return late_words(submission.total_seconds_late) if submission.duedate else ""
 
 
 def export(root, out, names=()):
@@ -48,6 +66,7 @@ def export(root, out, names=()):
     answers = [q.grade_id for name in names for q in written[name]]
     statuses = gradebook.graded(root)
     roster = read_roster(settings.roster) if settings.roster else []
+    records = {name: read_record(root, name) for name in names}
     with gradebook.connect(root) as gb, open(out, "w", newline="") as f:
         students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
         writer = csv.writer(f)
@@ -83,13 +102,12 @@ def export(root, out, names=()):
                 if waiting:
                     status += f"; {waiting} written answer{'s' * (waiting > 1)} to grade by hand"
                 when = submission.timestamp if submission else None
-                late = lateness(submission.total_seconds_late) if submission and when and \
-                    submission.duedate else ""
                 maximum = sum(e.points for e in checks[name]) + sum(
                     q.points for q in written[name])
-                writer.writerow([name, student, "yes" if submission else "no",
-                                 f"{when:%Y-%m-%d %H:%M:%S}" if when else "", late, status,
-                                 sum(points.values()), maximum,
-                                 *(points.get(c, "") for c in columns + answers),
-                                 " ".join(overridden)])
+                writer.writerow(map(cell, [
+                    name, student, "yes" if submission else "no",
+                    f"{when:%Y-%m-%d %H:%M:%S}" if when else "",
+                    late(submission, when, records[name].get(student)), status,
+                    sum(points.values()), maximum, *(points.get(c, "") for c in columns + answers),
+                    " ".join(overridden)]))
     print(f"grades: {out} ({', '.join(names) or 'no assignment released yet'})")

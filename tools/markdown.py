@@ -5,8 +5,10 @@ browser renders itself, so that no page loads a script (MathJax, from a CDN) to 
     tex_out(markdown)  the math spans as tokens that markdown and the sanitizer leave as
                        they are
     sanitize(html)     the HTML of markdown, with only the elements and attributes markdown
-                       makes (nbconvert's clean_html keeps bleach's dozen inline ones and
-                       escapes paragraphs, headings, code blocks, tables)
+                       makes, and no class, id, style or data: link (nh3: ammonia's
+                       parser); the feedback page also cleans HTML outputs with it, in
+                       place of nbconvert's clean_html (bleach, which keeps any class and
+                       id: a student's box could pass for the judge's)
     tex_in(html)       each token as MathML (or, where the TeX cannot be converted to
                        MathML made only of MathML's own elements, as the TeX, escaped)
 
@@ -18,7 +20,7 @@ after is MathML that latex2mathml made and this module checked element by elemen
 import html
 import re
 
-import bleach
+import nh3
 from latex2mathml.converter import convert
 from markupsafe import Markup
 
@@ -26,9 +28,11 @@ _TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "
          "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li",
          "ol", "p", "pre", "s", "span", "strong", "sub", "summary", "sup", "table", "tbody",
          "td", "th", "thead", "tr", "ul"}
-_HTML_ATTRIBUTES = {"a": ["href", "title"], "img": ["src", "alt", "title"],
-                    "td": ["align"], "th": ["align"], "div": ["class"], "span": ["class"],
-                    "pre": ["class"], "code": ["class"], **{f"h{n}": ["id"] for n in range(1, 7)}}
+# no class, id or style anywhere: a student's markup must not look like the page's own (the
+# judge's verdicts, nbgrader's answer boxes) nor become a target of its links
+_HTML_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"},
+                    "td": {"align"}, "th": {"align"}}
+_SCHEMES = {"http", "https", "mailto"}  # (no data:, no javascript:)
 
 _MATH = re.compile(r"(?<!\\)\$\$(.+?)\$\$|(?<![\\$])\$(?![\s$])([^$\n]+?)(?<![\s\\])\$", re.S)
 _TOKEN = re.compile(r"MATHTOKEN([bi])([0-9a-f]+)X")
@@ -73,10 +77,11 @@ def mathml(tex, display=False):
 
 
 def sanitize(page):
-    """The HTML of rendered markdown with markdown's own elements alone: anything else (a
-    script, an event handler, a style, a form) removed, its text kept."""
-    return bleach.clean(str(page), tags=_TAGS, attributes=_HTML_ATTRIBUTES,
-                        protocols={"http", "https", "mailto", "data"}, strip=True)
+    """The HTML of rendered markdown (or an HTML output) with markdown's own elements alone,
+    without class, id or style, links only to http(s) and mailto: anything else (a script,
+    an event handler, a style, a form) removed, its text kept."""
+    return nh3.clean(str(page), tags=_TAGS, attributes=_HTML_ATTRIBUTES, url_schemes=_SCHEMES,
+                     link_rel=None)
 
 
 def tex_in(page):

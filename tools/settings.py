@@ -6,7 +6,8 @@ An instructor sets them in the course's nbgrader_config_local.py:
     c.Grading.timeout = 30                  # seconds a check may run (a cell, with --execute)
     c.Grading.memory_mb = 8192              # memory of each grading process
     c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}   # late after this
-    c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/collect.py)
+    c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/roster.py)
+    c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms.py)
 
 The limits (Limits) travel as they are from here to the judge's worker and the grading
 kernels (tools/limits.py); nothing copies them into flags or dicts on the way.
@@ -22,6 +23,7 @@ from traitlets import Dict, Integer, List, Unicode
 from traitlets.config import Configurable
 
 from tools.limits import Limits
+from tools.lms import FORMATS, TimeError, zone
 
 _DEFAULT = Limits()
 
@@ -46,8 +48,16 @@ class Grading(Configurable):
     due = Dict(value_trait=Unicode(), help='Due date of each assignment, ISO 8601 with '
                'its time zone: {"unit1": "2026-10-05 23:59 +02:00"}; later submissions are '
                "marked late in grades.csv").tag(config=True)
-    roster = Unicode("", help="A CSV of the class (lms_id, student_id, name), relative to the "
-                     "course folder: LMS zips are matched to it, never guessed").tag(config=True)
+    roster = Unicode("", help="A CSV of the class (lms_id, student_id, name; email), relative "
+                     "to the course folder: LMS zips are matched to it, never guessed"
+                     ).tag(config=True)
+    lms_timezone = Unicode("", help="The IANA time zone of the dates the LMS writes (Moodle's "
+                           "grading worksheet, Blackboard's and Brightspace's names: the "
+                           "downloading account's), e.g. 'Europe/Berlin'").tag(config=True)
+    lms_formats = Dict(value_trait=Unicode(), help="strptime formats of the LMS's dates, "
+                       "over tools.lms.FORMATS (moodle, blackboard, blackboard_receipt, "
+                       "brightspace, export): a worksheet in another language, say"
+                       ).tag(config=True)
 
     def limits(self):
         return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
@@ -59,6 +69,8 @@ class Settings:
     limits: Limits
     due: dict  # {assignment: an aware datetime}
     roster: Path | None  # the roster's CSV, if the course has one
+    lms_timezone: object = None  # a ZoneInfo, or None (not set: no LMS date is read)
+    lms_formats: dict = dataclasses.field(default_factory=lambda: dict(FORMATS))
 
 
 def due_date(text, assignment="?"):
@@ -108,5 +120,14 @@ def read(root, timeout=None):
     roster = Path(root, grading.roster) if grading.roster else None
     if roster is not None and not roster.is_file():
         raise SystemExit(f"c.Grading.roster: no file {roster}")
+    unknown = sorted(set(grading.lms_formats) - set(FORMATS))
+    if unknown:
+        raise SystemExit(f"c.Grading.lms_formats: no format named {', '.join(unknown)} (they "
+                         f"are {', '.join(FORMATS)})")
+    try:
+        tz = zone(grading.lms_timezone) if grading.lms_timezone else None
+    except TimeError as error:
+        raise SystemExit(str(error)) from None
     return Settings(grading.limits().replace(timeout=timeout),
-                    {a: due_date(t, a) for a, t in grading.due.items()}, roster)
+                    {a: due_date(t, a) for a, t in grading.due.items()}, roster, tz,
+                    {**FORMATS, **grading.lms_formats})

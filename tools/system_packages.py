@@ -7,6 +7,8 @@
     postgresql  the PostgreSQL server that tests/postgres.py starts for the tests of a shared
                 gradebook (its initdb: Debian's /usr/lib/postgresql/<version>/bin, else on
                 PATH; COURSE_INITDB names another)
+    unzip       an LMS's download extracted as an instructor extracts it, its entries' dates
+                kept (tests/test_collect.py: they must not become submission times)
 
     python3 -m tools.system_packages [NAME ...]   (default: all; make screenshots: chromium)
 
@@ -50,7 +52,9 @@ def packages(env=os.environ):
             Package("chromium", env.get("COURSE_CHROMIUM", "/usr/bin/chromium"),
                     "the browser of the student's-view test (tests/test_browser.py)"),
             Package("postgresql", env.get("COURSE_INITDB") or initdb(),
-                    "the server of the shared gradebook's tests (tests/postgres.py)"))
+                    "the server of the shared gradebook's tests (tests/postgres.py)"),
+            Package("unzip", "unzip", "an LMS's download extracted as an instructor does "
+                    "(tests/test_collect.py)"))
 
 
 def initdb():

@@ -1,0 +1,39 @@
+"""The bounds on what a student sends: one typed object (Bounds), the numbers that
+docs/security.md promises. Each is checked before the work it bounds (nothing is inflated,
+walked further or rendered past its bound), and a submission over one is refused with its
+reason, in seconds: collect (tools/unpack.py, tools/roster.py) and the feedback page
+(tools/preprocessors.SafePage) read them from BOUNDS.
+
+An honest submission is far inside each: a unit's notebook with its figures is about
+1 MB, its normlib/ a dozen files of a few KB, its zip a few dozen listings.
+"""
+
+import dataclasses
+
+MiB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    # an entry of the LMS's download (a zip, or a folder: tools/unpack.py)
+    listings: int = 1000  # listings in a zip (folders and junk included), files in a folder
+    depth: int = 16  # folders deep, in a zip or a folder
+    name_chars: int = 255  # of one part of a path
+    entry_bytes: int = 64 * MiB  # a zip's or a folder's files in all (listed sizes)
+    file_bytes: int = 32 * MiB  # one file (a notebook with its outputs)
+    ratio: int = 1000  # a zip listing's size over its compressed size (DEFLATE's ceiling
+    # is about 1032: only a listing that lies about its size is over it)
+    kept: int = 64  # files kept of a submission (its notebooks and normlib/*.py)
+    # who sent it (tools/roster.py)
+    id_chars: int = 64  # of a student id
+    # the feedback page (tools/preprocessors.SafePage)
+    page_bytes: int = 5 * MiB  # a whole page, at most
+    output_bytes: int = 1 * MiB  # one output shown; a larger one is cut, with a note
+    outputs_bytes: int = 3 * MiB  # all the outputs of a notebook shown
+    cell_chars: int = 50_000  # a cell's source shown; a longer one is cut, with a note
+    sources_chars: int = 400_000  # the sources of a notebook's cells shown (unit 3's: 115,000)
+    cells: int = 1000  # cells shown (every graded cell is, whatever its place)
+    image_pixels: int = 10_000  # an image's width or height (metadata), at most
+
+
+BOUNDS = Bounds()

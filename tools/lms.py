@@ -1,0 +1,226 @@
+"""What an LMS writes into its download: each entry's name (who, and for some LMSs when),
+and the times an LMS export beside the download gives. Only these are trusted: never a
+file inside the student's zip (a timestamp.txt), nor a zip entry's or file's date (Moodle
+4.1+ and Canvas date every entry of their "download all" with the moment the zip is made,
+and an extracted folder has the extraction's date).
+
+    names(entry_name, folder) -> [Name]          the ways the LMS could have written it
+    read_times(folder, timezone, formats) -> Times or None   a worksheet or export beside
+
+The names, as each LMS writes them (issue 39 reads who and when; the layouts of whole
+downloads are tools/collect.py's):
+
+- Moodle 4.1+ (mod/assign/classes/downloader.php): "<Full Name>_<n>_assignsubmission_file"
+  (a folder; "..._file_" before 4.1) or "<Full Name>_<n>_assignsubmission_file_<name>"
+  (a file). Moodle writes every "_" of the full name as a space, so the full name holds
+  none; a folder's name is read from its end, a file's from its start. <n> is the
+  assignment's participant number (not a user id); blind marking writes "Participant".
+  No time: that is in the grading worksheet ("Last modified (submission)").
+- Canvas (lib/content_zipper.rb): "<lastfirst>[_LATE]_<user id>_<attachment id>_<name>";
+  <lastfirst> is the sortable name, lowercased, without what is not a word character,
+  and with "_<digits>_" collapsed, so it may hold "_" but never "_<digits>_". Where a
+  name can still be read two ways, each reading is a Name and the roster decides. No
+  time: "_LATE" says late, without when; the attachment id orders two downloads.
+- Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]", and a
+  receipt "<...>_attempt_<time>.txt" (its "Date Submitted:" line). Built from documentation
+  and third-party parsers, not yet checked against a real download.
+- Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]". Likewise.
+- any other name: "<student id>[_<assignment>anything]", no time.
+
+Dates in names and exports are local times of the LMS account that downloaded them:
+read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats;
+one that cannot be read stops collect, naming the line.
+"""
+
+import csv
+import datetime
+import re
+import zoneinfo
+from dataclasses import dataclass
+from pathlib import Path
+
+# (Python's strptime reads English month and day names: a worksheet in another language
+# needs its own format, or the English download)
+FORMATS = {
+    "moodle": "%A, %d %B %Y, %I:%M %p",  # strftimedaydatetime: Friday, 5 April 2024, 3:07 PM
+    "blackboard": "%Y-%m-%d-%H-%M-%S",  # in the name: 2026-10-05-21-14-03
+    "blackboard_receipt": "%A, %d %B %Y %H:%M:%S",  # Date Submitted: (o'clock, zone dropped)
+    "brightspace": "%b %d, %Y %I:%M %p",  # Oct 5, 2026 9:14 PM (its "914 PM" given a colon)
+    "export": "%Y-%m-%d %H:%M",  # an instructor's export: ISO 8601 also read as it is
+}
+MOODLE_FOLDER = re.compile(r"(?P<name>.+)_(?P<key>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?")
+MOODLE_FILE = re.compile(r"(?P<name>[^_]+)_(?P<key>\d+)_assignsubmission_(?P<plugin>[a-z]+)_"
+                         r"(?P<rest>.*)", re.S)
+CANVAS_IDS = re.compile(r"_(?P<key>\d+)_(?P<order>\d+)_")
+CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
+BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
+                        r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
+BRIGHTSPACE = re.compile(r"(?P<key>\d+-\d+) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} \d{1,2}, "
+                         r"\d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
+
+
+WORKSHEET, EXPORT = "Moodle's grading worksheet", "an export"  # (Times.kind)
+
+
+class TimeError(ValueError):
+    """A date an LMS wrote that cannot be read as configured (collect stops with it)."""
+
+
+@dataclass(frozen=True)
+class Name:
+    """One reading of an entry's name: which LMS wrote it, who (key: Moodle's participant
+    number, Canvas's user id, Blackboard's username, Brightspace's ids, or the plain
+    name's student id), the name the LMS shows (or None), and what it says of the time:
+    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id)."""
+    lms: str
+    key: str
+    name: str | None = None
+    when: datetime.datetime | None = None
+    late: bool = False
+    order: int | None = None
+
+
+def zone(name):
+    """The ZoneInfo of an IANA time zone name; TimeError if there is none of that name."""
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise TimeError(f"c.Grading.lms_timezone = {name!r} is not a time zone (write it as "
+                        "IANA names it: 'Europe/Berlin', 'America/New_York', 'UTC')") from None
+
+
+def local_time(text, fmt, tz):
+    """The aware datetime of a date an LMS wrote (text, strptime's fmt) in time zone tz (a
+    ZoneInfo, or None: then TimeError, since the LMS's zone is not known)."""
+    if tz is None:
+        raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
+                        "the time zone of the account that downloaded them")
+    try:
+        when = datetime.datetime.strptime(text.strip(), fmt)
+    except ValueError:
+        raise TimeError(f"{text.strip()!r} is not a date written as {fmt!r}") from None
+    return when.replace(tzinfo=tz)
+
+
+def brightspace_time(text, fmt, tz):
+    """Brightspace's "Oct 5, 2026 914 PM" (no colon, the hour unpadded) as an aware datetime:
+    the colon put back before its two digits of minutes, then read with fmt."""
+    text = re.sub(r"(\d{1,2})(\d\d) ([AP]M)$", r"\1:\2 \3", text.strip())
+    return local_time(text, fmt, tz)
+
+
+def receipt_time(text, fmt, tz):
+    """The time of a Blackboard receipt (its text): its "Date Submitted:" line, without the
+    "o'clock" and the zone's abbreviation that some locales add ("Tuesday, 21 April 2020
+    06:34:13 o'clock BST"), read with fmt in tz."""
+    line = re.search(r"^\s*Date Submitted:\s*(.+?)\s*$", text, re.MULTILINE)
+    if line is None:
+        raise TimeError("no 'Date Submitted:' line")
+    date = re.sub(r"\s+o'clock\b", "", line.group(1))
+    date = re.sub(r"\s+[A-Z]{2,5}$", "", date)  # the zone's abbreviation: tz is the config's
+    return local_time(date, fmt, tz)
+
+
+def names(entry, folder, tz=None, formats=FORMATS):
+    """Every Name the LMSs could have written as entry (a file's or folder's name); a
+    plain name if none. TimeError if a date in it cannot be read."""
+    stem = entry[:-4] if entry.lower().endswith(".zip") and not folder else entry
+    moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
+    if moodle:
+        return [Name("moodle", moodle["key"], moodle["name"])]
+    board = BLACKBOARD.fullmatch(entry)
+    if board:
+        when = local_time(board["time"], formats["blackboard"], tz)
+        return [Name("blackboard", board["key"], None, when)]
+    bright = BRIGHTSPACE.fullmatch(entry)
+    if bright:
+        when = brightspace_time(bright["time"], formats["brightspace"], tz)
+        return [Name("brightspace", bright["key"], bright["name"], when)]
+    canvas = []
+    for ids in CANVAS_IDS.finditer(entry):
+        head = CANVAS_NAME.fullmatch(entry[:ids.start()])
+        if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
+            canvas.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
+                               order=int(ids["order"])))
+    return canvas or [Name("plain", stem)]
+
+
+def is_receipt(entry):
+    """Whether an entry is a Blackboard receipt (the time of an attempt, not a submission)."""
+    board = BLACKBOARD.fullmatch(entry)
+    return bool(board and board["receipt"] and not board["rest"])
+
+
+@dataclass(frozen=True)
+class Times:
+    """An LMS export beside the download: what it is (its file), and its rows by key:
+    Moodle's worksheet by participant number ({number: (full name, when or None, email)}),
+    an instructor's export by student id or LMS id ({id: (None, when, None)})."""
+    path: Path
+    kind: str  # WORKSHEET or EXPORT
+    rows: dict
+
+
+def read_times(folder, tz=None, formats=FORMATS):
+    """The Times of the one CSV beside an assignment's download (downloaded/<assignment>/
+    *.csv), or None if there is none. TimeError (stopping collect) for two of them, a CSV
+    that is neither a Moodle grading worksheet nor an export, or a date it cannot read
+    (naming its line)."""
+    found = sorted(Path(folder).glob("*.csv"))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise TimeError(f"{len(found)} CSV files beside the download "
+                        f"({', '.join(p.name for p in found)}): keep the one that gives the "
+                        "submission times (Moodle's grading worksheet, or an export)")
+    path = found[0]
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = set(reader.fieldnames or ())
+        if {"Identifier", "Full name", "Last modified (submission)"} <= header:
+            kind, read = WORKSHEET, _worksheet_row
+        elif "submitted_at" in header and header & {"student_id", "lms_id"}:
+            kind, read = EXPORT, _export_row
+        else:
+            raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
+                            "Full name, Last modified (submission)) nor an export (student_id "
+                            "or lms_id, submitted_at)")
+        rows = {}
+        for row in reader:
+            try:
+                key, value = read(row, tz, formats)
+            except TimeError as error:
+                raise TimeError(f"{path.name}, line {reader.line_num}: {error}") from None
+            if key in rows:
+                raise TimeError(f"{path.name}, line {reader.line_num}: {key} is listed twice")
+            rows[key] = value
+    return Times(path, kind, rows)
+
+
+def _worksheet_row(row, tz, formats):
+    """(participant number, (full name, when or None, email)) of a worksheet row."""
+    ident = re.fullmatch(r"Participant (\d+)", (row.get("Identifier") or "").strip())
+    if ident is None:
+        raise TimeError(f"the Identifier {row.get('Identifier')!r} is not 'Participant <n>'")
+    text = (row.get("Last modified (submission)") or "").strip()
+    when = None if text in ("", "-") else local_time(text, formats["moodle"], tz)
+    return ident.group(1), ((row.get("Full name") or "").strip(), when,
+                            (row.get("Email address") or "").strip())
+
+
+def _export_row(row, tz, formats):
+    """(student id or LMS id, (None, when, None)) of an export's row: ISO 8601 (its own zone, or
+    the LMS's), or the export format."""
+    key = (row.get("student_id") or row.get("lms_id") or "").strip()
+    text = (row.get("submitted_at") or "").strip()
+    if not key:
+        raise TimeError("no student_id or lms_id")
+    if not text:
+        return key, (None, None, None)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return key, (None, local_time(text, formats["export"], tz), None)
+    if when.tzinfo is None:
+        when = local_time(when.strftime("%Y-%m-%d %H:%M:%S"), "%Y-%m-%d %H:%M:%S", tz)
+    return key, (None, when, None)

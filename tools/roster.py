@@ -1,0 +1,186 @@
+"""Who the students are: the roster (c.Grading.roster: a CSV with the columns lms_id,
+student_id, name, and optionally email), the rules a student id keeps, and the student of
+each name an LMS wrote (tools/lms.py).
+
+    read_roster(path) -> [row]
+    id_problem(student_id) -> why it is refused, or None
+    student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
+
+A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
+letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
+never ".", "..", "-", "+", "=" or "@": no path, no option, no spreadsheet formula), has at
+most BOUNDS.id_chars characters, no whitespace, control character, path separator or
+nbgrader's exchange separator "+", and is in Unicode's normal form (NFC). Two ids of one
+collect that differ only in case or normalization are refused (tools/collect.py).
+
+How each LMS's name maps to a student (docs/security.md lists what each trusts):
+- Moodle: its number is the assignment's participant number, not a user id. With the
+  grading worksheet beside the download, the number's row gives the student's full name
+  (and email): the entry's display name must be that name, and with a roster, the row
+  (by email, else by name) must be one student. Without a worksheet, the display name,
+  which the student may be able to edit, is all there is: with a roster, it must match one
+  row's name; without one, it becomes the id ("Grace Hopper" is grace-hopper). Moodle
+  never writes "_" in a display name: a name that holds one is not Moodle's.
+- Canvas: the user id, with a roster (its lms_id column), else the name ("lastfirst").
+  A name that reads two ways is refused unless the roster knows one reading alone.
+- Blackboard: the username (the roster's lms_id or student_id; without one, the id).
+- Brightspace: the name, as Moodle's without a worksheet.
+- a plain name: its student id (with a roster, a row's student_id or lms_id).
+"""
+
+import csv
+import re
+import unicodedata
+
+from tools import lms
+from tools.bounds import BOUNDS
+
+NEEDED = {"lms_id", "student_id", "name"}
+
+
+def id_problem(student_id, bounds=BOUNDS):
+    """Why a student id is refused (see the module's docstring), or None."""
+    if not isinstance(student_id, str) or not student_id:
+        return "an empty student id"
+    shown = repr(student_id[:40])
+    if len(student_id) > bounds.id_chars:
+        return f"a student id of more than {bounds.id_chars} characters ({shown}...)"
+    if unicodedata.normalize("NFC", student_id) != student_id:
+        return f"a student id not in Unicode's normal form NFC ({shown})"
+    if not student_id[0].isalnum():
+        return f"a student id must start with a letter or a digit ({shown})"
+    bad = sorted({c for c in student_id if not (c.isalnum() or c in "_.-")})
+    if bad:
+        return f"a student id may hold only letters, digits, '_', '.' and '-' ({shown} holds " \
+               f"{''.join(bad)!r})"
+    return None
+
+
+def fold(student_id):
+    """What two ids that differ only in case or Unicode normalization have in common."""
+    return unicodedata.normalize("NFKC", student_id).casefold()
+
+
+def slug(name):
+    """A display name as a student id: "John Smith" -> "john-smith"."""
+    name = unicodedata.normalize("NFC", name)
+    return re.sub(r"[^\w.-]+", "-", name.strip().lower()).strip("-._")
+
+
+def letters(name):
+    """A name's letters and digits alone, lowercased: how two spellings of it compare."""
+    return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", name).casefold())
+
+
+def read_roster(path):
+    """The roster's rows: [{"lms_id", "student_id", "name", ("email")}]; SystemExit naming
+    the line of a missing column, a student id the allow-list refuses, or two rows of one
+    student id (up to case and normalization)."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if not NEEDED <= set(reader.fieldnames or ()):
+            raise SystemExit(f"{path}: the roster's columns must be {', '.join(sorted(NEEDED))} "
+                             f"(it has {', '.join(reader.fieldnames or ())})")
+        rows, seen = [], {}
+        for row in reader:
+            row = {k: (v or "").strip() for k, v in row.items() if k is not None}
+            problem = id_problem(row["student_id"])
+            if problem:
+                raise SystemExit(f"{path}, line {reader.line_num}: {problem}")
+            key = fold(row["student_id"])
+            if key in seen:
+                raise SystemExit(f"{path}, line {reader.line_num}: student id "
+                                 f"{row['student_id']!r} is also line {seen[key]}'s")
+            seen[key] = reader.line_num
+            rows.append(row)
+    return rows
+
+
+def _by_name(roster, name):
+    """The roster's rows whose name is `name` (first last or last first, letters alone)."""
+    want = letters(name)
+    found = []
+    for row in roster:
+        parts = row["name"].split()
+        if want in {letters(row["name"]), letters("".join(parts[-1:] + parts[:-1]))}:
+            found.append(row)
+    return found
+
+
+class Refused(ValueError):
+    """Why a name gives no student (its message: the reason collect prints)."""
+
+
+def _one(rows, what):
+    """The student id of rows if they are exactly one student; else Refused."""
+    ids = sorted({r["student_id"] for r in rows})
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        raise Refused(f"no student of the roster has this {what} (add a row for it)")
+    raise Refused(f"{what} matches {len(ids)} students of the roster ({', '.join(ids)}): "
+                  "refused, never guessed")
+
+
+def _moodle(name, roster, times):
+    """The student of a Moodle name (see the module's docstring); else Refused."""
+    if "_" in name.name:
+        raise Refused(f"the display name {name.name!r} holds '_', which Moodle never writes "
+                      "(it writes a space): not a name Moodle wrote")
+    if times is not None and times.kind == lms.WORKSHEET:
+        if name.key not in times.rows:
+            raise Refused(f"participant {name.key} is not in {times.path.name}")
+        full, _, email = times.rows[name.key]
+        if letters(full) != letters(name.name):
+            raise Refused(f"participant {name.key} is {full!r} in {times.path.name}, but the "
+                          f"entry's name says {name.name!r}")
+        if roster is None:
+            return slug(full)
+        rows = [r for r in roster if email and r.get("email", "").lower() == email.lower()]
+        return _one(rows or _by_name(roster, full), f"name {full!r}")
+    if roster is None:
+        return slug(name.name)
+    return _one(_by_name(roster, name.name), f"name {name.name!r}")
+
+
+def _resolve(name, assignment, roster, times):
+    """The student id of one Name; else Refused."""
+    if name.lms == "moodle":
+        return _moodle(name, roster, times)
+    if name.lms == "plain":
+        plain = re.split(rf"_{re.escape(assignment)}", name.key, maxsplit=1)[0]
+        if roster is None:
+            return plain
+        return _one([r for r in roster if plain in (r["student_id"], r["lms_id"])],
+                    f"id {plain!r}")
+    if roster is None:
+        return {"canvas": name.name, "brightspace": slug(name.name or "")}.get(name.lms,
+                                                                              name.key)
+    rows = [r for r in roster if name.key in (r["lms_id"], r["student_id"])]
+    if not rows and name.name is not None:
+        rows = _by_name(roster, name.name)
+    what = f"{name.lms} id {name.key!r}" + (f" (name {name.name!r})" if name.name else "")
+    return _one(rows, what)
+
+
+def student_of(names, assignment, roster=None, times=None):
+    """(student id, the Name read) of an entry whose name reads as names (tools.lms.names),
+    or why it is refused (str): no reading gives a student, two readings give two
+    students, or the id is not one the allow-list keeps."""
+    found, reasons = {}, []
+    for name in names:
+        try:
+            who = _resolve(name, assignment, roster, times)
+        except Refused as refused:
+            reasons.append(str(refused))
+            continue
+        problem = id_problem(who)
+        if problem:
+            reasons.append(problem)
+        else:
+            found.setdefault(who, name)
+    if len(found) == 1:
+        return next(iter(found.items()))
+    if len(found) > 1:
+        return f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
+    return reasons[0]

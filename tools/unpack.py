@@ -1,0 +1,188 @@
+"""An entry of an LMS's download (a zip, or a folder: Moodle's, unzipped once) as the files
+a submission is made of, read within the bounds of tools/bounds.py, or the reason it is
+refused. Nothing is inflated before every listing's size is checked, no folder is walked
+past its bound, and no link is followed.
+
+    files(entry) -> {path in the submission: bytes} or a reason (str)
+
+The refused:
+- a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
+  one listing more than BOUNDS.listings entries, a listing outside its folder (an
+  absolute path, `..`, a drive), deeper than BOUNDS.depth, a link, a listing whose size is
+  over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed size, listings that
+  share compressed data, more than BOUNDS.entry_bytes in all (each as listed: a listing
+  is never inflated past its listed size), and a kept file that fails its CRC;
+- a folder: one holding a link (to anything: a folder is walked without following links,
+  as `../` in a zip), a special file, more than BOUNDS.listings files, deeper than
+  BOUNDS.depth, a file over BOUNDS.file_bytes, more than BOUNDS.entry_bytes in all;
+- either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file).
+
+The files kept: the notebooks and normlib/*.py of the shallowest folder that holds a
+notebook or normlib/ (however deep the zip holds it), junk (__MACOSX, checkpoints) left
+out. Nothing else of the entry is kept: not a timestamp.txt (a student writes it: the
+time comes from the LMS, tools/lms.py), nor a file nested in normlib/'s subfolders.
+"""
+
+import os
+import stat
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from tools.bounds import BOUNDS
+
+JUNK = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store"}
+_HEADER = 30  # bytes of a zip's local file header before its name
+
+
+def files(entry, bounds=BOUNDS):
+    """{path in the submission: bytes} of an archive entry (a zip, a folder holding one zip
+    and nothing else, or a folder of files), or the reason it is refused."""
+    entry = Path(entry)
+    if entry.is_symlink():
+        return f"a link ({entry.name} -> {os.readlink(entry)}): links are not followed"
+    if entry.is_dir():
+        found = _walk(entry, bounds)
+        if isinstance(found, str):
+            return found
+        if len(found) == 1 and next(iter(found)).lower().endswith(".zip") and \
+                "/" not in next(iter(found)):
+            return _zip(entry / next(iter(found)), bounds)  # Moodle's folder of one zip
+        return _kept({n: (lambda p=entry / n: p.read_bytes()) for n in found}, bounds)
+    if not entry.is_file():
+        return "not a file or a folder"
+    return _zip(entry, bounds)
+
+
+def _walk(folder, bounds):
+    """{path: size} of the files under folder, walked without following links; or why
+    it is refused (a link, a special file, too many, too deep, too large)."""
+    found, total, stack = {}, 0, [(folder, ())]
+    while stack:
+        top, parts = stack.pop()
+        with os.scandir(top) as listing:
+            for item in listing:
+                rel = (*parts, item.name)
+                name = "/".join(rel)
+                if len(rel) > bounds.depth:
+                    return f"deeper than {bounds.depth} folders ({name})"
+                if item.is_symlink():
+                    return f"a link ({name} -> {os.readlink(item.path)}): links are not followed"
+                mode = item.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    stack.append((item.path, rel))
+                    continue
+                if not stat.S_ISREG(mode):
+                    return f"a special file ({name}), not a file or a folder"
+                if len(found) >= bounds.listings:
+                    return f"more than {bounds.listings} files"
+                size = item.stat(follow_symlinks=False).st_size
+                if size > bounds.file_bytes:
+                    return f"a file of more than {bounds.file_bytes >> 20} MiB ({name})"
+                total += size
+                if total > bounds.entry_bytes:
+                    return f"more than {bounds.entry_bytes >> 20} MiB in all"
+                found[name] = size
+    return found
+
+
+def _zip(path, bounds):
+    """{path: bytes} of the kept files of a zip, or why it is refused (see the module's
+    docstring): every listing checked before any is inflated."""
+    try:
+        if path.stat().st_size > bounds.entry_bytes:
+            return f"a zip of more than {bounds.entry_bytes >> 20} MiB"
+        with open(path, "rb") as f:  # the listings' count, before zipfile reads them all
+            end = zipfile._EndRecData(f)
+        if end is None:
+            return "not a readable zip (BadZipFile: no end of its listing)"
+        if end[zipfile._ECD_ENTRIES_TOTAL] > bounds.listings:
+            return f"more than {bounds.listings} listings in the zip"
+        z = zipfile.ZipFile(path)
+        infos = z.infolist()
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError, EOFError) as error:
+        return f"not a readable zip ({type(error).__name__}: {error})"
+    if len(infos) > bounds.listings:
+        return f"more than {bounds.listings} listings in the zip"
+    reason = _listings(infos, bounds)
+    if reason:
+        return reason
+    readers = {i.filename.replace("\\", "/"): (lambda i=i: z.read(i)) for i in infos
+               if not i.is_dir()}
+    return _kept(readers, bounds)
+
+
+def _listings(infos, bounds):
+    """Why a zip's listings are refused (see the module's docstring), or None."""
+    total = 0
+    for info in infos:
+        name = info.filename
+        parts = PurePosixPath(name.replace("\\", "/")).parts
+        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            return f"an entry outside its folder ({name!r})"
+        if len(parts) > bounds.depth:
+            return f"deeper than {bounds.depth} folders ({name!r})"
+        if any(len(p) > bounds.name_chars for p in parts):
+            return f"a name longer than {bounds.name_chars} characters ({name[:60]!r}...)"
+        if stat.S_ISLNK(info.external_attr >> 16):
+            return f"a link ({name!r}): links are not followed"
+        if info.flag_bits & 1:
+            return f"an encrypted entry ({name!r})"
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            return f"an entry compressed another way than DEFLATE ({name!r})"
+        if info.file_size > bounds.file_bytes:
+            return f"a file of more than {bounds.file_bytes >> 20} MiB ({name!r})"
+        if info.file_size > bounds.ratio * max(info.compress_size, 1):
+            return f"a listing {info.file_size // max(info.compress_size, 1)} times its " \
+                   f"compressed size ({name!r}; at most {bounds.ratio})"
+        total += info.file_size
+        if total > bounds.entry_bytes:
+            return f"more than {bounds.entry_bytes >> 20} MiB unzipped"
+    ordered = sorted(infos, key=lambda i: i.header_offset)
+    for before, after in zip(ordered, ordered[1:]):
+        if after.header_offset < before.header_offset + _HEADER + before.compress_size:
+            return f"listings that share compressed data ({before.filename!r}, " \
+                   f"{after.filename!r})"
+    return None
+
+
+def kept_names(names):
+    """{path in the submission: path in the entry} of the files kept of an entry's file
+    names: see the module's docstring."""
+    names = [n for n in names if not JUNK & set(PurePosixPath(n).parts)]
+    roots = set()
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if name.endswith(".ipynb"):
+            roots.add(parts[:-1])
+        if "normlib" in parts[:-1]:
+            roots.add(parts[:parts.index("normlib")])
+    if not roots:
+        return {}
+    top = min(roots, key=len)
+    found = {}
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if parts[:len(top)] != top:
+            continue
+        rel = PurePosixPath(*parts[len(top):])
+        if (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
+                len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.suffix == ".py"):
+            found[rel.as_posix()] = name
+    return found
+
+
+def _kept(readers, bounds):
+    """{path in the submission: bytes} of the kept files ({name: reader} of the entry's),
+    or why the entry is refused."""
+    kept = kept_names(readers)
+    if not kept:
+        return "no notebook and no normlib/ file in it"
+    if len(kept) > bounds.kept:
+        return f"more than {bounds.kept} notebooks and normlib/ files"
+    found = {}
+    for rel, name in sorted(kept.items()):
+        try:
+            found[rel] = readers[name]()
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+            return f"a corrupt entry ({name}: {type(error).__name__})"
+    return found
