@@ -23,6 +23,22 @@ AGREE = 1e-3  # relative spread below which an error's pattern counts as exact (
 # results carry ~1e-7 of rounding; a mistake's pattern holds to that, not to 1e-3)
 
 
+def shape_words(actual, expected):
+    """A result's shape (a tuple) as a message quotes it beside the expected one: as it is
+    where each of its dimensions is one of expected's or 1 and it has at most one more (a
+    missing keepdims, a transpose, a broadcast), "a zero-size array" for an empty one, else
+    how many dimensions it has. (At grading, the student's code chooses a result's shape
+    freely, after seeing the hidden tests' arguments: a zero-size array's other dimensions
+    could be any numbers, which a verdict would carry out: tools/judge/judge.py.)"""
+    actual, expected = tuple(actual), tuple(expected)
+    if 0 in actual and 0 not in expected:
+        return "a zero-size array"
+    dims = set(expected) | {1}
+    if len(actual) <= len(expected) + 1 and all(d in dims for d in actual):
+        return str(actual)
+    return f"an array of another shape ({len(actual)} dimensions)"
+
+
 def shape_cause(actual, expected):
     """The likely cause of a wrong shape, or ""."""
     if actual.size == expected.size and tuple(s for s in actual.shape if s != 1) == \

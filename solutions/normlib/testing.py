@@ -163,7 +163,8 @@ def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistak
         raise CheckFailed(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:
         cause = diagnosis.shape_cause(actual, expected)
-        raise CheckFailed(f"{name}: expected shape {expected.shape}, got {actual.shape}"
+        raise CheckFailed(f"{name}: expected shape {expected.shape}, got "
+                          f"{diagnosis.shape_words(actual.shape, expected.shape)}"
                           + (f".\n  Likely cause: {cause}." if cause else ""))
     if actual.dtype != expected.dtype:
         cause = diagnosis.dtype_cause(actual, expected)
@@ -487,7 +488,7 @@ def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, **kwargs):
     if not isinstance(y, torch.Tensor):
         raise CheckFailed(f"{case}: expected a torch.Tensor, got {type(y).__name__}")
     if y.shape != x.shape or y.dtype != x.dtype:
-        raise CheckFailed(f"{case}: expected {tuple(x.shape)} {x.dtype}, got "
-                             f"{tuple(y.shape)} {y.dtype}")
+        shape = diagnosis.shape_words(y.shape, x.shape)  # (where it reveals nothing)
+        raise CheckFailed(f"{case}: expected {tuple(x.shape)} {x.dtype}, got {shape} {y.dtype}")
     tol = ulps * torch.finfo(x.dtype).eps
     assert_close(y.double().numpy(), expected.numpy(), f"y {case}", rtol=tol, atol=tol)

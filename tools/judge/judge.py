@@ -13,11 +13,17 @@ the time limit, whose worker dies, falls silent, breaks the protocol or answers 
 error, fails; the worker is started again for the next.
 
 What a verdict says (`explain`): the invariant is that it quotes no text that crossed
-from the worker, whose code has seen every hidden case's arguments by then. A failed
-check shows the check's own assertion message (which case, what differs, how far off: its
-numbers to two digits, without NumPy's dump of the arrays' values), or the builtin type
+from the worker, whose code has seen every hidden case's arguments by then, and a bounded
+number of bits that it chose (docs/security.md counts them). A failed check shows the
+check's own assertion message (which case, what differs, how far off), or the builtin type
 of an error raised in the submission's code, never its message; for a hidden test, never
-the check's line either, only that a hidden test failed.
+the check's line nor the error's type either, only that a hidden test failed. In the message (`_sanitized`):
+NumPy's dump of the arrays' values is cut, a quoted string the check's source does not
+hold is blanked, the index of the worst value is left out, and of the numbers the check's
+source does not hold, the first NUMBERS are quoted coarsely (a float to two significant
+digits within 1e-9 and 1e9, an integer as it is below 100, else its power of ten: "1000+"),
+the rest not at all ("…"). (A result's
+shape is quoted only where it reveals nothing: normlib.diagnosis.shape_words.)
 """
 
 import contextlib
@@ -43,8 +49,10 @@ from tools.markers import hidden_line_numbers
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays, in a message
-_FLOAT = re.compile(r"(?<![\w.])-?\d+(?:\.\d*(?:e[-+]?\d+)?|e[-+]?\d+)(?![\w.])")  # 0.12, 1e+30
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.12, 1e+30
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normlib.diagnosis.mismatch's words)
+NUMBERS = 5  # numbers a verdict quotes that the check's source does not hold
 
 
 def _cell_line(error, filename):
@@ -53,13 +61,32 @@ def _cell_line(error, filename):
     return frames[0].lineno if frames else None
 
 
+def _coarse(token):
+    """A number of a message as a verdict quotes it (see the module's docstring)."""
+    value, sign = float(token), "-" * token.startswith("-")
+    if re.fullmatch(r"-?\d+", token):
+        return token if abs(value) < 100 else f"{sign}{10 ** (len(token) - len(sign) - 1)}+"
+    if value != 0 and not 1e-9 <= abs(value) <= 1e9:
+        return sign + ("<1e-09" if abs(value) < 1e-9 else ">1e+09")
+    return f"{value:.2g}"
+
+
 def _sanitized(text, source):
-    """A message of the check's, without what the submission could have put there:
-    NumPy's dump of the arrays' values cut, every float to two significant digits, and a
-    quoted string that the check's source does not hold blanked."""
+    """A message of the check's, without what the submission could have put there (see
+    the module's docstring)."""
     text = _DUMP.split(text)[0].strip()
-    text = _FLOAT.sub(lambda m: f"{float(m.group()):.2g}", text)
-    return _QUOTED.sub(lambda m: m.group() if m.group()[1:-1] in source else "'…'", text)
+    text = _QUOTED.sub(lambda m: m.group() if m.group()[1:-1] in source else "'…'", text)
+    text = _INDEX.sub("Worst", text)
+    known = {float(t) for t in _NUMBER.findall(source)}
+    quoted = 0
+
+    def number(match):
+        nonlocal quoted
+        if float(match.group()) in known:
+            return match.group()
+        quoted += 1
+        return _coarse(match.group()) if quoted <= NUMBERS else "…"
+    return _NUMBER.sub(number, text)
 
 
 def explain(error, source, filename):
@@ -72,14 +99,17 @@ def explain(error, source, filename):
         f"at the check's line {line}: {lines[line - 1].strip()}" if line else "in the check"
     name = type(error).__name__
     if isinstance(error, RemoteError):
-        name = name if name != "RemoteError" else "an exception of its own class"
+        name = "an error" if hidden else name if name != "RemoteError" else \
+            "an exception of its own class"  # (in a hidden test: no type, no bits)
         shown = "" if hidden else " (the judge shows no message of the submission's: run " \
             "the check in the notebook to read it)"
         return f"{name} raised by the submission's code, {where}{shown}"
     message = _sanitized(str(error), source)
     if isinstance(error, AssertionError):  # the check's own words
         return f"a hidden test failed: {message}" if hidden else f"{name}: {message}"
-    return f"{name} {where}: {message}"  # the check's code, on what the submission returned
+    if hidden:  # the check's code, on what the submission returned
+        return f"a hidden test failed with an error: {message}"
+    return f"{name} {where}: {message}"
 
 
 def check(source, grade_id):
