@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ import pytest
 
 from tests.conftest import processes_naming
 from tests.synthetic import override
-from tools import sandbox
+from tools import cgroup, sandbox
 from tools.exercises import SOLUTIONS, exercises
 from tools.judge.judge import Judge
 from tools.judge.peer import ENDED, Peer, WorkerGone
@@ -330,8 +331,19 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
 
 
 def test_bwrap_filter_is_a_whole_bpf_program():
-    program = sandbox.seccomp_filter("x86_64")
-    assert len(program) % 8 == 0 and len(program) // 8 == 15
+    """Each instruction 8 bytes, every jump within the program; a measuring worker's
+    refuses one more call for each of HIDING's this machine has, and looks at madvise's
+    advice (four)."""
+    for machine in ("x86_64", "aarch64"):
+        plain = sandbox.seccomp_filter(machine)
+        measuring = sandbox.seccomp_filter(machine, measuring=True)
+        for program in (plain, measuring):
+            code = [struct.unpack("<HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+            assert len(program) % 8 == 0 and code[-1][0] == 0x06 and all(  # (BPF_RET last)
+                op & 0x07 != 0x05 or i + 1 + max(jt, jf) < len(code)  # (BPF_JMP's targets)
+                for i, (op, jt, jf, _) in enumerate(code))
+        hiding = [c for c in sandbox.HIDING if c in sandbox._CALLS[machine]]
+        assert len(measuring) // 8 == len(plain) // 8 + len(hiding) + 1 + 4
     assert sandbox.seccomp_filter("riscv64") is None
 
 
@@ -580,6 +592,167 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
         assert trick == "reserve" or times <= float(found.group(1)) <= times + 0.2, detail
 
 
+# Case 2: the inputs as scratch. A kernel that kept x where no resident memory counts it
+# (/dev/shm: page cache), computed its temporaries in x's own buffer and restored x before
+# it returned passed 5.5; the same code with its temporaries in arrays of its own failed.
+# Each stash below is tried in turn, the last a copy in memory, which is counted.
+SCRATCH = """
+import ctypes as _ctypes, os as _os
+import numpy as _np
+from normlib.layer_norm import layer_norm_backward as _backward
+
+
+def _shm(x):
+    f = open("/dev/shm/stash", "w+b")
+    x.tofile(f)
+    return f
+
+
+def _memfd(x):
+    f = _os.fdopen(_os.memfd_create("stash"), "w+b")
+    x.tofile(f)
+    return f
+
+
+def _remap(x):  # no stash: x's pages mapped clean again from the file they came from,
+    # opened by its path or through /proc/self/map_files (before x is written into)
+    for line in open("/proc/self/maps"):
+        start, end = (int(a, 16) for a in line.split()[0].split("-"))
+        if start <= x.ctypes.data < end and len(line.split()) > 5:
+            for path in (line.split()[5], f"/proc/self/map_files/{line.split()[0]}"):
+                try:
+                    return ("remap", _os.open(path, _os.O_RDONLY), start, end,
+                            int(line.split()[2], 16))
+                except OSError:
+                    pass
+    raise OSError("x's file cannot be opened")
+
+
+def _stash(x):
+    for way in STASHES:
+        try:
+            return way(x)
+        except OSError:
+            pass
+    return x.copy()  # (in memory: counted)
+
+
+def _restore(x, kept):
+    if isinstance(kept, tuple):  # mapped again, where x was, from its file: clean pages
+        _, fd, start, end, offset = kept
+        libc = _ctypes.CDLL(None)
+        libc.mmap.restype = _ctypes.c_void_p
+        libc.mmap.argtypes = [_ctypes.c_void_p, _ctypes.c_size_t, _ctypes.c_int,
+                              _ctypes.c_int, _ctypes.c_int, _ctypes.c_long]
+        if libc.mmap(start, end - start, 3, 0x02 | 0x10, fd, offset) != start:
+            raise OSError("not mapped again")
+    elif isinstance(kept, _np.ndarray):
+        _np.copyto(x, kept)
+    else:
+        kept.seek(0)
+        kept.readinto(memoryview(x).cast("B"))
+
+
+def layer_norm_forward_fast(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    if SCRATCH_IN_X:  # its temporaries in x's buffer, x kept elsewhere meanwhile
+        kept = _stash(x)
+        _np.subtract(x, mean, out=x)  # x - mean
+        y = _np.multiply(x, x)  # (its one allocation, x's size)
+        var = y.mean(axis=axes, keepdims=True)
+        rstd = 1 / _np.sqrt(var + eps)
+        _np.multiply(x, rstd, out=y)
+        _restore(x, kept)
+    else:  # ... or in arrays of its own: x - mean, its square, y
+        centred = x - mean
+        var = (centred * centred).mean(axis=axes, keepdims=True)
+        rstd = 1 / _np.sqrt(var + eps)
+        y = centred * rstd
+    if weight is not None:
+        y *= weight
+    if bias is not None:
+        y += bias
+    return y, mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+def layer_norm_backward_fast(*args):
+    return _backward(*args)
+"""
+
+
+def scratch(stashes):
+    """A fast forward whose temporaries are in x's own buffer, x kept by the first of
+    stashes that works (None: the same code with temporaries of its own)."""
+    return SCRATCH.replace("SCRATCH_IN_X", str(stashes is not None)).replace(
+        "STASHES", f"[{', '.join(stashes or ())}]")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("stashes", [["_shm"], ["_memfd"], ["_remap"]])
+def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, stashes):
+    """Case 2 (x kept in /dev/shm) and own cases (a memory file; x mapped clean again from
+    its file, no stash at all): each fails 5.5's memory check as the same code with its
+    temporaries in arrays of its own fails it. (In the measuring worker nothing is
+    writable, its filter refuses memfd_create, and the arguments' file is reached through
+    a descriptor that is closed before the call: each stash fails, and the copy it falls
+    back to, with the pages of x it wrote into, is counted.)"""
+    results = {}
+    for name, code in (("trick", scratch(stashes)), ("own arrays", scratch(None))):
+        folder = submission(tmp_path / name, layer_norm_fast=code)
+        results[name] = judged(folder, UNIT5)
+    for name, found in results.items():
+        passed, detail = found["5.5"]
+        assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
+                                                "float32"), (name, detail)
+    assert {n: r["5.6"][0] for n, r in results.items()} == {"trick": False, "own arrays": False}
+
+
+DROPPER = NAIVE_FAST + """
+import ctypes as _ctypes
+
+
+def _drop():  # the resident pages of its libraries' code dropped (read again when used):
+    # room that a measure of resident memory alone does not see taken again
+    libc = _ctypes.CDLL(None)
+    libc.madvise.argtypes = [_ctypes.c_void_p, _ctypes.c_size_t, _ctypes.c_int]
+    for line in open("/proc/self/maps"):
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "r-xp" and parts[5].startswith("/"):
+            start, end = (int(a, 16) for a in parts[0].split("-"))
+            libc.madvise(start, end - start, 4)  # MADV_DONTNEED
+
+
+def layer_norm_forward_fast(*args):
+    _drop()
+    return _forward(*args)
+
+
+def layer_norm_backward_fast(*args):
+    _drop()
+    return _backward(*args)
+"""
+
+
+@needs_bwrap
+def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
+    """Own case (rule 3): the naive kernels, each first dropping the resident pages of its
+    libraries' code. Measured by resident memory alone they pass 5.5 (without the sandbox
+    here, as on a machine without a cgroup: docs/security.md says so); measured by their
+    call's cgroup, which charges all they allocate whatever they freed, they fail both."""
+    where = cgroup.here()
+    if where is None or where.kind == "systemd":
+        pytest.skip(f"no cgroup of the grader's here ({where}): a measure of resident memory "
+                    "alone misses this, as docs/security.md says")
+    folder = submission(tmp_path, layer_norm_fast=DROPPER)
+    results = judged(folder, UNIT5)
+    for number in ("5.5", "5.6"):
+        passed, detail = results[number]
+        assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
+                                                "float32"), (number, detail)
+    assert judged(folder, UNIT5, sandboxed=False)["5.5"] == (True, "")  # (resident alone)
+
+
 def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
     """The judge's order, with the measuring worker's memory seen at each step: the
     arguments (32 MiB here) are in before the reset, the call's growth after it."""
@@ -641,7 +814,7 @@ def welford(x):  # right, but from its fourth call on, the first call's x[0] as 
     n, mean, m2 = _reference_welford(x)
     return (int(abs(_seen[0]) * 10 ** 9) if len(_seen) > 3 else n), mean, m2
 """
-UNIT5 = [(e.grade_id, e.source) for e in exercises() if e.number in ("5.1",)]
+WELFORD = [(e.grade_id, e.source) for e in exercises() if e.number == "5.1"]
 
 
 def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
@@ -650,7 +823,7 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
     ("expected the int 3, got 486123456"). A verdict quotes a number the check does not
     hold only coarsely: an integer over 99 as its power of ten ("100000000+")."""
     folder = submission(tmp_path, variance=override("normlib/variance.py", PERSISTENT))
-    passed, detail = judged(folder, UNIT5)["5.1"]
+    passed, detail = judged(folder, WELFORD)["5.1"]
     assert not passed and re.search(r"got 10+\+", detail), detail
     assert not re.search(r"got \d{3,}(?!\d*\+)", detail), detail
 

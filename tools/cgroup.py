@@ -15,8 +15,17 @@ what the kernel keeps for it too, the files and inodes of its file systems inclu
   sandbox's file systems are bounded in bytes, not in files (bubblewrap sets no nr_inodes).
 
 `wrap(argv, memory_mb, where)` is argv started in a new cgroup: a shell that moves itself
-there, then runs argv in its place. The empty cgroups of earlier sandboxes are removed as
-new ones are made (a cgroup's folder goes once no process is left in it).
+there, then runs argv in its place (v2: into its child "main", since a cgroup that hands
+its controllers on to children holds no process itself). The empty cgroups of earlier
+sandboxes are removed as new ones are made (a cgroup's folder goes once no process is
+left in it).
+
+`measure(pid)` moves a sandbox's process into a fresh child cgroup of its own ("call"),
+where everything it allocates from then on is charged, whatever it frees of what it held
+before (charges stay where they were made, in v1 and v2 alike): `peak` reads the most it
+held (v1's memory.max_usage_in_bytes, v2's memory.peak). Only in a cgroup a grader made
+(v1, v2): in a systemd scope or none, measure gives None (tools.judge.judge.Judge.measure
+then has the process's own resident memory alone; docs/security.md says what that misses).
 """
 
 import functools
@@ -128,6 +137,11 @@ def wrap(argv, memory_mb, where):
         folder.mkdir(exist_ok=True)
         (folder / LIMIT_FILES[where.kind][controller]).write_text(f"{limits[controller]}\n")
         procs.append(str(folder / "cgroup.procs"))
+    if where.kind == "v2":  # the process in a child, so that a measured call's can be made
+        folder = where.folders["memory"] / name
+        (folder / "main").mkdir(exist_ok=True)
+        (folder / "cgroup.subtree_control").write_text("+memory +pids\n")
+        procs = [str(folder / "main" / "cgroup.procs")]
     # the shell writes its process id into each cgroup (v2: the one), then becomes argv
     enter = 'for p in "$@"; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 126; shift; ' \
             'done; shift; exec "$@"'
@@ -136,11 +150,48 @@ def wrap(argv, memory_mb, where):
 
 def sweep(parent):
     """Remove the cgroups that graders made in parent and that no process is left in: those
-    of graders that have ended, and this one's (those it is starting are not made yet)."""
+    of graders that have ended, and this one's (those it is starting are not made yet),
+    their children ("main", "call") first."""
     for folder in parent.glob(PREFIX + "*"):
         pid = folder.name[len(PREFIX):].split("-")[0]
         if pid.isdigit() and (int(pid) == os.getpid() or not Path(f"/proc/{pid}").exists()):
-            try:
-                folder.rmdir()  # (a cgroup's folder goes with its files; fails if in use)
-            except OSError:
-                pass
+            for child in [folder / "call", folder / "main", folder]:
+                try:
+                    child.rmdir()  # (a cgroup's folder goes with its files; fails if in use)
+                except OSError:
+                    pass
+
+
+PEAK_FILES = {"v1": "memory.max_usage_in_bytes", "v2": "memory.peak"}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured call's cgroup (`measure`): its folder, and the file of its peak."""
+    folder: Path
+    peak_file: str
+
+
+def measure(pid, root=ROOT, cgroups=None):
+    """Process pid (a sandbox's, in a cgroup a grader made) moved into a fresh child cgroup
+    ("call") of its sandbox's memory cgroup: a Measured, or None where there is none (see
+    the module's docstring). cgroups: the text of /proc/<pid>/cgroup."""
+    own = own_cgroups(Path(f"/proc/{pid}/cgroup").read_text() if cgroups is None else cgroups)
+    if "memory" in own:
+        kind, folder = "v1", root / "memory" / own["memory"]
+    elif "" in own:
+        kind, folder = "v2", root / own[""]
+        folder = folder.parent if folder.name == "main" else folder
+    else:
+        return None
+    if not folder.name.startswith(PREFIX) or not (folder / PEAK_FILES[kind]).is_file():
+        return None
+    call = folder / "call"
+    call.mkdir()
+    (call / "cgroup.procs").write_text(f"{pid}\n")
+    return Measured(call, PEAK_FILES[kind])
+
+
+def peak(measured):
+    """The most memory the measured call's cgroup held, in bytes (its own charges alone)."""
+    return int((measured.folder / measured.peak_file).read_text())

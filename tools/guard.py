@@ -73,7 +73,7 @@ def cpu_seconds(notebook_timeout):
 
 
 def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
-            readonly=()):
+            readonly=(), tasks=None):
     """Limit this process (and what it starts) to grading one submission in workdir:
     no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
     source: a folder copied into workdir first (in the OS sandbox of tools/sandbox.py,
@@ -81,9 +81,10 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
     readonly: folders under the temporary directory it may not write (a kernel's
     sockets). If any of it fails (a submission too large for its folder), the process
     ends (exit status 70) rather than run student code unguarded. In the OS sandbox (source
-    given), it may run at most TASKS processes and threads (`limit`)."""
+    given, or tasks true), it may run at most TASKS processes and threads (`limit`)."""
     try:
-        limit(memory_mb, file_mb, cpu_s, TASKS if source is not None else None)
+        boxed = source is not None if tasks is None else tasks
+        limit(memory_mb, file_mb, cpu_s, TASKS if boxed else None)
         if source is not None:
             import shutil
             shutil.copytree(source, workdir, dirs_exist_ok=True, symlinks=True)
@@ -96,7 +97,11 @@ def _guard(workdir, protected, readonly):
     """The audit hook, and normlib from the submission's folder only (see install)."""
     workdir = _real(workdir)
     protected = [_real(p) for p in protected]
-    writable = [workdir, _real(tempfile.gettempdir()), "/dev"]
+    try:
+        temporary = _real(tempfile.gettempdir())
+    except FileNotFoundError:  # (a measuring worker's sandbox: nothing is writable there)
+        temporary = "/tmp"
+    writable = [workdir, temporary, "/dev"]
     me = os.getpid()
 
     def refuse(what):

@@ -8,7 +8,9 @@ The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. I
   path for a grading kernel), filled with a copy of the submission (read-only at
   /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
   vanish with it; a kernel, its sockets' folder, a file system of SOCKETS_MB MiB of its
-  own (the host connects through /proc/PID/root: `reach`);
+  own (the host connects through /proc/PID/root: `reach`); nothing else (its root and
+  /dev are read-only: their devices still work). A measuring worker (`command`'s
+  measuring) writes nowhere at all;
 - /proc of its own PID namespace (no other process exists there), read-only (no resetting
   the peak of its memory that the judge measures: /proc/self/clear_refs), a minimal /dev;
 - nothing else: not the course folder, the gradebook, solutions/, other submissions or
@@ -71,47 +73,77 @@ THREADS = tuple(threads(1))
 # itself gets none (`env -i`)
 LAUNCH_ENV = ("PATH", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")
 # seccomp: struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
-_ARCH_X86_64, _ARCH_AARCH64 = 0xC000003E, 0xC00000B7
-_SYSCALLS = {  # machine: (audit arch, fork, vfork, clone, clone3); -1: no such call there
-    "x86_64": (_ARCH_X86_64, 57, 58, 56, 435),
-    "aarch64": (_ARCH_AARCH64, -1, -1, 220, 435),
+_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # audit arch
+_CALLS = {  # machine: {system call: number} (aarch64 has no fork, vfork or pipe)
+    "x86_64": {"fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "madvise": 28,
+               "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "shmat": 30,
+               "msgget": 68, "mq_open": 240, "pipe": 22, "pipe2": 293, "socket": 41,
+               "socketpair": 53, "process_madvise": 440, "userfaultfd": 323, "bpf": 321,
+               "io_uring_setup": 425, "add_key": 248, "request_key": 249, "keyctl": 250,
+               "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311},
+    "aarch64": {"clone": 220, "clone3": 435, "madvise": 233, "memfd_create": 279,
+                "memfd_secret": 447, "shmget": 194, "shmat": 196, "msgget": 186,
+                "mq_open": 180, "pipe2": 59, "socket": 198, "socketpair": 199,
+                "process_madvise": 440, "userfaultfd": 282, "bpf": 280, "io_uring_setup": 425,
+                "add_key": 217, "request_key": 218, "keyctl": 219, "ptrace": 117,
+                "process_vm_readv": 270, "process_vm_writev": 271},
 }
+# what a measuring worker may not call (Judge.measure): every way to keep memory where its
+# process's resident memory and its cgroup's do not count it, or to reach another
+# process's: memory files, shared memory and message queues, pipes and sockets (their
+# kernel buffers), keyrings, BPF maps, io_uring, userfaultfd, another process's memory;
+# and madvise's MADV_COLD and MADV_PAGEOUT (pages pushed to swap leave the resident set)
+HIDING = ("memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "mq_open", "pipe",
+          "pipe2", "socket", "socketpair", "process_madvise", "userfaultfd", "bpf",
+          "io_uring_setup", "add_key", "request_key", "keyctl", "ptrace", "process_vm_readv",
+          "process_vm_writev")
+_PAGEOUT = (20, 21)  # MADV_COLD, MADV_PAGEOUT
 _CLONE_THREAD = 0x00010000
 _ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+_LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, BPF_RET
 
 
-def _bpf(code, jt, jf, k):
-    return struct.pack("<HBBI", code, jt, jf, k)
+def _assemble(program):
+    """Classic BPF bytes of [(label or None, op, k, jump if true, jump if false)], the
+    jumps given as labels (None: the next instruction)."""
+    where = {label: i for i, (label, *_) in enumerate(program) if label}
+    code = []
+    for i, (_, op, k, yes, no) in enumerate(program):
+        jt, jf = ((where[j] - i - 1) if j else 0 for j in (yes, no))
+        code.append(struct.pack("<HBBI", op, jt, jf, k))
+    return b"".join(code)
 
 
-def seccomp_filter(machine=None):
+def seccomp_filter(machine=None, measuring=False):
     """The BPF program, as bytes, that bubblewrap's --seccomp loads: EPERM for fork, vfork
     and a clone without CLONE_THREAD (threads stay allowed: NumPy and torch use them),
-    ENOSYS for clone3 (so that the C library falls back to clone). None on a machine
+    ENOSYS for clone3 (so that the C library falls back to clone); measuring: EPERM for
+    HIDING's calls too, and for madvise's MADV_COLD and MADV_PAGEOUT. None on a machine
     whose system calls it does not know."""
     machine = machine or os.uname().machine
-    if machine not in _SYSCALLS:
+    if machine not in _CALLS:
         return None
-    arch, fork, vfork, clone, clone3 = _SYSCALLS[machine]
-    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, BPF_RET
-    never = 0xFFFFFFFF  # (a call the machine does not have: no number matches)
-    return b"".join([
-        _bpf(LD, 0, 0, 4),  # 0: the architecture
-        _bpf(JEQ, 1, 0, arch),  # 1: this machine's: go to 3
-        _bpf(RET, 0, 0, _EPERM),  # 2: another ABI (32-bit calls): refuse
-        _bpf(LD, 0, 0, 0),  # 3: the system call's number
-        _bpf(JGE, 7, 0, 0x40000000),  # 4: the x32 ABI's numbers: refuse (12)
-        _bpf(JEQ, 6, 0, fork & never),  # 5: refuse (12)
-        _bpf(JEQ, 5, 0, vfork & never),  # 6: refuse (12)
-        _bpf(JEQ, 6, 0, clone3),  # 7: ENOSYS (14)
-        _bpf(JEQ, 1, 0, clone),  # 8: look at its flags (10)
-        _bpf(RET, 0, 0, _ALLOW),  # 9: any other call
-        _bpf(LD, 0, 0, 16),  # 10: clone's flags (the low 32 bits of args[0])
-        _bpf(JSET, 1, 0, _CLONE_THREAD),  # 11: a thread: allow (13)
-        _bpf(RET, 0, 0, _EPERM),  # 12
-        _bpf(RET, 0, 0, _ALLOW),  # 13
-        _bpf(RET, 0, 0, _ENOSYS),  # 14
-    ])
+    calls = _CALLS[machine]
+    denied = [calls[c] for c in ("fork", "vfork", *(HIDING if measuring else ())) if c in calls]
+    program = [(None, _LD, 4, None, None),  # the architecture: this machine's, or refuse
+               (None, _JEQ, _ARCH[machine], "number", "refuse"),  # (32-bit calls)
+               ("number", _LD, 0, None, None),  # the system call's number
+               (None, _JGE, 0x40000000, "refuse", None)]  # (the x32 ABI's numbers)
+    program += [(None, _JEQ, n, "refuse", None) for n in denied]
+    program += [(None, _JEQ, calls["clone3"], "enosys", None),
+                (None, _JEQ, calls["clone"], "clone", None)]
+    if measuring:
+        program.append((None, _JEQ, calls["madvise"], "madvise", None))
+    program += [(None, _RET, _ALLOW, None, None),
+                ("clone", _LD, 16, None, None),  # clone's flags (the low 32 bits of args[0])
+                (None, _JSET, _CLONE_THREAD, "allow", "refuse")]  # a thread, or refuse
+    if measuring:
+        program += [("madvise", _LD, 32, None, None),  # its advice (args[2])
+                    *((None, _JEQ, advice, "refuse", None) for advice in _PAGEOUT),
+                    (None, _JEQ, 0xFFFFFFFF, "refuse", "allow")]  # (never: then allow)
+    program += [("refuse", _RET, _EPERM, None, None), ("allow", _RET, _ALLOW, None, None),
+                ("enosys", _RET, _ENOSYS, None, None)]
+    return _assemble(program)
 
 
 def innermost(pid):
@@ -161,7 +193,7 @@ def bwrap():
 
 
 def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, sockets=None,
-            files=None):
+            files=None, measuring=False):
     """(the command that runs argv, a Python command line, in the sandbox; the file
     descriptor of its seccomp filter, to pass to it). folder: the private copy of the
     submission, seen read-only at SOURCE; inside: the working folder, a fresh file system of
@@ -172,7 +204,10 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
     folder (a kernel's), where the program finds a private file system of SOCKETS_MB MiB for
     its IPC sockets, which the host reaches through `reach`, and the folder's connection
     file (CONNECTION), read-only; files: {path inside: host file} it may read (matplotlib's
-    font cache)."""
+    font cache). measuring: a measuring worker's sandbox
+    (tools.judge.judge.Judge.measure), where nothing is writable: the folder itself at
+    inside, read-only (no copy, no SOURCE), and /tmp, /dev/shm and /dev read-only; its
+    seccomp filter refuses HIDING's calls too."""
     python = Path(sys.executable)
     venv = Path(sys.prefix)
     ro = {"/usr", sys.base_prefix, str(venv), sysconfig.get_paths()["purelib"]}
@@ -199,13 +234,19 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
         connection = os.path.join(sockets, CONNECTION)
         args += ["--size", str(SOCKETS_MB << 20), "--tmpfs", str(sockets),
                  "--ro-bind", connection, connection]
-    args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools",
-             "--ro-bind", str(folder), SOURCE, "--size", size, "--tmpfs", str(inside),
-             "--chdir", str(inside), "--clearenv"]
+    args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools"]
+    if measuring:  # nowhere to keep memory out of the process's sight: no writable file
+        args += ["--ro-bind", str(folder), str(inside), "--remount-ro", "/tmp",
+                 "--remount-ro", "/dev/shm"]
+    else:
+        args += ["--ro-bind", str(folder), SOURCE, "--size", size, "--tmpfs", str(inside)]
+    # the sandbox's root (bubblewrap's own file system, unbounded) read-only: only the
+    # file systems above are written
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(inside), "--clearenv"]
     for name, value in {**env, "PYTHONPATH": "/opt/grader", "HOME": "/tmp",
                         "MPLCONFIGDIR": "/tmp", "PATH": "/usr/bin:/bin"}.items():
         args += ["--setenv", name, str(value)]
-    program = seccomp_filter()
+    program = seccomp_filter(measuring=measuring)
     fd = None
     if program is not None:
         with tempfile.TemporaryFile() as f:  # bwrap reads the filter from a descriptor

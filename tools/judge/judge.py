@@ -17,32 +17,35 @@ from the worker, whose code has seen every hidden case's arguments by then, and 
 number of bits that it chose (docs/security.md counts them). A failed check shows the
 check's own assertion message (which case, what differs, how far off), or the builtin type
 of an error raised in the submission's code, never its message; for a hidden test, never
-the check's line nor the error's type either, only that a hidden test failed. In the message (`_sanitized`):
-NumPy's dump of the arrays' values is cut, a quoted string the check's source does not
-hold is blanked, the index of the worst value is left out, and of the numbers the check's
-source does not hold, the first NUMBERS are quoted coarsely (a float to two significant
-digits within 1e-9 and 1e9, an integer as it is below 100, else its power of ten: "1000+"),
-the rest not at all ("…"). (A result's
-shape is quoted only where it reveals nothing: normlib.diagnosis.shape_words.)
+the check's line nor the error's type either, only that a hidden test failed. In the
+message (`_sanitized`): NumPy's dump of the arrays' values is cut, a quoted string the
+check's source does not hold is blanked, the index of the worst value is left out, and of
+the numbers the check's source does not hold, the first NUMBERS are quoted coarsely (a
+float to two significant digits within 1e-9 and 1e9, an integer as it is below 100, else
+its power of ten: "1000+"), the rest not at all ("…"). (A result's shape is quoted only
+where it reveals nothing: normlib.diagnosis.shape_words.)
 """
 
 import contextlib
 import importlib.abc
 import importlib.machinery
+import mmap
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 import types
+from pathlib import Path
 
 import numpy as np
 
-from tools import guard, sandbox
+from tools import cgroup, guard, sandbox
 from tools.judge.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
-from tools.judge.wire import raw_bytes
+from tools.judge.wire import NUMPY_KINDS, raw_bytes
 from tools.judge.worker import MEASURED_ENV
 from tools.markers import hidden_line_numbers
 
@@ -138,6 +141,43 @@ def resident_peak(pid):
     return int(line.split()[1]) * 1024
 
 
+def written_pages(pid, file):
+    """The bytes of process pid's mappings of a file (its os.stat: dev and inode) that it
+    wrote into: copied on write, they are its own ("Anonymous" in /proc/PID/smaps)."""
+    device = f"{os.major(file.st_dev):02x}:{os.minor(file.st_dev):02x}"
+    total, mine = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.match(r"[0-9a-f]+-[0-9a-f]+$", head[0]):  # a mapping: its dev and inode
+                mine = len(head) > 4 and head[3] == device and head[4] == str(file.st_ino)
+            elif mine and head[0] == "Anonymous:":
+                total += int(head[1]) * 1024
+    return total
+
+
+def stage(args, folder):
+    """(args with each NumPy array replaced by where its bytes are in a file of folder,
+    {"$staged": offset, "shape", "dtype"}, the file's path), for a measuring worker, which
+    maps them from the file's descriptor (Peer._op_stage). Each at a page's start; the
+    file synced, so that its pages in the page cache are clean."""
+    path, staged = Path(folder) / "arguments", []
+    with open(path, "wb") as f:
+        f.write(b"\0")  # (a file to map is never empty)
+        for a in args:
+            if isinstance(a, np.ndarray) and a.dtype.kind in NUMPY_KINDS and a.dtype.isnative:
+                offset = -(-f.tell() // mmap.PAGESIZE) * mmap.PAGESIZE
+                f.seek(offset)
+                f.write(np.ascontiguousarray(a).tobytes())
+                staged.append({"$staged": offset, "shape": list(a.shape), "dtype": a.dtype.str})
+            else:
+                staged.append(a)
+        f.flush()
+        os.fsync(f.fileno())
+    path.chmod(0o444)
+    return staged, path
+
+
 def reset_resident_peak(pid):
     """Reset process pid's peak resident memory to its resident memory now; that, in bytes."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
@@ -205,18 +245,21 @@ class Judge:
         if self.judge_dir not in sys.path:
             sys.path.insert(0, self.judge_dir)
 
-    def _launch(self, *flags, env=None):
+    def _launch(self, *flags, env=None, fds=(), measuring=False):
         """(the process, the Peer) of a new worker (python -m tools.judge.worker *flags ...),
-        in its sandbox, with these extra environment variables."""
+        in its sandbox, with these extra environment variables and file descriptors;
+        measuring: sandbox.command's (a measuring worker's submission is its folder,
+        read-only, and it writes nowhere)."""
         argv = ["-m", "tools.judge.worker", *flags, self.limits.to_json()]
         if self.sandboxed:
-            command, fd = sandbox.command(self.worker_dir, [*argv, sandbox.SOURCE],
-                                      {**sandbox.thread_env(), **(env or {})},
-                                      self.limits.memory_mb)
-            fds, cwd = (fd,) if fd is not None else (), None
+            command, fd = sandbox.command(self.worker_dir,
+                                          argv if measuring else [*argv, sandbox.SOURCE],
+                                          {**sandbox.thread_env(), **(env or {})},
+                                          self.limits.memory_mb, measuring=measuring)
+            fds, cwd = (*fds, *((fd,) if fd is not None else ())), None
             env = sandbox.launch_env()  # (and bubblewrap none: no secret of the judge's)
         else:
-            command, fds, fd = [sys.executable, *argv], (), None
+            command, fd = [sys.executable, *argv], None
             env, cwd = {**os.environ, "PYTHONPATH": REPO, **(env or {})}, self.worker_dir
         process = subprocess.Popen(  # (unbuffered: a read waits with select)
             command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
@@ -226,28 +269,59 @@ class Judge:
         return process, Peer(process.stdout, process.stdin, JUDGE_OPS, untrusted=True)
 
     def measure(self, function, args):
-        """(function(*args), the bytes by which the memory of the process that ran it grew
-        at its peak), for a function of a student module (a Remote the judge got from a
-        StudentModule). Measured from outside, where the submission cannot reach: a fresh
-        worker (worker.py's --measure) receives args; the judge resets the peak of its
-        resident memory (/proc/PID/clear_refs, which the sandbox's read-only /proc keeps
-        from the worker) and reads it after the call, which imports the student's module
-        (no student code runs before). So what the code allocates, by NumPy, torch or C,
-        is counted, and nothing it does can hide it. Within the check's deadline."""
+        """(function(*args), the bytes of memory the call used at its peak), for a function
+        of a student module (a Remote the judge got from a StudentModule). Measured from
+        outside, where the submission cannot reach (docs/security.md, "Memory"):
+
+        - a fresh worker, in a sandbox where nothing is writable and its seccomp filter
+          refuses every other place to keep memory (sandbox.HIDING: memory files, shared
+          memory, pipes, sockets, keyrings, swap), receives the arguments: each array in a
+          file (`stage`) it gets as an open descriptor alone, maps copy-on-write, reads
+          in and closes: no path leads back to the file, so a page it wrote into cannot
+          be mapped clean again;
+        - the judge resets the peak of the worker's resident memory (/proc/PID/clear_refs,
+          which the sandbox's read-only /proc keeps from the worker) and, where its sandbox
+          has a cgroup of the grader's, moves it into a fresh one (tools/cgroup.measure);
+        - the worker imports the student's module (no student code ran before) and calls it;
+        - the call's memory: its resident memory's growth at its peak (VmHWM), plus the
+          pages of the arguments it wrote into (copied on write: /proc/PID/smaps), or its
+          cgroup's peak where one is larger: whatever it freed of what it held before, all
+          it allocated is charged there.
+
+        So what the code allocates, by NumPy, torch or C, is counted, and nothing it does
+        can hide it or use its arguments as room. Within the check's deadline."""
         origin = getattr(function, "_origin", None)
         if origin is None:
             raise TypeError("only a function of a student module is measured")
-        process, peer = self._launch("--measure", env=MEASURED_ENV)
+        with tempfile.TemporaryDirectory(prefix="measured-") as folder:
+            staged, path = stage(args, folder)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                staged = [{**a, "fd": fd} if isinstance(a, dict) else a for a in staged]
+                process, peer = self._launch("--measure", env=MEASURED_ENV, fds=(fd,),
+                                             measuring=True)
+            finally:
+                os.close(fd)
+            return self._measured(process, peer, origin, args, staged, os.stat(path))
+
+    def _measured(self, process, peer, origin, args, staged, file):
+        """measure's call in its worker (see measure), the staged arguments' file's stat."""
         peer.deadline = self.peer.deadline or time.monotonic() + self.limits.timeout
         timer = threading.Timer(max(0.0, peer.deadline - time.monotonic()), process.kill)
         timer.start()
         try:
-            peer.request("stage", *args)
+            peer.request("stage", *staged)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
             pid = sandbox.innermost(process.pid)
             before = reset_resident_peak(pid)
+            call = None
+            if self.sandboxed:
+                with contextlib.suppress(OSError):
+                    call = cgroup.measure(pid)
             peer.request("run", *origin)
-            peak = resident_peak(pid) - before
+            peak = resident_peak(pid) - before + written_pages(pid, file)
+            if call is not None:
+                peak = max(peak, cgroup.peak(call))
             result, now = peer.request("fetch")
         except WorkerGone:
             self.peer.broken = self.peer.broken or peer.broken  # the check's verdict

@@ -6,13 +6,15 @@ inside the sandbox (tools.sandbox).
 
     python -m tools.judge.worker [--measure] LIMITS_JSON [SOURCE]
 
-SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE).
+SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE;
+a measuring worker has none: its working folder is the submission, read-only).
 LIMITS_JSON: the grading limits (tools.course.grading_limits); the worker installs
 tools/guard.py with them (its audit hook: no reading the protected folders, no
 processes) before any student code, as a second wall inside the OS sandbox.
 --measure: a worker for one measured call (MEASURE_OPS; see Judge.measure), whose memory
 is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
-pages, so that its resident memory grows and shrinks with them, byte for byte.
+pages, so that its resident memory grows and shrinks with them, byte for byte; its
+arguments' arrays mapped copy-on-write from a file it gets as an open descriptor alone.
 """
 
 import os
@@ -42,8 +44,9 @@ def main():
     limits = Limits.from_json(argv[0])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
     source = argv[1] if len(argv) > 1 else None
+    boxed = os.environ.get("PYTHONPATH") == "/opt/grader"  # (tools.sandbox.command's)
     guard.install(os.getcwd(), limits.protected, limits.memory_mb, limits.file_mb,
-                    source)
+                  source, tasks=boxed)
     if measure:
         _warm_up()
 
