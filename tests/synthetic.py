@@ -248,6 +248,12 @@ LEAK_FIRST = "get_ipython().set_custom_exc((Exception,), lambda shell, *exc, **k
 LEAK_LAST = "from IPython.display import HTML, display\nprint('LEAK In:', In)\n" \
     "display(HTML('<script>document.title = \"owned\"</script>' \n" \
     "             '<img src=x onerror=\"document.title = \\'owned\\'\">'))"
+# ... and every environment and command line in its sandbox, the kernel's pid 1's first
+# (bubblewrap's: it kept the host's environment, secrets and all, before issue 39)
+LEAK_ENVIRON = "import glob\nfor path in sorted(glob.glob('/proc/*/environ') + " \
+    "glob.glob('/proc/*/cmdline')):\n    try:\n        print('LEAK environ:', path, " \
+    "open(path, 'rb').read())\n    except OSError as error:\n        print('LEAK environ:', " \
+    "path, error)"
 # Module-level code of a right layer_norm.py that tries the escapes an audit hook cannot
 # stop, and prints what worked ("ESCAPED: [...]", empty if nothing did): write its grades
 # into the gradebook, or rename it; read the reference through a directory descriptor;
@@ -340,6 +346,7 @@ def _patch_checks(cells):  # a cell at the top of the notebook that disarms the 
 def _leak_cells(cells):
     cells.insert(1, _code_cell(LEAK_FIRST))
     cells.append(_code_cell(LEAK_LAST))
+    cells.append(_code_cell(LEAK_ENVIRON))
 
 
 def _duplicate_check(cells):  # a check cell copied and pasted in JupyterLab

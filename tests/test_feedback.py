@@ -144,7 +144,7 @@ def test_the_bounds_hold_at_their_edges_and_graded_cells_always_show():
     v4 = nbformat.v4
     cells = [v4.new_markdown_cell(f"cell {i}") for i in range(BOUNDS.cells + 5)]
     cells.append(v4.new_code_cell("# the check", metadata={"nbgrader": {
-        "grade": True, "grade_id": "ex1_1_layer_norm_stats", "points": 3, "locked": True,
+        "grade": True, "grade_id": "ex1_1_layer_norm_stats", "points": 3, "score": 0, "locked": True,
         "solution": False}}))
     cells.append(v4.new_markdown_cell("y" * (BOUNDS.cell_chars + 1)))
     kept = safe(v4.new_notebook(cells=cells))

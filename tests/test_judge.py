@@ -831,14 +831,14 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
 @pytest.mark.parametrize("text, shown", [
     ("8 of 309300 values are wrong.\n  Worst at index (1030, 7): expected 0.4472136, "
      "got 0.3872983 (tolerance 1.4e-05).", "8 of 100000+ values are wrong.\n  Worst: "
-                                            "expected 0.45, got 0.39 (tolerance 1.4e-05)."),
-    ("got [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]", "got [0.1, 0.2, 0.3, 0.4, 0.5, …, …]"),
-    ("got 1e+300 and -3e-200", "got >1e+09 and -<1e-09"),
+                                            "expected 0.45, got … (tolerance …)."),
+    ("got [0.1, 0.2, 0.3, 0.4, 0.5]", "got [0.1, 0.2, 0.3, …, …]"),
+    ("got 1e+300 and -3e-200", "got >1e+06 and -<1e-06"),
     ("got 'a secret' for x (1031, 300)", "got '…' for x (1031, 300)"),
 ])
 def test_a_message_quotes_few_and_coarse_numbers_it_does_not_hold(text, shown):
-    """Own case (rule 9): of the numbers the check's source does not hold, the first five,
-    coarsely; a number the source holds (a hidden case's shape) as it is."""
+    """Own case (rule 9): of the numbers the check's source does not hold, the first three,
+    coarsely; a number the source holds (a hidden case's shape, its eps) as it is."""
     from tools.judge.judge import _sanitized
 
     assert _sanitized(text, "check(randn(1031, 300), eps=1e-5)") == shown

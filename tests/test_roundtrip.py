@@ -242,13 +242,30 @@ class KillOne(threading.Thread):
 KILL_AFTER, KILL_WITHIN = 1, 120  # seconds
 
 
+# the secrets of a grading host: in the environment of the head (and so of the Dask
+# workers it starts) and in the gradebook's URL (the test server trusts any password)
+SECRET = "PLANTED-SECRET-roundtrip-7d4c1b"
+SECRETS = {"PGPASSWORD": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, postgres):
     """The class on a PostgreSQL gradebook (a real server, tests/postgres.py), graded by a
     cluster of 2 worker processes (autograde's SCHEDULER), one of which is killed
     mid-task: judge-only, then the cases whose notebooks matter with --execute (EXECUTED):
-    (root, output, the KillOne)."""
-    url = postgres.database("roundtrip")
+    (root, output, the KillOne). The head's environment and the gradebook's URL hold
+    SECRET while it grades."""
+    url = postgres.database("roundtrip").replace("postgres@", f"postgres:{SECRET}@", 1)
+    saved = {name: os.environ.get(name) for name in SECRETS}
+    os.environ.update(SECRETS)
+    try:
+        yield _graded(tmp_path_factory, url)
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+
+
+def _graded(tmp_path_factory, url):
     with cluster.local(2, secure=False) as workers:
         killer = KillOne(workers.scheduler_address)
         killer.start()
@@ -684,6 +701,24 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
     }
 
 
+def test_no_secret_of_the_grading_host_reaches_a_feedback_page_or_grades_csv(graded):
+    """Issue 39, case 1 at autograde: the leaker's kernel printed every environment and
+    command line in its sandbox (bubblewrap's pid 1's first) into its notebook, which the
+    feedback shows; the host's secrets (its environment, its Dask workers', the gradebook's
+    URL) are in none of it, nor in any page, zip or grades.csv."""
+    root, *_ = graded
+    assert f"postgres:{SECRET}@" in gradebook_url(root)  # (planted)
+    text = feedback_text(root, "unit1", "leaker")
+    assert "LEAK environ: /proc/1/environ" in text and "LEAK environ: /proc/1/cmdline" in text
+    scanned = [root / "grades.csv", *(root / "feedback").rglob("*.html")]
+    for path in scanned:
+        assert SECRET not in path.read_text(errors="replace"), path
+    for path in (root / "feedback_zips").rglob("*.zip"):
+        with zipfile.ZipFile(path) as z:
+            assert not [n for n in z.namelist() if SECRET.encode() in z.read(n)], path
+    assert len(scanned) > 20
+
+
 def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(graded):
     """Its notebook cells and its module printed the kernel's input history, every
     calling cell's source and the namespace's In: none of it held a hidden test, which
@@ -737,7 +772,7 @@ def test_the_judges_verdicts_stand_where_no_output_can(run, request):
     an ANSI colour, a tab, HTML, Markdown). Its page still tells the verdicts apart. They
     are the template's (tools/templates/judged): a list above the first cell, and a box
     under each check's code, before its outputs; styled inline, and no output keeps a
-    style or data-judge attribute."""
+    class, style or data-judge attribute."""
     root, *_ = request.getfixturevalue(run)
     page = next((root / "feedback" / "forger" / "unit1").glob("*.html")).read_text()
     text = feedback_text(root, "unit1", "forger")
@@ -745,8 +780,9 @@ def test_the_judges_verdicts_stand_where_no_output_can(run, request):
         if run == "graded" else ("The judge: passed, with the hidden tests (3 / 3).",)
     for imitation in imitations:
         assert imitation in text
-    if run == "graded":
-        assert page.count("alert alert-success") == 1  # the HTML display, sanitized
+    if run == "graded":  # the HTML display, sanitized: its text, no class nor style
+        assert "alert alert-success" not in page and "6px solid #2e7d32\">The judge: passed" \
+            not in page
         assert "<strong>The judge: passed, with the hidden tests (3 / 3).</strong>" in page
     found = verdict_elements(page)
     assert sorted(g for g, _ in found) == sorted(2 * list(POINTS["unit1"]))

@@ -41,7 +41,7 @@ from tools.course import assignment_names, run, targets
 NO_ALT = 'alt="No description has been provided for this image"'  # (nbconvert's words)
 MIME = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
 IMAGES = ("image/png", "image/jpeg")
-_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # (a grade id, a cell id: nbgrader's characters)
 _NBGRADER = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
              "points": (int, float), "score": (int, float), "comment": str, "waiting": bool}
 _LEXER = re.compile(r"[A-Za-z0-9_+-]{1,40}")
@@ -121,9 +121,10 @@ def _cell_metadata(cell):
     if isinstance(grader, dict):
         kept = {k: v for k, v in grader.items() if k in _NBGRADER and
                 isinstance(v, _NBGRADER[k]) and (k != "grade_id" or _ID.fullmatch(v))}
-        if kept.get("grade") or kept.get("solution"):
-            if "grade_id" not in kept:  # a graded cell the course does not know
-                kept = {}
+        if kept.get("grade") and not {"grade_id", "points", "score"} <= set(kept):
+            kept = {}  # a graded cell the course does not know (nbgrader gave it no score)
+        elif kept.get("solution") and "grade_id" not in kept:
+            kept = {}
         if kept:
             found["nbgrader"] = NotebookNode(kept)
     judge = cell.metadata.get("judge")
@@ -207,13 +208,21 @@ class FeedbackExporter(HTMLExporter):
         HTMLExporter sets for it: code highlighted in the notebook's language, outputs by
         display priority. Over BOUNDS.page_bytes, made again strictly; PageTooLarge if it
         is over even then."""
-        page, resources = self._page(safe(nb), resources, **kw)
+        self._strict = False
+        page, kept = self._page(nb, resources, **kw)
         if len(page.encode()) > BOUNDS.page_bytes:
-            page, resources = self._page(safe(nb, strict=True), resources, **kw)
+            self._strict = True
+            page, kept = self._page(nb, resources, **kw)
         if len(page.encode()) > BOUNDS.page_bytes:
             raise PageTooLarge(f"its feedback page is over {_megabytes(BOUNDS.page_bytes)} "
                                "even with every output cut")
-        return page, resources
+        return page, kept
+
+    def _preprocess(self, nb, resources):
+        """The notebook after nbgrader's preprocessors (its grades and comments in the
+        cells' metadata), as `safe` keeps it."""
+        nb, resources = super()._preprocess(nb, resources)
+        return safe(nb, strict=getattr(self, "_strict", False)), resources
 
     def _page(self, nb, resources=None, **kw):
         language = nb.metadata.get("language_info", {})

@@ -21,7 +21,7 @@ the check's line nor the error's type either, only that a hidden test failed. In
 message (`_sanitized`): NumPy's dump of the arrays' values is cut, a quoted string the
 check's source does not hold is blanked, the index of the worst value is left out, and of
 the numbers the check's source does not hold, the first NUMBERS are quoted coarsely (a
-float to two significant digits within 1e-9 and 1e9, an integer as it is below 100, else
+float to two significant digits within 1e-6 and 1e6, an integer as it is below 100, else
 its power of ten: "1000+"), the rest not at all ("…"). (A result's shape is quoted only
 where it reveals nothing: normlib.diagnosis.shape_words.)
 """
@@ -55,7 +55,7 @@ _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.12, 1e+30
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normlib.diagnosis.mismatch's words)
-NUMBERS = 5  # numbers a verdict quotes that the check's source does not hold
+NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
 
 
 def _cell_line(error, filename):
@@ -69,8 +69,8 @@ def _coarse(token):
     value, sign = float(token), "-" * token.startswith("-")
     if re.fullmatch(r"-?\d+", token):
         return token if abs(value) < 100 else f"{sign}{10 ** (len(token) - len(sign) - 1)}+"
-    if value != 0 and not 1e-9 <= abs(value) <= 1e9:
-        return sign + ("<1e-09" if abs(value) < 1e-9 else ">1e+09")
+    if value != 0 and not 1e-6 <= abs(value) <= 1e6:
+        return sign + ("<1e-06" if abs(value) < 1e-6 else ">1e+06")
     return f"{value:.2g}"
 
 
