@@ -121,6 +121,7 @@ def files_under(folder):
     return {folder, *folder.rglob("*")} if folder.exists() else set()
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")  # (listings there twice)
 @SETTINGS
 @given(entries)
 @example([("Honest Two_1002_assignsubmission_file_x_1666_assignsubmission_file_",

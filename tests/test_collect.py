@@ -589,6 +589,18 @@ def test_each_bound_refuses_its_bound_plus_one_in_seconds(tmp_path, case):
             assert found is None or reason not in found, out
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
+def test_a_name_listed_twice_in_a_zip_is_refused(tmp_path):
+    """Which of the two is the submission's? (zipfile would read the last.)"""
+    root, archive = course(tmp_path)
+    with zipfile.ZipFile(archive / "s_unit1.zip", "w") as z:
+        z.writestr(NOTEBOOK, "{}")
+        z.writestr("normlib/layer_norm.py", "x = 1\n")
+        z.writestr("normlib/layer_norm.py", "x = 2\n")
+    out = run(root, "unit1")
+    assert "a name listed twice ('normlib/layer_norm.py')" in rejected(out, "s_unit1.zip")
+
+
 def test_a_zip_of_many_listings_is_refused_before_it_is_read_whole(tmp_path):
     """Case 14's other form: 65,535 listings. Their count is read from the zip's end record,
     before zipfile reads one listing."""

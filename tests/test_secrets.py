@@ -160,7 +160,7 @@ def test_no_secret_of_the_host_is_in_reach_of_student_code(tmp_path, monkeypatch
     passed, detail = found[UNIT1_FIRST[0][0]]
     assert passed, detail
     if placement == "v2":  # (the launching shell did go through the fake cgroup)
-        assert list((tmp_path / "cgroup" / "grader").glob(f"{cgroup.PREFIX}*/cgroup.procs"))
+        assert list((tmp_path / "cgroup" / "grader").glob(f"{cgroup.PREFIX}*/main/cgroup.procs"))
 
 
 def test_the_seeker_finds_a_secret_that_is_in_reach(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ past its bound, and no link is followed.
 The refused:
 - a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
   one listing more than BOUNDS.listings entries, a listing outside its folder (an
-  absolute path, `..`, a drive), deeper than BOUNDS.depth, a link, a listing whose size is
+  absolute path, `..`, a drive), a name listed twice, deeper than BOUNDS.depth, a link, a
+  listing whose size is
   over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed size, listings that
   share compressed data, more than BOUNDS.entry_bytes in all (each as listed: a listing
   is never inflated past its listed size), and a kept file that fails its CRC;
@@ -113,9 +114,12 @@ def _zip(path, bounds):
 
 def _listings(infos, bounds):
     """Why a zip's listings are refused (see the module's docstring), or None."""
-    total = 0
+    total, seen = 0, set()
     for info in infos:
         name = info.filename
+        if name.replace("\\", "/") in seen:
+            return f"a name listed twice ({name!r}): which is the submission's?"
+        seen.add(name.replace("\\", "/"))
         parts = PurePosixPath(name.replace("\\", "/")).parts
         if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
             return f"an entry outside its folder ({name!r})"
