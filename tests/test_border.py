@@ -46,6 +46,7 @@ NOTEBOOK = "01_layernorm_forward.ipynb"
 
 # what breaks out of an attribute, a tag or a cell of a spreadsheet
 BREAKERS = ['" onload="alert(1)', "1 onload=alert(document.domain)//", "'><script>alert(1)</script>",
+            "![x](https://evil.example/x.png)", '<img src="//evil.example/x.png">',
             "javascript:alert(1)", "data:text/html;base64,PHNjcmlwdD4=", "<img src=x onerror=alert(1)>",
             '<svg onload=alert(1)>', "</script><script>alert(1)</script>", "x\" style=\"x",
             '<a href="javascript:alert(1)">x</a>', "<div class='panel nbgrader_cell' id=ex1>",
@@ -217,6 +218,8 @@ def unsafe(page):
                     url.startswith(("http://", "https://", "mailto:")) or
                     re.match(r"data:image/(png|jpeg);base64,[a-z0-9+/=\s]*$", url)):
                 found.append(f"a link {name}={url[:60]} on <{tag.group(1)}>")
+            if name.lower() == "src" and url.startswith(("http:", "https:", "//")):
+                found.append(f"a page that loads {url[:60]}")  # (it loads nothing)
     return found
 
 
@@ -241,7 +244,8 @@ def test_a_feedback_page_holds_no_script_event_or_unquoted_attribute(cells):
 def test_the_page_checker_finds_what_it_looks_for():
     """(So that its silence above means something.)"""
     assert len(unsafe('<img src=x onerror="alert(1)"><script>x</script>'
-                      '<a href="javascript:alert(1)">y</a><p width=1>')) == 4
+                      '<a href="javascript:alert(1)">y</a><p width=1>'
+                      '<img src="https://evil.example/x.png">')) == 5
     assert unsafe('<img width=320 src="data:image/png;base64,AAAA"><a href="#x">') == []
 
 

@@ -508,8 +508,8 @@ def junk_zip(folder, n):  # n listings: a submission and junk
     write_zip(folder / "s_unit1.zip", {**GOOD, **{f"junk/{i}": "" for i in range(n - 2)}})
 
 
-def junk_folder(folder, n):  # n files in a folder entry
-    folder_entry(folder, "s_unit1", {**GOOD, **{f"junk/{i}": "" for i in range(n - 2)}})
+def junk_folder(folder, n):  # n files and folders in a folder entry (normlib/ one of them)
+    folder_entry(folder, "s_unit1", {**GOOD, **{f"junk{i}": "" for i in range(n - 3)}})
 
 
 def kept_zip(folder, n):  # n files kept: a notebook and normlib/ files
@@ -554,7 +554,8 @@ def shared_zip(folder, n):  # one listing, or (n = 2) two that share its compres
 
 BOUND_CASES = {  # case: (an entry of n, the bound's n, the reason at n + 1)
     "listings": (junk_zip, BOUNDS.listings, f"more than {BOUNDS.listings} listings in the zip"),
-    "files in a folder": (junk_folder, BOUNDS.listings, f"more than {BOUNDS.listings} files"),
+    "files in a folder": (junk_folder, BOUNDS.listings,
+                          f"more than {BOUNDS.listings} files and folders"),
     "kept": (kept_zip, BOUNDS.kept, f"more than {BOUNDS.kept} notebooks and normlib/ files"),
     "depth": (deep_zip, BOUNDS.depth, f"deeper than {BOUNDS.depth} folders"),
     "file size": (big_zip, BOUNDS.file_bytes,
@@ -610,3 +611,116 @@ def test_a_zip_of_many_listings_is_refused_before_it_is_read_whole(tmp_path):
     out = run(root, "unit1")
     assert "more than 1000 listings in the zip" in rejected(out, "s_unit1.zip")
     assert time.monotonic() - start < 5
+
+
+# --- what a review of the border found (each a way around a rule above) -----------------
+
+def test_a_students_file_name_cannot_read_as_another_lms_name_for_another_student(tmp_path):
+    """Own case (rule 4): a Canvas upload named "..._victim_attempt_<2030>_x.zip" read as a
+    Blackboard name: another student's, dated in the future. Every LMS's reading of a name
+    is made, each from the part that LMS writes: two readings that are two students refuse
+    the entry; a date in the future refuses it; a date that cannot be read (no time zone
+    here, a Canvas course) refuses that entry alone, never the class's collect."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "smithjohn_123_456_victim_attempt_2030-01-01-00-00-00_x.zip", WRONG)
+    write_zip(archive / "victim_unit1.zip", GOOD)
+    write_zip(archive / "Unit 1_ada_attempt_2026-10-05-21-14-03_work.zip", GOOD)
+    out = run(root, "unit1")
+    assert "its name reads as 2 students (smithjohn, victim): refused" in rejected(
+        out, "smithjohn_123_456_victim_attempt_2030-01-01-00-00-00_x.zip")
+    assert "its date cannot be read: c.Grading.lms_timezone is not set" in rejected(
+        out, "Unit 1_ada_attempt_2026-10-05-21-14-03_work.zip")
+    assert submissions(root, ["unit1"]) == {"unit1": ["victim"]}
+    (root / "nbgrader_config_local.py").write_text('c.Grading.lms_timezone = "UTC"\n')
+    write_zip(archive / "Unit 1_bob_attempt_2099-01-01-00-00-00_work.zip", GOOD)
+    out = run(root, "unit1")
+    assert "its date, 2099-01-01 00:00 UTC, is in the future" in rejected(
+        out, "Unit 1_bob_attempt_2099-01-01-00-00-00_work.zip")
+
+
+def test_a_name_the_file_system_cannot_hold_is_refused_not_a_crash(tmp_path):
+    """A name of 206 characters is 406 bytes in UTF-8: over the file system's 255. Refused
+    with its reason; the class is collected."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "s1_unit1.zip", {"\u00fc" * 200 + ".ipynb": "{}", **GOOD})
+    write_zip(archive / "s2_unit1.zip", GOOD)
+    out = run(root, "unit1")
+    assert "a name longer than 255 bytes" in rejected(out, "s1_unit1.zip")
+    assert submissions(root, ["unit1"]) == {"unit1": ["s2"]}
+    assert not list((root / "submitted").glob("*/.collecting-*"))
+
+
+def test_a_zip_whose_end_record_lies_about_its_count_is_refused_by_its_listings_size(tmp_path):
+    """The end record's count says 1; its listing holds 30,000: refused by the listing's
+    size (BOUNDS.directory_bytes), before zipfile reads it."""
+    root, archive = course(tmp_path)
+    path = archive / "s_unit1.zip"
+    write_zip(path, {f"{i:05d}": "" for i in range(30000)})
+    data = bytearray(path.read_bytes())
+    end = data.rindex(b"PK\x05\x06")
+    struct.pack_into("<HH", data, end + 8, 1, 1)
+    path.write_bytes(bytes(data))
+    start = time.monotonic()
+    out = run(root, "unit1")
+    assert f"a listing of more than {BOUNDS.directory_bytes >> 10} KiB" in rejected(
+        out, "s_unit1.zip")
+    assert time.monotonic() - start < 5
+
+
+def test_two_people_of_one_name_are_never_one_student(tmp_path):
+    """Without a roster, two Moodle participants of the same name are one id: the LMS's
+    numbers say they are two people, so both are refused (a roster tells them apart),
+    never one taken for the other's "older submission"."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "Alan Turing_11_assignsubmission_file_a.zip", GOOD)
+    write_zip(archive / "Alan Turing_12_assignsubmission_file_a.zip", WRONG)
+    out = run(root, "unit1")
+    assert "2 entries named alan-turing" in rejected(
+        out, "Alan Turing_11_assignsubmission_file_a.zip")
+    assert "are 2 people to the LMS" in rejected(out, "Alan Turing_12_assignsubmission_file_a.zip")
+
+
+def test_an_undated_entry_never_replaces_a_dated_submission(tmp_path):
+    """Its late mark would go with it: refused, unless it is the same submission."""
+    root, archive = course(tmp_path)
+    (archive.parent / "times.csv").write_text("student_id,submitted_at\ns1,2026-10-06T09:30Z\n")
+    (root / "nbgrader_config_local.py").write_text('c.Grading.lms_timezone = "UTC"\n')
+    write_zip(archive / "s1_unit1.zip", GOOD)
+    run(root, "unit1")
+    (archive.parent / "times.csv").unlink()
+    assert "1 unchanged" in run(root, "unit1")  # the same files: kept, its time too
+    write_zip(archive / "s1_unit1.zip", WRONG)
+    out = run(root, "unit1")
+    assert "has the LMS's time (2026-10-06 09:30 UTC) and this entry none" in rejected(
+        out, "s1_unit1.zip")
+    assert (root / "submitted/s1/unit1/timestamp.txt").read_text().startswith("2026-10-06")
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
+def test_names_that_are_one_path_are_one_name(tmp_path):
+    """"normlib//layer_norm.py" and "normlib/./layer_norm.py" are "normlib/layer_norm.py"."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "s_unit1.zip", {**GOOD, "normlib//layer_norm.py": "x = 2\n"})
+    write_zip(archive / "t_unit1.zip", {**GOOD, "./normlib/./layer_norm.py": "x = 2\n"})
+    out = run(root, "unit1")
+    for entry in ("s_unit1.zip", "t_unit1.zip"):
+        assert "a name listed twice" in rejected(out, entry)
+
+
+def test_a_folder_of_empty_folders_is_bounded_too(tmp_path):
+    root, archive = course(tmp_path)
+    folder = folder_entry(archive, "s_unit1", GOOD)
+    for i in range(BOUNDS.listings):
+        (folder / f"d{i}").mkdir()
+    out = run(root, "unit1")
+    assert f"more than {BOUNDS.listings} files and folders" in rejected(out, "s_unit1")
+
+
+def test_a_moodle_folder_holding_the_students_zip_and_another_upload(tmp_path):
+    """The zip is the submission; a PDF uploaded beside it is not a reason to refuse it."""
+    root, archive = course(tmp_path)
+    folder = folder_entry(archive, "Ada Lovelace_7_assignsubmission_file", {"notes.pdf": "%PDF"})
+    write_zip(folder / "work.zip", GOOD)
+    out = run(root, "unit1")
+    assert "1 collected (1 new" in out and submissions(root, ["unit1"]) == {
+        "unit1": ["ada-lovelace"]}

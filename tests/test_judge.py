@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import processes_naming
@@ -43,6 +44,21 @@ SANDBOX = sandbox.bwrap() is not None
 needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed: "
                                  "apt-get install bubblewrap (make test installs it)")
 UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
+
+
+def judge_in_process(folder, cells, sandboxed, modules=("normlib.layer_norm",)):
+    """{grade_id: (passed, detail)}: the judge run in this process (so that a test can
+    force where it makes cgroups), its modules and finder taken out again after."""
+    saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
+                                            if n.split(".")[0] == "normlib"}
+    try:
+        return Judge(folder, folder, set(modules), Limits(timeout=60),
+                     sandboxed=sandboxed).run(cells)
+    finally:
+        sys.meta_path[:], sys.path[:] = saved[0], saved[1]
+        for name in [n for n in sys.modules if n.split(".")[0] == "normlib"]:
+            del sys.modules[name]
+        sys.modules.update(saved[2])
 
 
 def submission(tmp_path, **files):
@@ -333,7 +349,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
 def test_bwrap_filter_is_a_whole_bpf_program():
     """Each instruction 8 bytes, every jump within the program; a measuring worker's
     refuses one more call for each of HIDING's this machine has, and looks at madvise's
-    advice (four)."""
+    advice (one more for each of _DROPS)."""
     for machine in ("x86_64", "aarch64"):
         plain = sandbox.seccomp_filter(machine)
         measuring = sandbox.seccomp_filter(machine, measuring=True)
@@ -343,7 +359,7 @@ def test_bwrap_filter_is_a_whole_bpf_program():
                 op & 0x07 != 0x05 or i + 1 + max(jt, jf) < len(code)  # (BPF_JMP's targets)
                 for i, (op, jt, jf, _) in enumerate(code))
         hiding = [c for c in sandbox.HIDING if c in sandbox._CALLS[machine]]
-        assert len(measuring) // 8 == len(plain) // 8 + len(hiding) + 1 + 4
+        assert len(measuring) // 8 == len(plain) // 8 + len(hiding) + 1 + len(sandbox._DROPS) + 2
     assert sandbox.seccomp_filter("riscv64") is None
 
 
@@ -597,7 +613,7 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
 # it returned passed 5.5; the same code with its temporaries in arrays of its own failed.
 # Each stash below is tried in turn, the last a copy in memory, which is counted.
 SCRATCH = """
-import ctypes as _ctypes, os as _os
+import ctypes as _ctypes, mmap as _mmap, os as _os
 import numpy as _np
 from normlib.layer_norm import layer_norm_backward as _backward
 
@@ -628,6 +644,22 @@ def _remap(x):  # no stash: x's pages mapped clean again from the file they came
     raise OSError("x's file cannot be opened")
 
 
+def _revert(x):  # no stash: x's pages, once written into, dropped, to be read again clean
+    # from its file (madvise on the mapping NumPy's array holds)
+    x.base.madvise(_mmap.MADV_DONTNEED, 0, _mmap.PAGESIZE)  # (allowed here?)
+    return ("revert",)
+
+
+def _shared(x):  # shared memory of its own, each chunk's pages dropped from the resident
+    # set once written (the data stays in shared memory)
+    kept = _mmap.mmap(-1, max(x.nbytes, 1))
+    view, step = memoryview(x).cast("B"), 1 << 20
+    for i in range(0, x.nbytes, step):
+        kept[i:i + step] = view[i:i + step]
+        kept.madvise(_mmap.MADV_DONTNEED, i, min(step, x.nbytes - i))
+    return kept
+
+
 def _stash(x):
     for way in STASHES:
         try:
@@ -638,7 +670,11 @@ def _stash(x):
 
 
 def _restore(x, kept):
-    if isinstance(kept, tuple):  # mapped again, where x was, from its file: clean pages
+    if isinstance(kept, tuple) and kept[0] == "revert":
+        x.base.madvise(_mmap.MADV_DONTNEED)
+    elif isinstance(kept, _mmap.mmap):
+        memoryview(x).cast("B")[:] = kept[:x.nbytes]
+    elif isinstance(kept, tuple):  # mapped again, where x was, from its file: clean pages
         _, fd, start, end, offset = kept
         libc = _ctypes.CDLL(None)
         libc.mmap.restype = _ctypes.c_void_p
@@ -688,24 +724,33 @@ def scratch(stashes):
         "STASHES", f"[{', '.join(stashes or ())}]")
 
 
+@pytest.fixture(scope="module")
+def own_arrays(tmp_path_factory):
+    """The verdicts of 5.5 and 5.6 on the scratch kernel with temporaries of its own."""
+    folder = submission(tmp_path_factory.mktemp("own-arrays"), layer_norm_fast=scratch(None))
+    return judged(folder, UNIT5)
+
+
+STASHES = ["_shm", "_memfd", "_remap", "_revert", "_shared"]
+
+
 @needs_bwrap
-@pytest.mark.parametrize("stashes", [["_shm"], ["_memfd"], ["_remap"]])
-def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, stashes):
-    """Case 2 (x kept in /dev/shm) and own cases (a memory file; x mapped clean again from
-    its file, no stash at all): each fails 5.5's memory check as the same code with its
-    temporaries in arrays of its own fails it. (In the measuring worker nothing is
-    writable, its filter refuses memfd_create, and the arguments' file is reached through
-    a descriptor that is closed before the call: each stash fails, and the copy it falls
-    back to, with the pages of x it wrote into, is counted.)"""
-    results = {}
-    for name, code in (("trick", scratch(stashes)), ("own arrays", scratch(None))):
-        folder = submission(tmp_path / name, layer_norm_fast=code)
-        results[name] = judged(folder, UNIT5)
-    for name, found in results.items():
-        passed, detail = found["5.5"]
+@pytest.mark.parametrize("stash", STASHES)
+def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, own_arrays, stash):
+    """Case 2 (x kept in /dev/shm) and own cases (a memory file; no stash at all: x mapped
+    clean again from its file, or its written pages dropped to be read again clean; shared
+    memory whose pages leave the resident set): each fails 5.5's memory check as the same
+    code with its temporaries in arrays of its own fails it. (In the measuring worker
+    nothing is writable, its filter refuses memfd_create and every madvise that drops
+    pages, and the arguments' file is reached through a descriptor closed before the
+    call: each stash fails, and the copy it falls back to, with the pages of x it wrote
+    into, is counted.)"""
+    found = judged(submission(tmp_path, layer_norm_fast=scratch([stash])), UNIT5)
+    for name, results in (("trick", found), ("own arrays", own_arrays)):
+        passed, detail = results["5.5"]
         assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
                                                 "float32"), (name, detail)
-    assert {n: r["5.6"][0] for n, r in results.items()} == {"trick": False, "own arrays": False}
+        assert not results["5.6"][0]
 
 
 DROPPER = NAIVE_FAST + """
@@ -737,9 +782,9 @@ def layer_norm_backward_fast(*args):
 @needs_bwrap
 def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
     """Own case (rule 3): the naive kernels, each first dropping the resident pages of its
-    libraries' code. Measured by resident memory alone they pass 5.5 (without the sandbox
-    here, as on a machine without a cgroup: docs/security.md says so); measured by their
-    call's cgroup, which charges all they allocate whatever they freed, they fail both."""
+    libraries' code. Measured by resident memory alone, without the sandbox's filter, they
+    pass 5.5; in the sandbox they fail both (its filter refuses the madvise, and its call's
+    cgroup charges all they allocate whatever they freed)."""
     where = cgroup.here()
     if where is None or where.kind == "systemd":
         pytest.skip(f"no cgroup of the grader's here ({where}): a measure of resident memory "
@@ -750,7 +795,42 @@ def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
         passed, detail = results[number]
         assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
-    assert judged(folder, UNIT5, sandboxed=False)["5.5"] == (True, "")  # (resident alone)
+    # without the sandbox (no filter, no cgroup): the resident memory alone is beaten
+    assert judged(folder, UNIT5, sandboxed=False)["5.5"] == (True, "")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("kernel", ["_remap", "_revert", "dropper"])
+def test_without_the_graders_cgroup_the_measure_still_sees_them(tmp_path, monkeypatch, kernel):
+    """The branch of a machine whose sandboxes get no cgroup of the grader's (a systemd
+    scope, none), forced here: the measure is the worker's resident memory and the pages of
+    its arguments it wrote into, and still the kernels that drop or remap pages fail 5.5's
+    memory check (the filter refuses the madvise; no path leads back to the arguments'
+    file). What it cannot see (docs/security.md): room freed by unmapping a mapping the
+    call does not need."""
+    monkeypatch.setattr(cgroup, "measure", lambda pid, *a, **k: None)
+    code = DROPPER if kernel == "dropper" else scratch([kernel])
+    folder = submission(tmp_path, layer_norm_fast=code)
+    cells = [c for c in UNIT5 if c[0].startswith("ex5_5")]
+    [(passed, detail)] = judge_in_process(folder, cells, True,
+                                          ("normlib.layer_norm_fast",)).values()
+    assert not passed and detail.startswith("AssertionError: memory for x (2048, 1024) "
+                                            "float32"), detail
+
+
+def test_a_measured_calls_arrays_are_staged_in_a_file_but_an_empty_one(tmp_path):
+    """Each array at a page's start of a read-only file, synced; an empty one (nothing to
+    map: past the file's end, it would not map) crosses as it is."""
+    import mmap
+
+    from tools.judge.judge import stage
+
+    empty, x = np.zeros((0, 3), np.float32), np.arange(5.0)
+    staged, path = stage([empty, x, (5,), None], tmp_path)
+    assert staged[0] is empty and staged[2:] == [(5,), None]
+    assert staged[1] == {"$staged": mmap.PAGESIZE, "shape": [5], "dtype": "<f8"}
+    assert path.read_bytes()[mmap.PAGESIZE:] == x.tobytes()
+    assert path.stat().st_mode & 0o777 == 0o444
 
 
 def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
@@ -835,10 +915,14 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
     ("got [0.1, 0.2, 0.3, 0.4, 0.5]", "got [0.1, 0.2, 0.3, …, …]"),
     ("got 1e+300 and -3e-200", "got >1e+06 and -<1e-06"),
     ("got 'a secret' for x (1031, 300)", "got '…' for x (1031, 300)"),
+    # a number the source holds is quoted as it is, but eight numbers at most in all: the
+    # worker cannot have its guesses at the hidden source's numbers told apart by the dozen
+    ("got " + str([1031, 300] * 5), "got [1031, 300, 1031, 300, 1031, 300, 1031, 300, …, …]"),
 ])
 def test_a_message_quotes_few_and_coarse_numbers_it_does_not_hold(text, shown):
     """Own case (rule 9): of the numbers the check's source does not hold, the first three,
-    coarsely; a number the source holds (a hidden case's shape, its eps) as it is."""
+    coarsely; a number the source holds (a hidden case's shape, its eps) as it is; eight
+    in all."""
     from tools.judge.judge import _sanitized
 
     assert _sanitized(text, "check(randn(1031, 300), eps=1e-5)") == shown

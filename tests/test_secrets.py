@@ -18,17 +18,14 @@ with --execute too, and its feedback is scanned for the secret (tests/test_round
 """
 
 import os
-import sys
 import uuid
 
 import pytest
 
 from tests.synthetic import override
-from tests.test_judge import needs_bwrap, submission
+from tests.test_judge import judge_in_process, needs_bwrap, submission
 from tools import cgroup, sandbox
 from tools.exercises import exercises
-from tools.judge.judge import Judge
-from tools.limits import Limits
 
 MARK = "PLANTED-SECRET-"  # what the submission looks for; each test adds its own suffix
 UNIT1_FIRST = [(e.grade_id, e.source) for e in exercises() if e.number == "1.1"]
@@ -103,21 +100,6 @@ def plant(monkeypatch, secret):
                         "NBGRADER_DB_URL": f"postgresql://grader:{secret}@db.example.edu/n",
                         "DASK_WORKER_TOKEN": secret}.items():
         monkeypatch.setenv(name, value)
-
-
-def judge_in_process(folder, cells, sandboxed):
-    """{grade_id: (passed, detail)}: the judge run in this process (so that a test can
-    force where it makes cgroups), its modules and finder taken out again after."""
-    saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
-                                            if n.split(".")[0] == "normlib"}
-    try:
-        return Judge(folder, folder, {"normlib.layer_norm"}, Limits(timeout=60),
-                     sandboxed=sandboxed).run(cells)
-    finally:
-        sys.meta_path[:], sys.path[:] = saved[0], saved[1]
-        for name in [n for n in sys.modules if n.split(".")[0] == "normlib"]:
-            del sys.modules[name]
-        sys.modules.update(saved[2])
 
 
 def fake_v2(tmp_path):

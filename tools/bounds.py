@@ -2,7 +2,7 @@
 docs/security.md promises. Each is checked before the work it bounds (nothing is inflated,
 walked further or rendered past its bound), and a submission over one is refused with its
 reason, in seconds: collect (tools/unpack.py, tools/roster.py) and the feedback page
-(tools/preprocessors.SafePage) read them from BOUNDS.
+(tools.feedback.safe) read them from BOUNDS.
 
 An honest submission is far inside each: a unit's notebook with its figures is about
 1 MB, its normlib/ a dozen files of a few KB, its zip a few dozen listings.
@@ -16,17 +16,19 @@ MiB = 1 << 20
 @dataclasses.dataclass(frozen=True)
 class Bounds:
     # an entry of the LMS's download (a zip, or a folder: tools/unpack.py)
-    listings: int = 1000  # listings in a zip (folders and junk included), files in a folder
+    listings: int = 1000  # listings in a zip (folders and junk included), files and folders
+    # in a folder
+    directory_bytes: int = 1 << 20  # a zip's listing itself (its central directory)
     depth: int = 16  # folders deep, in a zip or a folder
-    name_chars: int = 255  # of one part of a path
+    name_bytes: int = 255  # of one part of a path (a file system's bound, in UTF-8)
     entry_bytes: int = 64 * MiB  # a zip's or a folder's files in all (listed sizes)
     file_bytes: int = 32 * MiB  # one file (a notebook with its outputs)
-    ratio: int = 1000  # a zip listing's size over its compressed size (DEFLATE's ceiling
+    ratio: int = 2000  # a zip listing's size over its compressed size (DEFLATE's ceiling
     # is about 1032: only a listing that lies about its size is over it)
     kept: int = 64  # files kept of a submission (its notebooks and normlib/*.py)
     # who sent it (tools/roster.py)
-    id_chars: int = 64  # of a student id
-    # the feedback page (tools/preprocessors.SafePage)
+    id_chars: int = 64  # of a student id (and at most name_bytes in UTF-8: a folder's name)
+    # the feedback page (tools.feedback.safe)
     page_bytes: int = 5 * MiB  # a whole page, at most
     output_bytes: int = 1 * MiB  # one output shown; a larger one is cut, with a note
     outputs_bytes: int = 3 * MiB  # all the outputs of a notebook shown

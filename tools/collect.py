@@ -107,17 +107,14 @@ def _time(name, student, times):
 
 def _read(entry, assignment, settings, rows, times):
     """A Found of an entry of archive/, or a Rejected."""
-    try:
-        names = lms.names(entry.name, entry.is_dir() and not entry.is_symlink(),
-                          settings.lms_timezone, settings.lms_formats)
-    except lms.TimeError as error:
-        if settings.lms_timezone is None:
-            raise SystemExit(f"collect {assignment}: {entry.name}: {error}") from None
-        return Rejected(entry.name, f"a date in its name cannot be read ({error})")
+    names = lms.names(entry.name, entry.is_dir() and not entry.is_symlink(),
+                      settings.lms_timezone, settings.lms_formats)
     who = roster.student_of(names, assignment, rows, times)
     if isinstance(who, str):
         return Rejected(entry.name, who)
     student, name = who
+    if name.problem:
+        return Rejected(entry.name, name.problem)
     files = unpack.files(entry)
     if isinstance(files, str):
         return Rejected(entry.name, files)
@@ -127,10 +124,16 @@ def _read(entry, assignment, settings, rows, times):
 
 def _newest(student, found):
     """(the Found of a student's entries to keep, or None, [Rejected]): the one the LMS
-    dates (or Canvas orders) last; none if nothing the LMS wrote tells them apart."""
+    dates (or Canvas orders) last; none if nothing the LMS wrote tells them apart, or if
+    the LMS says they are two people (two participant numbers, user ids of one name)."""
     if len(found) == 1:
         return found[0], []
     names = ", ".join(f.entry for f in found)
+    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in ("moodle", "canvas")}
+    if len(people) > 1:
+        return None, [Rejected(f.entry, f"{len(found)} entries named {student} ({names}) are "
+                               f"{len(people)} people to the LMS (its numbers differ): all "
+                               "refused (a roster tells them apart)") for f in found]
     if all(f.when for f in found):
         found = sorted(found, key=lambda f: f.when)
         if found[-1].when != found[-2].when:
@@ -202,7 +205,22 @@ def collect_archive(root, assignment, settings, rows=None):
             rejected.append(Rejected(newest.entry, f"older than the submission of {student} "
                                      f"collected ({before:%Y-%m-%d %H:%M} UTC)"))
             continue
-        outcome[student], kept[student] = _place(folder, newest.files, newest.when), newest
+        if before is not None and newest.when is None and _holds(folder) == newest.files:
+            outcome[student] = "unchanged"  # (its time, and what collect read of it, kept)
+            continue
+        if before is not None and newest.when is None:
+            rejected.append(Rejected(newest.entry, f"the submission of {student} collected has "
+                                     f"the LMS's time ({before:%Y-%m-%d %H:%M} UTC) and this "
+                                     "entry none: which is the later? (add the LMS's times "
+                                     "beside archive/)"))
+            continue
+        try:
+            outcome[student] = _place(folder, newest.files, newest.when)
+        except OSError as error:  # (a name the file system refuses: nothing half-written)
+            rejected.append(Rejected(newest.entry, f"its files cannot be written here "
+                                                   f"({type(error).__name__}: {error.strerror})"))
+            continue
+        kept[student] = newest
     for item in rejected:
         (download / "rejected").mkdir(exist_ok=True)
         shutil.move(archive / item.entry, download / "rejected" / item.entry)
@@ -226,14 +244,24 @@ def read_record(root, assignment):
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _holds(folder):
+    """{path: bytes} of a collected submission's files, but its timestamp.txt."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and p.name != TIMESTAMP}
+
+
 def _place(folder, files, when):
     """Write a submission's files into folder (replacing what was there), with its
     timestamp.txt if its time is known; "new", "replaced" or "unchanged"."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     new = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".collecting-"))
-    for rel, data in files.items():
-        (new / rel).parent.mkdir(parents=True, exist_ok=True)
-        (new / rel).write_bytes(data)
+    try:
+        for rel, data in files.items():
+            (new / rel).parent.mkdir(parents=True, exist_ok=True)
+            (new / rel).write_bytes(data)
+    except OSError:
+        shutil.rmtree(new)
+        raise
     if when is not None:
         (new / TIMESTAMP).write_text(when.astimezone(datetime.timezone.utc).strftime(
             "%Y-%m-%d %H:%M:%S.%f UTC"))
@@ -325,29 +353,30 @@ def collect(root, names=(), exchange=False):
 
 def exchange_times(root, assignment):
     """After nbgrader's collect from the exchange: each submission's timestamp.txt is the
-    last time anything in the inbound folder it came from changed (the latest status
-    change, ctime, of its files and folders, which no user can set back), never the time
-    the student's own `nbgrader submit` wrote into the folder's name and its timestamp.txt.
-    A submission whose inbound folder holds a link is removed (nbgrader copies what a link
-    points to). Returns [(student, why removed)]."""
+    last time anything the student put in the exchange's inbound folder for the
+    assignment changed (the latest status change, ctime, of every file and folder of every
+    one of their submissions there, which no user can set back), never the time the
+    student's own `nbgrader submit` wrote into a folder's name and its timestamp.txt
+    (which nbgrader uses to choose the one it copies). A submission whose inbound folders
+    hold a link is removed (nbgrader copies what a link points to). Returns [(student, why
+    removed)]."""
     settings = config(root)
     exchange = Path(settings.Exchange.get("root", "/srv/nbgrader/exchange"))
     inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
     refused = []
     for student in submissions(root, [assignment])[assignment]:
-        folders = sorted(inbound.glob(f"{student}+{assignment}+*"),
-                         key=lambda p: p.name.rsplit("+", 3)[2] if p.name.count("+") >= 2
-                         else "")
+        folders = list(inbound.glob(f"{student}+{assignment}+*"))
         if not folders:
             continue
-        source, folder = folders[-1], Path(root) / "submitted" / student / assignment
-        latest, link = os.lstat(source).st_ctime, None
-        for top, dirs, files in os.walk(source, followlinks=False):
-            for item in dirs + files:
-                info = os.lstat(os.path.join(top, item))
-                latest = max(latest, info.st_ctime)
-                if os.path.islink(os.path.join(top, item)):
-                    link = os.path.relpath(os.path.join(top, item), source)
+        folder, latest, link = Path(root) / "submitted" / student / assignment, 0.0, None
+        for source in folders:
+            latest = max(latest, os.lstat(source).st_ctime)
+            for top, dirs, files in os.walk(source, followlinks=False):
+                for item in dirs + files:
+                    path = os.path.join(top, item)
+                    latest = max(latest, os.lstat(path).st_ctime)
+                    if os.path.islink(path):
+                        link = os.path.relpath(path, inbound)
         if link is not None:
             shutil.rmtree(folder, ignore_errors=True)
             refused.append((student, f"a link in its inbound folder ({link}): links are not "

@@ -21,18 +21,21 @@ downloads are tools/collect.py's):
   and with "_<digits>_" collapsed, so it may hold "_" but never "_<digits>_". Where a
   name can still be read two ways, each reading is a Name and the roster decides. No
   time: "_LATE" says late, without when; the attachment id orders two downloads.
-- Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]", and a
-  receipt "<...>_attempt_<time>.txt" (its "Date Submitted:" line). Built from documentation
-  and third-party parsers, not yet checked against a real download.
+- Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]" (read
+  at its first "_attempt_<time>"), and a receipt "<...>_attempt_<time>.txt", read as a
+  receipt (the time is the name's). Built from documentation and third-party parsers, not
+  yet checked against a real download.
 - Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]". Likewise.
 - any other name: "<student id>[_<assignment>anything]", no time.
 
 Dates in names and exports are local times of the LMS account that downloaded them:
-read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats;
-one that cannot be read stops collect, naming the line.
+read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats. One
+in an export that cannot be read stops collect, naming the line; one in a name that cannot
+be read, or lies in the future, refuses that entry alone, saying why.
 """
 
 import csv
+import dataclasses
 import datetime
 import re
 import zoneinfo
@@ -44,7 +47,6 @@ from pathlib import Path
 FORMATS = {
     "moodle": "%A, %d %B %Y, %I:%M %p",  # strftimedaydatetime: Friday, 5 April 2024, 3:07 PM
     "blackboard": "%Y-%m-%d-%H-%M-%S",  # in the name: 2026-10-05-21-14-03
-    "blackboard_receipt": "%A, %d %B %Y %H:%M:%S",  # Date Submitted: (o'clock, zone dropped)
     "brightspace": "%b %d, %Y %I:%M %p",  # Oct 5, 2026 9:14 PM (its "914 PM" given a colon)
     "export": "%Y-%m-%d %H:%M",  # an instructor's export: ISO 8601 also read as it is
 }
@@ -53,7 +55,9 @@ MOODLE_FILE = re.compile(r"(?P<name>[^_]+)_(?P<key>\d+)_assignsubmission_(?P<plu
                          r"(?P<rest>.*)", re.S)
 CANVAS_IDS = re.compile(r"_(?P<key>\d+)_(?P<order>\d+)_")
 CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
-BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
+# (their first "_attempt_<time>", their first date: the LMS writes those before the name the
+# student chose)
+BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
                         r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
 BRIGHTSPACE = re.compile(r"(?P<key>\d+-\d+) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} \d{1,2}, "
                          r"\d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
@@ -71,13 +75,15 @@ class Name:
     """One reading of an entry's name: which LMS wrote it, who (key: Moodle's participant
     number, Canvas's user id, Blackboard's username, Brightspace's ids, or the plain
     name's student id), the name the LMS shows (or None), and what it says of the time:
-    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id)."""
+    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id), and
+    problem: why its date cannot be trusted (a date that cannot be read, or in the future)."""
     lms: str
     key: str
     name: str | None = None
     when: datetime.datetime | None = None
     late: bool = False
     order: int | None = None
+    problem: str | None = None  # why the reading's date cannot be trusted
 
 
 def zone(name):
@@ -109,40 +115,43 @@ def brightspace_time(text, fmt, tz):
     return local_time(text, fmt, tz)
 
 
-def receipt_time(text, fmt, tz):
-    """The time of a Blackboard receipt (its text): its "Date Submitted:" line, without the
-    "o'clock" and the zone's abbreviation that some locales add ("Tuesday, 21 April 2020
-    06:34:13 o'clock BST"), read with fmt in tz."""
-    line = re.search(r"^\s*Date Submitted:\s*(.+?)\s*$", text, re.MULTILINE)
-    if line is None:
-        raise TimeError("no 'Date Submitted:' line")
-    date = re.sub(r"\s+o'clock\b", "", line.group(1))
-    date = re.sub(r"\s+[A-Z]{2,5}$", "", date)  # the zone's abbreviation: tz is the config's
-    return local_time(date, fmt, tz)
-
-
-def names(entry, folder, tz=None, formats=FORMATS):
-    """Every Name the LMSs could have written as entry (a file's or folder's name); a
-    plain name if none. TimeError if a date in it cannot be read."""
+def names(entry, folder, tz=None, formats=FORMATS, now=None):
+    """Every Name the LMSs could have written as entry (a file's or folder's name: every
+    LMS's reading of it, each from the part that LMS writes; tools.roster.student_of
+    refuses a name whose readings are two students), or a plain name if none. A reading
+    whose date cannot be read, or lies in the future (after now), carries why (problem)."""
     stem = entry[:-4] if entry.lower().endswith(".zip") and not folder else entry
+    found = []
     moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
     if moodle:
-        return [Name("moodle", moodle["key"], moodle["name"])]
+        found.append(Name("moodle", moodle["key"], moodle["name"]))
     board = BLACKBOARD.fullmatch(entry)
     if board:
-        when = local_time(board["time"], formats["blackboard"], tz)
-        return [Name("blackboard", board["key"], None, when)]
+        found.append(_dated(Name("blackboard", board["key"]), local_time, board["time"],
+                            formats["blackboard"], tz, now))
     bright = BRIGHTSPACE.fullmatch(entry)
     if bright:
-        when = brightspace_time(bright["time"], formats["brightspace"], tz)
-        return [Name("brightspace", bright["key"], bright["name"], when)]
-    canvas = []
+        found.append(_dated(Name("brightspace", bright["key"], bright["name"]),
+                            brightspace_time, bright["time"], formats["brightspace"], tz, now))
     for ids in CANVAS_IDS.finditer(entry):
         head = CANVAS_NAME.fullmatch(entry[:ids.start()])
         if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
-            canvas.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
-                               order=int(ids["order"])))
-    return canvas or [Name("plain", stem)]
+            found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
+                              order=int(ids["order"])))
+    return found or [Name("plain", stem)]
+
+
+def _dated(name, read, text, fmt, tz, now):
+    """name with the time its LMS wrote (read(text, fmt, tz)), or with why not."""
+    try:
+        when = read(text, fmt, tz)
+    except TimeError as error:
+        return dataclasses.replace(name, problem=f"its date cannot be read: {error}")
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    if when > now:
+        return dataclasses.replace(name, problem=f"its date, {when:%Y-%m-%d %H:%M %Z}, is in "
+                                                 "the future")
+    return dataclasses.replace(name, when=when)
 
 
 def is_receipt(entry):

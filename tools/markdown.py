@@ -5,8 +5,8 @@ browser renders itself, so that no page loads a script (MathJax, from a CDN) to 
     tex_out(markdown)  the math spans as tokens that markdown and the sanitizer leave as
                        they are
     sanitize(html)     the HTML of markdown, with only the elements and attributes markdown
-                       makes, and no class, id, style or data: link (nh3: ammonia's
-                       parser); the feedback page also cleans HTML outputs with it, in
+                       makes, and no class, id, style, data: link or image source (nh3:
+                       ammonia's parser); the feedback page also cleans HTML outputs with it, in
                        place of nbconvert's clean_html (bleach, which keeps any class and
                        id: a student's box could pass for the judge's)
     tex_in(html)       each token as MathML (or, where the TeX cannot be converted to
@@ -81,7 +81,13 @@ def sanitize(page):
     without class, id or style, links only to http(s) and mailto: anything else (a script,
     an event handler, a style, a form) removed, its text kept."""
     return nh3.clean(str(page), tags=_TAGS, attributes=_HTML_ATTRIBUTES, url_schemes=_SCHEMES,
-                     link_rel=None)
+                     link_rel=None, attribute_filter=_no_source)
+
+
+def _no_source(tag, attribute, value):
+    """An image keeps no src: a page loads nothing (a student's image from the web would
+    tell its server who opened the page, and when)."""
+    return None if (tag, attribute) == ("img", "src") else value
 
 
 def tex_in(page):

@@ -21,9 +21,12 @@ How each LMS's name maps to a student (docs/security.md lists what each trusts):
   which the student may be able to edit, is all there is: with a roster, it must match one
   row's name; without one, it becomes the id ("Grace Hopper" is grace-hopper). Moodle
   never writes "_" in a display name: a name that holds one is not Moodle's.
-- Canvas: the user id, with a roster (its lms_id column), else the name ("lastfirst").
-  A name that reads two ways is refused unless the roster knows one reading alone.
-- Blackboard: the username (the roster's lms_id or student_id; without one, the id).
+- Canvas: the user id, with a roster (its lms_id column; else the name), without one the
+  name ("lastfirst").
+- Blackboard: the username (the roster's lms_id, else its student_id; without one, the id).
+- A name that reads two ways (two LMSs' formats, or Canvas's name that may hold "_") is
+  refused where the readings are two students; a reading whose date cannot be trusted
+  (tools.lms.Name.problem) refuses the entry.
 - Brightspace: the name, as Moodle's without a worksheet.
 - a plain name: its student id (with a roster, a row's student_id or lms_id).
 """
@@ -43,7 +46,7 @@ def id_problem(student_id, bounds=BOUNDS):
     if not isinstance(student_id, str) or not student_id:
         return "an empty student id"
     shown = repr(student_id[:40])
-    if len(student_id) > bounds.id_chars:
+    if len(student_id) > bounds.id_chars or len(student_id.encode()) > bounds.name_bytes:
         return f"a student id of more than {bounds.id_chars} characters ({shown}...)"
     if unicodedata.normalize("NFC", student_id) != student_id:
         return f"a student id not in Unicode's normal form NFC ({shown})"
@@ -156,8 +159,10 @@ def _resolve(name, assignment, roster, times):
     if roster is None:
         return {"canvas": name.name, "brightspace": slug(name.name or "")}.get(name.lms,
                                                                               name.key)
-    rows = [r for r in roster if name.key in (r["lms_id"], r["student_id"])]
-    if not rows and name.name is not None:
+    rows = [r for r in roster if r["lms_id"] and r["lms_id"] == name.key]  # the LMS's id,
+    if not rows and name.lms == "blackboard":  # (a Blackboard username: the student id?)
+        rows = [r for r in roster if r["student_id"] == name.key]
+    if not rows and name.name is not None:  # else the name the LMS shows
         rows = _by_name(roster, name.name)
     what = f"{name.lms} id {name.key!r}" + (f" (name {name.name!r})" if name.name else "")
     return _one(rows, what)

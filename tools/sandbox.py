@@ -92,12 +92,16 @@ _CALLS = {  # machine: {system call: number} (aarch64 has no fork, vfork or pipe
 # process's resident memory and its cgroup's do not count it, or to reach another
 # process's: memory files, shared memory and message queues, pipes and sockets (their
 # kernel buffers), keyrings, BPF maps, io_uring, userfaultfd, another process's memory;
-# and madvise's MADV_COLD and MADV_PAGEOUT (pages pushed to swap leave the resident set)
+# and every madvise that takes pages out of the resident set while their data stays (in a
+# file's page cache, shared memory or swap) or comes back clean (an argument's pages written
+# into, read again from its file): MADV_DONTNEED, MADV_FREE, MADV_REMOVE, MADV_COLD,
+# MADV_PAGEOUT, MADV_DONTNEED_LOCKED. (The C library frees with munmap; the measuring
+# worker maps every block of 64 KiB or more on its own: tools/judge/worker.MEASURED_ENV)
 HIDING = ("memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "mq_open", "pipe",
           "pipe2", "socket", "socketpair", "process_madvise", "userfaultfd", "bpf",
           "io_uring_setup", "add_key", "request_key", "keyctl", "ptrace", "process_vm_readv",
           "process_vm_writev")
-_PAGEOUT = (20, 21)  # MADV_COLD, MADV_PAGEOUT
+_DROPS = (4, 8, 9, 20, 21, 24)  # MADV_DONTNEED, _FREE, _REMOVE, _COLD, _PAGEOUT, _DONTNEED_LOCKED
 _CLONE_THREAD = 0x00010000
 _ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 _LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|..|K, BPF_RET
@@ -118,7 +122,7 @@ def seccomp_filter(machine=None, measuring=False):
     """The BPF program, as bytes, that bubblewrap's --seccomp loads: EPERM for fork, vfork
     and a clone without CLONE_THREAD (threads stay allowed: NumPy and torch use them),
     ENOSYS for clone3 (so that the C library falls back to clone); measuring: EPERM for
-    HIDING's calls too, and for madvise's MADV_COLD and MADV_PAGEOUT. None on a machine
+    HIDING's calls too, and for the madvise advice of _DROPS. None on a machine
     whose system calls it does not know."""
     machine = machine or os.uname().machine
     if machine not in _CALLS:
@@ -139,7 +143,7 @@ def seccomp_filter(machine=None, measuring=False):
                 (None, _JSET, _CLONE_THREAD, "allow", "refuse")]  # a thread, or refuse
     if measuring:
         program += [("madvise", _LD, 32, None, None),  # its advice (args[2])
-                    *((None, _JEQ, advice, "refuse", None) for advice in _PAGEOUT),
+                    *((None, _JEQ, advice, "refuse", None) for advice in _DROPS),
                     (None, _JEQ, 0xFFFFFFFF, "refuse", "allow")]  # (never: then allow)
     program += [("refuse", _RET, _EPERM, None, None), ("allow", _RET, _ALLOW, None, None),
                 ("enosys", _RET, _ENOSYS, None, None)]

@@ -55,7 +55,7 @@ class Grading(Configurable):
                            "grading worksheet, Blackboard's and Brightspace's names: the "
                            "downloading account's), e.g. 'Europe/Berlin'").tag(config=True)
     lms_formats = Dict(value_trait=Unicode(), help="strptime formats of the LMS's dates, "
-                       "over tools.lms.FORMATS (moodle, blackboard, blackboard_receipt, "
+                       "over tools.lms.FORMATS (moodle, blackboard, "
                        "brightspace, export): a worksheet in another language, say"
                        ).tag(config=True)
 

@@ -7,15 +7,17 @@ past its bound, and no link is followed.
 
 The refused:
 - a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
-  one listing more than BOUNDS.listings entries, a listing outside its folder (an
-  absolute path, `..`, a drive), a name listed twice, deeper than BOUNDS.depth, a link, a
-  listing whose size is
-  over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed size, listings that
-  share compressed data, more than BOUNDS.entry_bytes in all (each as listed: a listing
-  is never inflated past its listed size), and a kept file that fails its CRC;
+  one listing more than BOUNDS.listings entries, or whose listing is over
+  BOUNDS.directory_bytes; a listing outside its folder (an absolute path, `..`, a drive),
+  a name listed twice, deeper than BOUNDS.depth, a name over BOUNDS.name_bytes, a link, a
+  listing whose size is over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed
+  size, listings that share compressed data, more than BOUNDS.entry_bytes in all (each as
+  listed: a listing is never inflated past its listed size), and a kept file that fails
+  its CRC;
 - a folder: one holding a link (to anything: a folder is walked without following links,
-  as `../` in a zip), a special file, more than BOUNDS.listings files, deeper than
-  BOUNDS.depth, a file over BOUNDS.file_bytes, more than BOUNDS.entry_bytes in all;
+  as `../` in a zip), a special file, more than BOUNDS.listings files and folders, a name
+  over BOUNDS.name_bytes, deeper than BOUNDS.depth, a file over BOUNDS.file_bytes, more
+  than BOUNDS.entry_bytes in all;
 - either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file).
 
 The files kept: the notebooks and normlib/*.py of the shallowest folder that holds a
@@ -36,8 +38,9 @@ _HEADER = 30  # bytes of a zip's local file header before its name
 
 
 def files(entry, bounds=BOUNDS):
-    """{path in the submission: bytes} of an archive entry (a zip, a folder holding one zip
-    and nothing else, or a folder of files), or the reason it is refused."""
+    """{path in the submission: bytes} of an archive entry (a zip, a folder of files, or a
+    folder holding the student's zip and no notebook nor normlib/ beside it), or the
+    reason it is refused."""
     entry = Path(entry)
     if entry.is_symlink():
         return f"a link ({entry.name} -> {os.readlink(entry)}): links are not followed"
@@ -45,9 +48,9 @@ def files(entry, bounds=BOUNDS):
         found = _walk(entry, bounds)
         if isinstance(found, str):
             return found
-        if len(found) == 1 and next(iter(found)).lower().endswith(".zip") and \
-                "/" not in next(iter(found)):
-            return _zip(entry / next(iter(found)), bounds)  # Moodle's folder of one zip
+        zips = [n for n in found if n.lower().endswith(".zip") and "/" not in n]
+        if len(zips) == 1 and not kept_names(found):  # Moodle's folder of the student's zip
+            return _zip(entry / zips[0], bounds)  # (and maybe other uploads beside it)
         return _kept({n: (lambda p=entry / n: p.read_bytes()) for n in found}, bounds)
     if not entry.is_file():
         return "not a file or a folder"
@@ -57,7 +60,7 @@ def files(entry, bounds=BOUNDS):
 def _walk(folder, bounds):
     """{path: size} of the files under folder, walked without following links; or why
     it is refused (a link, a special file, too many, too deep, too large)."""
-    found, total, stack = {}, 0, [(folder, ())]
+    found, total, listed, stack = {}, 0, 0, [(folder, ())]
     while stack:
         top, parts = stack.pop()
         with os.scandir(top) as listing:
@@ -69,13 +72,16 @@ def _walk(folder, bounds):
                 if item.is_symlink():
                     return f"a link ({name} -> {os.readlink(item.path)}): links are not followed"
                 mode = item.stat(follow_symlinks=False).st_mode
+                listed += 1  # (folders too: a million empty ones cost a walk as long)
+                if listed > bounds.listings:
+                    return f"more than {bounds.listings} files and folders"
+                if len(item.name.encode()) > bounds.name_bytes:
+                    return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
                 if stat.S_ISDIR(mode):
                     stack.append((item.path, rel))
                     continue
                 if not stat.S_ISREG(mode):
                     return f"a special file ({name}), not a file or a folder"
-                if len(found) >= bounds.listings:
-                    return f"more than {bounds.listings} files"
                 size = item.stat(follow_symlinks=False).st_size
                 if size > bounds.file_bytes:
                     return f"a file of more than {bounds.file_bytes >> 20} MiB ({name})"
@@ -92,12 +98,14 @@ def _zip(path, bounds):
     try:
         if path.stat().st_size > bounds.entry_bytes:
             return f"a zip of more than {bounds.entry_bytes >> 20} MiB"
-        with open(path, "rb") as f:  # the listings' count, before zipfile reads them all
+        with open(path, "rb") as f:  # the listing's count and size, before zipfile reads it
             end = zipfile._EndRecData(f)
         if end is None:
             return "not a readable zip (BadZipFile: no end of its listing)"
         if end[zipfile._ECD_ENTRIES_TOTAL] > bounds.listings:
             return f"more than {bounds.listings} listings in the zip"
+        if end[zipfile._ECD_SIZE] > bounds.directory_bytes:  # (its count may lie)
+            return f"a listing of more than {bounds.directory_bytes >> 10} KiB"
         z = zipfile.ZipFile(path)
         infos = z.infolist()
     except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError, EOFError) as error:
@@ -107,9 +115,14 @@ def _zip(path, bounds):
     reason = _listings(infos, bounds)
     if reason:
         return reason
-    readers = {i.filename.replace("\\", "/"): (lambda i=i: z.read(i)) for i in infos
-               if not i.is_dir()}
+    readers = {_normal(i.filename): (lambda i=i: z.read(i)) for i in infos if not i.is_dir()}
     return _kept(readers, bounds)
+
+
+def _normal(name):
+    """A zip listing's name as a path: "/" for "\\", no "." or empty parts ("a//./x" is
+    "a/x")."""
+    return PurePosixPath(name.replace("\\", "/")).as_posix()
 
 
 def _listings(infos, bounds):
@@ -117,16 +130,16 @@ def _listings(infos, bounds):
     total, seen = 0, set()
     for info in infos:
         name = info.filename
-        if name.replace("\\", "/") in seen:
+        if _normal(name) in seen:
             return f"a name listed twice ({name!r}): which is the submission's?"
-        seen.add(name.replace("\\", "/"))
+        seen.add(_normal(name))
         parts = PurePosixPath(name.replace("\\", "/")).parts
         if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
             return f"an entry outside its folder ({name!r})"
         if len(parts) > bounds.depth:
             return f"deeper than {bounds.depth} folders ({name!r})"
-        if any(len(p) > bounds.name_chars for p in parts):
-            return f"a name longer than {bounds.name_chars} characters ({name[:60]!r}...)"
+        if any(len(p.encode()) > bounds.name_bytes for p in parts):
+            return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
         if stat.S_ISLNK(info.external_attr >> 16):
             return f"a link ({name!r}): links are not followed"
         if info.flag_bits & 1:

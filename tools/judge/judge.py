@@ -22,8 +22,8 @@ message (`_sanitized`): NumPy's dump of the arrays' values is cut, a quoted stri
 check's source does not hold is blanked, the index of the worst value is left out, and of
 the numbers the check's source does not hold, the first NUMBERS are quoted coarsely (a
 float to two significant digits within 1e-6 and 1e6, an integer as it is below 100, else
-its power of ten: "1000+"), the rest not at all ("…"). (A result's shape is quoted only
-where it reveals nothing: normlib.diagnosis.shape_words.)
+its power of ten: "1000+"), the rest not at all ("…"); ALL_NUMBERS in all. (A result's
+shape is quoted only where it reveals nothing: normlib.diagnosis.shape_words.)
 """
 
 import contextlib
@@ -56,6 +56,8 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normlib.diagnosis.mismatch's words)
 NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
+ALL_NUMBERS = 8  # numbers a verdict quotes in all (a number the source holds is quoted as
+# it is: how many could the worker make it quote, to learn which of its guesses are there?)
 
 
 def _cell_line(error, filename):
@@ -81,14 +83,16 @@ def _sanitized(text, source):
     text = _QUOTED.sub(lambda m: m.group() if m.group()[1:-1] in source else "'…'", text)
     text = _INDEX.sub("Worst", text)
     known = {float(t) for t in _NUMBER.findall(source)}
-    quoted = 0
+    quoted = [0, 0]  # (numbers the source does not hold, all numbers)
 
     def number(match):
-        nonlocal quoted
+        quoted[1] += 1
+        if quoted[1] > ALL_NUMBERS:
+            return "…"
         if float(match.group()) in known:
             return match.group()
-        quoted += 1
-        return _coarse(match.group()) if quoted <= NUMBERS else "…"
+        quoted[0] += 1
+        return _coarse(match.group()) if quoted[0] <= NUMBERS else "…"
     return _NUMBER.sub(number, text)
 
 
@@ -165,7 +169,8 @@ def stage(args, folder):
     with open(path, "wb") as f:
         f.write(b"\0")  # (a file to map is never empty)
         for a in args:
-            if isinstance(a, np.ndarray) and a.dtype.kind in NUMPY_KINDS and a.dtype.isnative:
+            if isinstance(a, np.ndarray) and a.dtype.kind in NUMPY_KINDS and a.dtype.isnative \
+                    and a.size:  # (an empty one crosses as it is: nothing to map)
                 offset = -(-f.tell() // mmap.PAGESIZE) * mmap.PAGESIZE
                 f.seek(offset)
                 f.write(np.ascontiguousarray(a).tobytes())
