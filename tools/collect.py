@@ -45,6 +45,7 @@ from pathlib import Path
 from tools import lms, roster, unpack
 from tools.course import assignment_names, run, submissions
 from tools.gradebook import digest
+from tools.grading import files_of
 from tools.settings import config, read
 
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
@@ -134,20 +135,19 @@ def _newest(student, found):
         return None, [Rejected(f.entry, f"{len(found)} entries named {student} ({names}) are "
                                f"{len(people)} people to the LMS (its numbers differ): all "
                                "refused (a roster tells them apart)") for f in found]
-    if all(f.when for f in found):
-        found = sorted(found, key=lambda f: f.when)
-        if found[-1].when != found[-2].when:
-            return found[-1], [Rejected(f.entry, f"an older submission of {student} "
-                                        f"({f.when:%Y-%m-%d %H:%M} by the {f.source}): "
-                                        f"{found[-1].entry} ({found[-1].when:%Y-%m-%d %H:%M}) "
-                                        "replaces it") for f in found[:-1]]
-    elif all(f.name.order is not None for f in found):  # Canvas numbers uploads in order
-        found = sorted(found, key=lambda f: f.name.order)
-        if found[-1].name.order != found[-2].name.order:
-            return found[-1], [Rejected(f.entry, f"an earlier upload of {student} (Canvas's "
-                                        f"attachment {f.name.order}): {found[-1].entry} "
-                                        f"(attachment {found[-1].name.order}) replaces it")
-                               for f in found[:-1]]
+    orders = (  # what the LMS wrote that orders them, and how a rejection says it
+        (lambda f: f.when, lambda f, last: f"an older submission of {student} "
+         f"({f.when:%Y-%m-%d %H:%M} by the {f.source}): {last.entry} "
+         f"({last.when:%Y-%m-%d %H:%M}) replaces it"),
+        (lambda f: f.name.order, lambda f, last: f"an earlier upload of {student} (Canvas's "
+         f"attachment {f.name.order}): {last.entry} (attachment {last.name.order}) replaces "
+         "it"))  # (Canvas numbers uploads in order)
+    for key, says in orders:
+        if all(key(f) is not None for f in found):
+            found = sorted(found, key=key)
+            if key(found[-1]) != key(found[-2]):
+                return found[-1], [Rejected(f.entry, says(f, found[-1])) for f in found[:-1]]
+            break
     return None, [Rejected(f.entry, f"{len(found)} entries of {student} ({names}), and no date "
                            "from the LMS tells which is the later: all refused (keep the one "
                            "to grade in archive/, then collect again)") for f in found]
@@ -205,10 +205,12 @@ def collect_archive(root, assignment, settings, rows=None):
             rejected.append(Rejected(newest.entry, f"older than the submission of {student} "
                                      f"collected ({before:%Y-%m-%d %H:%M} UTC)"))
             continue
-        if before is not None and newest.when is None and _holds(folder) == newest.files:
-            outcome[student] = "unchanged"  # (its time, and what collect read of it, kept)
-            continue
         if before is not None and newest.when is None:
+            held = files_of(folder)
+            held.pop(TIMESTAMP)
+            if held == newest.files:  # (its time, and what collect read of it, kept)
+                outcome[student] = "unchanged"
+                continue
             rejected.append(Rejected(newest.entry, f"the submission of {student} collected has "
                                      f"the LMS's time ({before:%Y-%m-%d %H:%M} UTC) and this "
                                      "entry none: which is the later? (add the LMS's times "
@@ -242,12 +244,6 @@ def read_record(root, assignment):
     collected.json; {} if none)."""
     path = Path(root) / "downloaded" / assignment / RECORD
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _holds(folder):
-    """{path: bytes} of a collected submission's files, but its timestamp.txt."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and p.name != TIMESTAMP}
 
 
 def _place(folder, files, when):
@@ -286,15 +282,12 @@ def late_words(seconds):
     return " ".join(p for p in parts if p) + " late"
 
 
-def lateness(when, late_marker, due):
-    """(whether late, what to say) of a submission's time (aware, or None) and Canvas's late
-    marker against its due date (aware, or None)."""
+def late_by(when, late_marker, due):
+    """How late a submission is, in words ('' if it is not, or nothing says so), from its
+    time (aware, or None), Canvas's late marker and its due date (aware, or None)."""
     if when is None:
-        return (True, "late by Canvas's _LATE marker; no time") if late_marker else \
-            (False, "time unknown")
-    if due is not None and when > due:
-        return True, late_words((when - due).total_seconds())
-    return False, "on time" if due is not None else f"{when:%Y-%m-%d %H:%M %Z}"
+        return "late by Canvas's _LATE marker; no time" if late_marker else ""
+    return late_words((when - due).total_seconds()) if due is not None else ""
 
 
 def report(name, outcome, rejected, kept, times, receipts, due):
@@ -318,8 +311,8 @@ def report(name, outcome, rejected, kept, times, receipts, due):
               "file of the student's): none of them is marked late by a date. Add the LMS's "
               "times beside archive/ (Moodle's grading worksheet, or an export: "
               "docs/instructors.md, step 3)")
-    late = {s: lateness(f.when, f.name.late, due) for s, f in kept.items()}
-    late = {s: words for s, (is_late, words) in late.items() if is_late}
+    late = {s: late_by(f.when, f.name.late, due) for s, f in kept.items()}
+    late = {s: words for s, words in late.items() if words}
     if late:
         print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
     if receipts:

@@ -98,13 +98,19 @@ def zone(name):
 def local_time(text, fmt, tz):
     """The aware datetime of a date an LMS wrote (text, strptime's fmt) in time zone tz (a
     ZoneInfo, or None: then TimeError, since the LMS's zone is not known)."""
-    if tz is None:
-        raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
-                        "the time zone of the account that downloaded them")
     try:
         when = datetime.datetime.strptime(text.strip(), fmt)
     except ValueError:
         raise TimeError(f"{text.strip()!r} is not a date written as {fmt!r}") from None
+    return _zoned(when, tz)
+
+
+def _zoned(when, tz):
+    """A naive datetime the LMS wrote, in time zone tz (a ZoneInfo; None: TimeError, the
+    LMS's zone is not known)."""
+    if tz is None:
+        raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
+                        "the time zone of the account that downloaded them")
     return when.replace(tzinfo=tz)
 
 
@@ -230,6 +236,4 @@ def _export_row(row, tz, formats):
         when = datetime.datetime.fromisoformat(text)
     except ValueError:
         return key, (None, local_time(text, formats["export"], tz), None)
-    if when.tzinfo is None:
-        when = local_time(when.strftime("%Y-%m-%d %H:%M:%S"), "%Y-%m-%d %H:%M:%S", tz)
-    return key, (None, when, None)
+    return key, (None, when if when.tzinfo else _zoned(when, tz), None)

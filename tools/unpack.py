@@ -71,18 +71,18 @@ def _walk(folder, bounds):
                     return f"deeper than {bounds.depth} folders ({name})"
                 if item.is_symlink():
                     return f"a link ({name} -> {os.readlink(item.path)}): links are not followed"
-                mode = item.stat(follow_symlinks=False).st_mode
+                info = item.stat(follow_symlinks=False)
                 listed += 1  # (folders too: a million empty ones cost a walk as long)
                 if listed > bounds.listings:
                     return f"more than {bounds.listings} files and folders"
                 if len(item.name.encode()) > bounds.name_bytes:
                     return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
-                if stat.S_ISDIR(mode):
+                if stat.S_ISDIR(info.st_mode):
                     stack.append((item.path, rel))
                     continue
-                if not stat.S_ISREG(mode):
+                if not stat.S_ISREG(info.st_mode):
                     return f"a special file ({name}), not a file or a folder"
-                size = item.stat(follow_symlinks=False).st_size
+                size = info.st_size
                 if size > bounds.file_bytes:
                     return f"a file of more than {bounds.file_bytes >> 20} MiB ({name})"
                 total += size

@@ -302,7 +302,8 @@ class Judge:
             staged, path = stage(args, folder)
             fd = os.open(path, os.O_RDONLY)
             try:
-                staged = [{**a, "fd": fd} if isinstance(a, dict) else a for a in staged]
+                staged = [{**a, "fd": fd} if isinstance(a, dict) and "$staged" in a else a
+                          for a in staged]
                 process, peer = self._launch("--measure", env=MEASURED_ENV, fds=(fd,),
                                              measuring=True)
             finally:
