@@ -17,6 +17,7 @@ STUDENT ?=
 JOBS ?=
 SCHEDULER ?=
 ARGS ?=
+LMS ?=
 INSTRUCTOR := $(PY) -m tools.instructor
 # Extra flags for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser".
 LAB_ARGS ?=
@@ -27,7 +28,7 @@ LAB_ARGS ?=
 
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
 	course release collect autograde feedback grades rubric grading-bench formgrader \
-	worker system-packages-bubblewrap
+	scheduler worker score system-packages-bubblewrap
 
 # Create the virtual environment if missing and install the pinned packages and
 # normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
@@ -114,14 +115,26 @@ course: $(INSTALLED)
 release: $(INSTALLED)
 	$(INSTRUCTOR) release $(COURSE_DIR) $(A) $(ARGS)
 
-# ... submissions from the LMS zips in downloaded/<assignment>/archive/ (or the exchange),
+# ... submissions from the LMS's download in downloaded/<assignment>/archive/ (or the
+# exchange; DRY_RUN=1: print what would be collected and rejected, touching nothing), ...
+DRY_RUN ?=
 collect: $(INSTALLED)
-	$(INSTRUCTOR) collect $(COURSE_DIR) $(A) $(ARGS)
+	$(INSTRUCTOR) collect $(COURSE_DIR) $(A) $(if $(filter-out 0,$(DRY_RUN)),--dry-run) $(ARGS)
 
 # ... each new or changed submission graded once, by the judge (STUDENT: these again), ...
 autograde: $(INSTALLED)
 	$(INSTRUCTOR) autograde $(COURSE_DIR) $(A) $(foreach s,$(STUDENT),--student $(s)) \
 		$(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(ARGS)
+
+# The scheduler of a Dask cluster, on this machine (the head, which keeps the course), on
+# PORT: `make worker SCHEDULER=tcp://<this host>:$(PORT)` on each grading machine, then
+# `make autograde SCHEDULER=...` here. It unpickles the tasks it schedules, so it imports
+# the course's code (tools/): without PYTHONPATH every task fails to deserialize ("Error
+# during deserialization of the task graph"), the reason only in its own log.
+# docs/instructors.md, "More than one machine".
+PORT ?= 8786
+scheduler: $(INSTALLED)
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask scheduler --port $(PORT) --no-dashboard
 
 # A grading worker of a Dask cluster, on this machine, for `make autograde SCHEDULER=...`:
 # JOBS processes (default one per core) of one thread, each grading one submission at a
@@ -135,13 +148,31 @@ worker: system-packages-bubblewrap $(INSTALLED)
 system-packages-bubblewrap:
 	@python3 -m tools.system_packages bubblewrap
 
-# ... feedback/<student>/<assignment>/*.html and feedback_zips/<assignment>/<student>.zip, ...
+# ... feedback/<student>/<assignment>/*.html and feedback_zips/<assignment>/<student>.zip
+# (LMS=moodle|canvas: also feedback_upload/<assignment>-<lms>.zip, for the LMS's bulk upload), ...
 feedback: $(INSTALLED)
-	$(INSTRUCTOR) feedback $(COURSE_DIR) $(A) $(ARGS)
+	$(INSTRUCTOR) feedback $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) $(ARGS)
 
-# ... and COURSE_DIR/grades.csv, with each check's points.
+# ... and COURSE_DIR/grades.csv, with each check's points and the late policy's penalty
+# (logs/late.csv: each decision); LMS=canvas|moodle|blackboard|brightspace TEMPLATE=export.csv
+# also fills in the LMS's gradebook export as COURSE_DIR/grades-<lms>.csv (tools/lms_grades.py).
+TEMPLATE ?=
 grades: $(INSTALLED)
-	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(ARGS)
+	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) \
+		$(if $(TEMPLATE),--template $(TEMPLATE)) $(ARGS)
+
+# A written answer's points by hand (or a check's, over the judge's), as formgrader saves
+# them, and COMMENT if given (tools/handgrade.py): A, STUDENT and QUESTION name one each,
+# e.g. make score A=unit1 STUDENT=alice QUESTION=q1_1_why_eps POINTS=1.5 COMMENT="...".
+# From another folder: make -C /path/to/this/repository score COURSE_DIR=/abs/path ...
+QUESTION ?=
+POINTS ?=
+COMMENT ?=
+quoted = '$(subst ','\'',$(1))'
+score: $(INSTALLED)
+	$(INSTRUCTOR) score $(COURSE_DIR) --assignment $(call quoted,$(A)) \
+		--student $(call quoted,$(STUDENT)) --question $(call quoted,$(QUESTION)) \
+		--points $(call quoted,$(POINTS)) $(if $(COMMENT),--comment $(call quoted,$(COMMENT)))
 
 # ... COURSE_DIR/rubric.html: each written question's model answer and rubric, for graders.
 rubric: $(INSTALLED)

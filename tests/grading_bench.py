@@ -11,10 +11,17 @@ student writes, the notebooks as released), the course layout (every notebook in
 assignment), the default limits, the OS sandbox on. A run with jobs starts its local
 cluster and stops it (as make autograde does); a run on a cluster does not count its
 start. The README's figures come from it.
+
+Each run prints its wall time beside the CPU time of the whole process tree (this
+process, its grading children and theirs, the cluster's workers) and the machine's load
+average before and after: a run that is slow with little CPU per second on a loaded
+machine waited for cores others held (contention), one that is slow with its cores busy
+was slow (measure).
 """
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -32,22 +39,62 @@ from tools.exercises import REPO
 from tools.release import release
 
 
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """What a measured call took: wall seconds, CPU seconds of the process tree, and the
+    machine's 1-minute load average before and after it."""
+    wall: float
+    cpu: float
+    load_before: float
+    load_after: float
+
+    def __str__(self):
+        return (f"{self.wall:.0f} s; CPU {self.cpu:.0f} s, {self.cpu / self.wall:.1f} cores "
+                f"busy; load {self.load_before:.1f} -> {self.load_after:.1f} on "
+                f"{os.cpu_count()} cores")
+
+
+def tree_cpu():
+    """CPU seconds (user and system) of this process and every descendant so far: each
+    live process's own and that of its children it has reaped (RUSAGE_CHILDREN), so that
+    a grading process that ended counts in its parent's, and a worker still running (a
+    cluster's, started before the measure) in its own."""
+    import psutil  # (distributed's dependency)
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            t = process.cpu_times()
+        except psutil.NoSuchProcess:  # (it ended meanwhile: its parent counts it)
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def measure(function, *args, **kwargs):
+    """function(*args, **kwargs)'s result and its Usage."""
+    load, cpu, start = os.getloadavg()[0], tree_cpu(), time.monotonic()
+    result = function(*args, **kwargs)
+    wall = time.monotonic() - start
+    return result, Usage(wall, tree_cpu() - cpu, load, os.getloadavg()[0])
+
+
 def rate(students, jobs, execute, scheduler=None):
     """Submissions per minute of one autograde of a fresh class (by a local cluster of
-    `jobs` processes, or on the scheduler's cluster), its seconds and how many failed."""
+    `jobs` processes, or on the scheduler's cluster), its Usage and how many failed."""
     with tempfile.TemporaryDirectory() as tmp:
         root = build_course(tmp, layout="course")
         with contextlib.redirect_stdout(io.StringIO()):
             release(root)
             honest_class(root, COURSE, students)
             collect(root)
-        start = time.monotonic()
         with contextlib.redirect_stdout(io.StringIO()) as out:
-            failed = autograde(root, jobs=jobs, execute=execute, scheduler=scheduler)
-        seconds = time.monotonic() - start
+            failed, usage = measure(autograde, root, jobs=jobs, execute=execute,
+                                    scheduler=scheduler)
         if failed:
             print(out.getvalue())
-        return students * 60 / seconds, seconds, failed
+        return students * 60 / usage.wall, usage, failed
 
 
 STARTUP_SECONDS = 120  # for the scheduler, then its workers, to start
@@ -105,9 +152,9 @@ def main(argv=None):
                    *rate(args.students, workers, False, scheduler))
 
 
-def report(mode, how, per_minute, seconds, failed):
-    print(f"BENCH {mode:15} {how:17}: {per_minute:5.1f} submissions/min ({seconds:.0f} s"
-          f"{f', {failed} FAILED' if failed else ''})", flush=True)
+def report(mode, how, per_minute, usage, failed):
+    print(f"BENCH {mode:15} {how:17}: {per_minute:5.1f} submissions/min ({usage}"
+          f"{f'; {failed} FAILED' if failed else ''})", flush=True)
 
 
 if __name__ == "__main__":

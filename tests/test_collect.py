@@ -131,8 +131,13 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
            "van_der_berg" in out and "none of them is marked late by a date" in out
     record = read_record(root, "unit1")
     assert record["judy"]["time"] is None and record["hoppergrace"] == {
-        "entry": "hoppergrace_LATE_12345_67890_unit1.zip", "lms": "canvas", "time": None,
-        "time_from": None, "late_marker": True}
+        "entry": "hoppergrace_LATE_12345_67890_unit1.zip",
+        "entries": ["hoppergrace_LATE_12345_67890_unit1.zip"], "lms": "canvas", "key": "12345",
+        "name": "hoppergrace", "time": None, "time_from": None, "late_marker": True,
+        "superseded": {}}
+    assert record["judy"] == {"entry": "judy_unit1.zip", "entries": ["judy_unit1.zip"],
+                              "lms": "plain", "key": "judy", "name": None, "time": None,
+                              "time_from": None, "late_marker": False, "superseded": {}}
     assert "late: hoppergrace (late by Canvas's _LATE marker; no time)" in out
 
 
@@ -147,7 +152,6 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
     ("John Smith_1234567_assignsubmission_file_work.zip", False, "john-smith"),
     ("John Smith_1234567_assignsubmission_file", True, "john-smith"),  # Moodle 4.1+
     ("John Smith_1234567_assignsubmission_file_", True, "john-smith"),  # before 4.1
-    ("Participant_1234567_assignsubmission_file", True, "participant"),  # blind marking
     ("smithjohn_LATE_12345_67890_unit1.zip", False, "smithjohn"),
     ("smithjohn_12345_67890_normlib.zip", False, "smithjohn"),
     ("o_brienpat_12345_67890_x_1_2_y.zip", False, "o_brienpat"),  # "_" kept, Canvas's

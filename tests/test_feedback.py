@@ -186,3 +186,43 @@ def test_what_a_page_does_not_render(case):
             "state": f"</script>{script}"}}}
     text = rendered(cells or [v4.new_markdown_cell("text")], metadata)
     assert "<script" not in text and "onload" not in text and "onerror" not in text
+
+
+# --- the page's frame (issue 40, point 8) ----------------------------------------------
+
+def answer(score=None):
+    """A written answer's cell as nbgrader's feedback gives it: graded (score), or waiting
+    for a grader (tools.preprocessors.WaitingAnswers' mark)."""
+    grader = {"grade": True, "solution": True, "grade_id": "q1_1_why_eps", "points": 2,
+              "score": score or 0.0, **({"waiting": True} if score is None else {})}
+    return nbformat.v4.new_markdown_cell("Because the variance may be 0.",
+                                         metadata={"nbgrader": grader})
+
+
+def check(passed):
+    return nbformat.v4.new_code_cell("# Exercise 1.1", metadata={
+        "nbgrader": {"grade": True, "grade_id": "ex1_1_layer_norm_stats", "points": 3,
+                     "score": 3.0 if passed else 0.0, "locked": True, "solution": False},
+        "judge": {"passed": passed, "verdict": f"The judge: {'passed' if passed else 'failed'}"}})
+
+
+@pytest.mark.parametrize("score", [None, 1.5])
+def test_the_page_has_no_empty_bar_and_no_stale_header(score):
+    """The grey bar at the top of the page was nbgrader's heading with its contents hidden
+    by a style, and the hidden table of contents still read "Written response (Score: 0.0
+    / 2.0)" for an answer not yet graded: the page has neither, every heading it has says
+    something, and the answer's says "not yet graded" until a grader scores it."""
+    nb = nbformat.v4.new_notebook(metadata={"language_info": {"name": "python"}})
+    nb.cells = [check(True), answer(score)]
+    text = page(FeedbackExporter, nb)
+    soup = BeautifulSoup(text, "html.parser")
+    assert text.count("<body") == 1 and soup.find(id="toc") is None and soup.find("h4") is None
+    assert "Written response" not in text and "#toc" not in text
+    headings = [" ".join(h.get_text(" ").split()) for h in soup.select(".panel-heading")]
+    said = "not yet graded (2.0 points)" if score is None else "Score: 1.5 / 2.0"
+    assert headings == ["Grade cell: ex1_1_layer_norm_stats Score: 3.0 / 3.0 (Top)",
+                        f"Your answer {said}"]
+    summary = " ".join(soup.find(attrs={"data-judge": "summary"}).get_text(" ").split())
+    assert summary.startswith("n : 1.0 / 2.0 points so far" + (
+        " (1 written answer not yet graded)." if score is None else "."))
+    assert summary.endswith(f"q1_1_why_eps : {said.removeprefix('Score: ')}")

@@ -15,6 +15,7 @@ Instructors (docs/instructors.md), one module per step of the term:
                 Dask cluster; this process alone writes the results
     feedback    feedback: HTML pages and one zip per student
     grades      export: grades.csv
+    handgrade   score: a written answer's points by hand (`make score`), as formgrader saves
 and what they share:
     settings    the course's settings (c.Grading): limits, due dates, roster
     limits      the limits of a grading process, one typed object to the worker
@@ -24,6 +25,7 @@ and what they share:
     verdicts    a submission's verdicts, from the judge
     markdown    markdown for the pages: sanitized, its math as MathML (no MathJax)
     rubric      `make rubric`: the graders' page of model answers and rubrics
+    exchange    nbgrader's exchange where the course has none (formgrader lists it quietly)
     preprocessors  nbgrader preprocessors: verdicts into the notebooks, --execute's
                 sandboxed kernels, feedback without hidden tests
     judge       the judge (checks, verdicts) and its worker (the only student code)

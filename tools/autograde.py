@@ -13,9 +13,11 @@ cluster, carrying the submission's files (tools/grading.py). The worker that run
 2. has nbgrader's autograde record its notebooks as submitted, with each check's verdict
    in its cell (tools/preprocessors.Judged) and its written answers for hand grading,
    read from a staging copy where a notebook saved under another name is put back under
-   its own (its cells say which it is) and an unreadable one is left out, each noted in
-   the status (with --execute, the notebooks run first, in the OS sandbox: fresh
-   outputs, the same scores);
+   its own (its cells say which it is) and an unreadable one is replaced by a stand-in
+   (its checks, which get the judge's verdicts, and a note saying why: it has a feedback
+   page, and its written answers score 0, a grader may change that), each noted in the
+   status (with --execute, the notebooks run first, in the OS sandbox: fresh outputs, the
+   same scores);
 3. returns all of it: verdicts, nbgrader's scores and comments, the autograded notebooks.
 
 This process alone writes the course (save): the autograded folder, the gradebook (the
@@ -97,8 +99,8 @@ def tasks(root, todo, digests, limits, execute, sandboxed):
 def save(root, outcome):
     """An Outcome into the course, by this process alone: its autograded folder replaced,
     nbgrader's record of it and the judge's scores into the gradebook (a changed written
-    answer's hand grade dropped, an unreadable notebook's answers left to a grader), its
-    status and digest. Returns (the status, "score / max")."""
+    answer's hand grade dropped, an unreadable notebook's answers scored 0 with why:
+    written_answer), its status and digest. Returns (the status, "score / max")."""
     a, s = outcome.assignment, outcome.student
     root = Path(root)
     plan = load_course(root)["assignments"][a]
@@ -114,11 +116,9 @@ def save(root, outcome):
             grade.needs_manual_grade = grade.manual_score is not None
         for q in questions_of(plan["notebooks"]):
             grade = gb.find_grade(q.grade_id, q.notebook, a, s)
-            if q.notebook in outcome.unreadable:
-                grade.auto_score, grade.needs_manual_grade = None, True
-            elif q.grade_id in before and before[q.grade_id] != now.get(q.grade_id) and \
-                    grade.manual_score is not None:
-                grade.manual_score, grade.needs_manual_grade = None, True
+            comment = gb.find_comment(q.grade_id, q.notebook, a, s)
+            if written_answer(grade, comment, outcome.unreadable.get(q.notebook),
+                              before.get(q.grade_id), now.get(q.grade_id)):
                 why.append(f"answer {q.number} changed: its hand grade was dropped")
         gb.db.commit()
         score = f"{submission.score:g} / {submission.max_score:g}"
@@ -128,6 +128,36 @@ def save(root, outcome):
         "; ".join(["graded", *why]) if why else "graded"
     gradebook.record(root, {(a, s): (status, outcome.digest)})
     return status, score
+
+
+UNREADABLE = "0 points: "  # how autograde's comment on an unreadable notebook's answer begins
+
+
+def written_answer(grade, comment, unreadable, before, now):
+    """A written answer's grade and comment (nbgrader's) after its notebook is graded
+    again; before, now: its text in the autograded notebook (None: none). Returns whether
+    a hand grade was dropped because the answer changed.
+
+    - its notebook could not be read (unreadable: why): 0 points, final (a manual score,
+      which formgrader shows and a grader may change), and a comment saying why; a score
+      given to the same unreadable file before (its text, which names the file's digest,
+      as it was) is kept: a grader's override survives grading again;
+    - it was such an answer, and is read now: its 0 and comment are gone (a grader's
+      override of them too: the answer is new);
+    - its text changed since a grader scored it: the hand grade is dropped."""
+    ours = (comment.manual_comment or "").startswith(UNREADABLE)
+    if unreadable is not None:
+        if before != now or grade.manual_score is None:
+            grade.manual_score = 0
+            comment.manual_comment = f"{UNREADABLE}{unreadable}. A grader may change this score."
+        grade.needs_manual_grade = False
+    elif ours:
+        grade.manual_score, grade.needs_manual_grade = None, grade.auto_score is None
+        comment.manual_comment = None
+    elif before is not None and before != now and grade.manual_score is not None:
+        grade.manual_score, grade.needs_manual_grade = None, True
+        return True
+    return False
 
 
 def write_autograded(root, outcome):

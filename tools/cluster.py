@@ -51,7 +51,8 @@ def client(scheduler=None, jobs=1):
         dask = Client(scheduler, timeout=CONNECT_SECONDS)
     except OSError as error:
         raise SystemExit(f"autograde: cannot reach the Dask scheduler {scheduler}: {error}. "
-                         "Start it (dask scheduler), or correct SCHEDULER") from None
+                         "Start it (make scheduler, on its machine), or correct SCHEDULER"
+                         ) from None
     with dask:
         try:
             dask.wait_for_workers(1, timeout=CONNECT_SECONDS)

@@ -1,11 +1,11 @@
 """Collect: the LMS's download in downloaded/<assignment>/archive/ into
 submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange).
 
-    python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange]
+    python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
 
-archive/ holds one entry per submission: a zip, or a folder holding one zip or the files
-(Moodle's "submissions in folders", unzipped once). Who and when come from what the LMS
-wrote, never from what the student wrote (tools/lms.py, tools/roster.py; docs/security.md):
+archive/ holds the LMS's download, extracted once: a zip, a folder, or a loose file per
+entry. Who and when come from what the LMS wrote, never from what the student wrote
+(tools/lms.py, tools/roster.py; docs/security.md):
 
 - who: the entry's name, read from the end the LMS writes, mapped through the roster
   (c.Grading.roster) and Moodle's grading worksheet; an id the allow-list refuses, a name
@@ -19,19 +19,59 @@ wrote, never from what the student wrote (tools/lms.py, tools/roster.py; docs/se
   folder has the extraction's). Without an LMS date, collect says so loudly and marks no
   one late by a date it cannot trust.
 
+The layouts read (docs/instructors.md, step 3, has them as tables):
+
+- Moodle: a zip or a loose file per uploaded file, "<Full Name>_<n>_assignsubmission_file_
+  <name>" ("submissions in folders" off), or a folder per student,
+  "<Full Name>_<n>_assignsubmission_file/" holding the files as uploaded (on: Moodle's
+  default since 3.1); blind marking writes "Participant" for the name (the worksheet
+  names the student). Another plugin's entry (onlinetext) is refused as no upload.
+- Canvas: a loose file per uploaded file, "<lastfirst>[_LATE]_<user id>_<attachment id>_
+  <name>", a zip only where the student uploaded one; <name> has Canvas's "-1" where the
+  student uploaded a file of that name before.
+- Blackboard Learn: a loose file per uploaded file of each attempt,
+  "<Assignment>_<username>_attempt_<time>_<name>", and a receipt per attempt,
+  "..._attempt_<time>.txt" (read as such, and left in archive/).
+- Brightspace: a loose file per uploaded file, "<n>-<n> - <Name> - <date> - <name>", or a
+  folder per submission, "<n>-<n> - <Name> - <date>/".
+- plain, an instructor's own: "<student id>[_<assignment>...].zip", or a folder.
+
+One upload is every entry of a student that the LMS writes with the same id (Moodle's
+participant number, Canvas's user id; Blackboard's and Brightspace's with the same time
+too): its loose files are placed by their own names (a notebook at the top, a module of
+the assignment's normlib/, layer_norm.py, in normlib/; Canvas's "-1" dropped where that
+gives one of the assignment's files' names: tools.unpack.place) beside the files of its
+zips and folders (tools/unpack.py). Two of its files for one place: the one of the larger
+Canvas attachment id wins (Canvas numbers uploads in order), and the other is recorded as
+superseded (an entry all of whose files are superseded is rejected, saying by what);
+without Canvas's ids, nothing tells which is the later, and the upload is refused. The
+bounds of tools/bounds.py hold for the upload as a whole (files kept, bytes in all,
+checked on the entries' sizes before any is read). A file that matches no format (a loose
+file whose name no LMS writes, a plain entry that is no zip) is rejected, saying so.
+
 Every entry ends in exactly one of two places:
 
-- collected: its notebooks and normlib/*.py files (tools/unpack.py, within tools/bounds.py)
-  in submitted/<student>/<assignment>/, with nbgrader's timestamp.txt where the LMS gave
-  its time (autograde puts it in the gradebook); what collect read of it in
-  downloaded/<assignment>/collected.json (its entry, LMS, time and where the time came
-  from, Canvas's late marker). Of two entries of one student, the later by the LMS's date
-  (or Canvas's order) is kept, the other rejected saying so; where nothing the LMS wrote
-  tells them apart, both are rejected. A collected submission is replaced by a newer
-  entry, never by one the LMS dates earlier; an identical one leaves it as it was;
+- collected: its notebooks and normlib/*.py files in submitted/<student>/<assignment>/,
+  with nbgrader's timestamp.txt where the LMS gave its time (autograde puts it in the
+  gradebook); what collect read of it in downloaded/<assignment>/collected.json, a
+  record per student (Found.record): "entry" (the upload's latest entry), "entries"
+  (every original entry name that made the submission, sorted: the names the LMS's
+  feedback upload is named from), "lms" (moodle, canvas, blackboard, brightspace or
+  plain), "key" (Moodle's participant number, Canvas's user id, Blackboard's username,
+  Brightspace's ids, or the plain name's id), "name" (the display name the LMS wrote, or
+  null), "time" (ISO 8601, or null), "time_from" (where the time came from), "late_marker"
+  (Canvas's _LATE) and "superseded" ({place: {"by": the entry whose file it holds,
+  "entries": [those whose file for it lost]}}, {} if none). Of two
+  uploads of one student, the later by the LMS's date is kept, the other rejected saying
+  so; where nothing the LMS wrote tells them apart, both are rejected. A collected
+  submission is replaced by a newer upload, never by one the LMS dates earlier; an
+  identical one leaves it as it was;
 - rejected: moved to downloaded/<assignment>/rejected/, its reason printed.
 
-A Blackboard receipt (".._attempt_<time>.txt") is read as such, and left in archive/.
+With a roster, each collected student's name and email go into nbgrader's student table
+(tools.roster.name_students), where formgrader shows them. With --dry-run (make collect
+DRY_RUN=1) collect reads and decides all of this and prints it, student by student, and
+writes, moves and creates nothing.
 """
 
 import datetime
@@ -39,17 +79,19 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from tools import lms, roster, unpack
-from tools.course import assignment_names, run, submissions
-from tools.gradebook import digest
+from tools.bounds import BOUNDS
+from tools.course import assignment_names, load_course, run, submissions
 from tools.grading import files_of
 from tools.settings import config, read
 
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
 RECORD = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
+DATED = ("blackboard", "brightspace")  # whose names date each upload
 
 
 @dataclass(frozen=True)
@@ -59,21 +101,59 @@ class Rejected:
 
 
 @dataclass(frozen=True)
-class Found:
-    """An entry that names a student and holds a submission: who, what the LMS says of
-    its time (when: aware or None, and where it came from; late: Canvas's marker; order:
-    Canvas's attachment id), and its files."""
+class Piece:
+    """An entry of archive/, read: whose (student, the Name read), what (a zip or a folder,
+    or a loose file and its place in the submission) and its size on disk (0: a folder,
+    bounded by its walk)."""
     entry: str
+    path: Path
+    student: str
+    name: lms.Name
+    place: str | None  # a loose file's path in the submission; None: a zip or a folder
+    size: int
+
+    def upload(self):
+        """What tells one upload of the student from another: the LMS's id of them (and
+        Blackboard's and Brightspace's time); a plain entry is an upload of its own."""
+        if self.name.lms == "plain":
+            return "plain", self.entry
+        return self.name.lms, self.name.key, self.name.when if self.name.lms in DATED else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """An upload that names a student and holds a submission: its entries (entry: the
+    latest), who, what the LMS says of its time (when: aware or None, and where it came
+    from; the Name's late marker), its files and the entries whose files lost their place
+    to a later upload's (superseded: {place: {"by": the entry kept, "entries": [those
+    superseded]}})."""
+    entry: str
+    entries: tuple
     student: str
     name: lms.Name
     when: datetime.datetime | None
     source: str | None
     files: dict
+    superseded: dict
 
-    def record(self):
-        return {"entry": self.entry, "lms": self.name.lms,
+    def record(self, assignment):
+        """What collect read of it (collected.json: see the module's docstring)."""
+        key = roster.plain_id(self.name.key, assignment) if self.name.lms == "plain" \
+            else self.name.key
+        return {"entry": self.entry, "entries": sorted(self.entries), "lms": self.name.lms,
+                "key": key, "name": self.name.name,
                 "time": self.when.isoformat() if self.when else None, "time_from": self.source,
-                "late_marker": self.name.late}
+                "late_marker": self.name.late, "superseded": self.superseded}
+
+
+class Collected(NamedTuple):
+    """What collect_archive did (or, dry, would do) to an assignment's archive/."""
+    outcome: dict  # {student: "new" | "replaced" | "unchanged"}
+    rejected: list  # [Rejected]
+    kept: dict  # {student: Found} of those collected
+    times: object  # the Times beside the download, or None
+    receipts: list  # Blackboard's receipts read
+    entries: int  # entries of archive/ read (receipts aside)
 
 
 def _utc(text):
@@ -88,6 +168,15 @@ def recorded_at(folder):
     collect from the LMS's date, or by the exchange's collect from its files), or None."""
     path = Path(folder) / TIMESTAMP
     return _utc(path.read_text()) if path.is_file() else None
+
+
+def places(root, assignment):
+    """The Places of an assignment: its notebooks (course.json) and the modules its
+    source's normlib/ holds."""
+    plan = load_course(root)["assignments"].get(assignment, {})
+    modules = Path(root) / "source" / assignment / "normlib"
+    return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.get("notebooks", ())),
+                         frozenset(p.name for p in modules.glob("*.py")))
 
 
 def _time(name, student, times):
@@ -106,136 +195,263 @@ def _time(name, student, times):
     return row[1], f"{times.kind} {times.path.name}"
 
 
-def _read(entry, assignment, settings, rows, times):
-    """A Found of an entry of archive/, or a Rejected."""
-    names = lms.names(entry.name, entry.is_dir() and not entry.is_symlink(),
-                      settings.lms_timezone, settings.lms_formats)
-    who = roster.student_of(names, assignment, rows, times)
+def _unknown(entry):
+    """Why a file that is no zip and whose name no LMS writes for a file is refused."""
+    why = ("no format reads it: not a zip (a plain entry is <student id>[_<assignment>"
+           "...].zip, or a folder), and not a file's name as an LMS writes it (Canvas's "
+           "<lastfirst>_<user id>_<attachment id>_<name>, Moodle's <Full Name>_<n>_"
+           "assignsubmission_file_<name>, Blackboard's <Assignment>_<username>_attempt_"
+           "<time>_<name>, Brightspace's <n>-<n> - <Name> - <date> - <name>)")
+    if entry.startswith(("anon_", "LATE_anon_")):
+        why += "; Canvas's anonymous grading names no student (anon_<id>): download " \
+               "the submissions with the students' names shown"
+    return why
+
+
+def _piece(entry, assignment, settings, rows, times, where):
+    """The Piece of an entry of archive/ (where: the assignment's Places), or a Rejected."""
+    folder = entry.is_dir() and not entry.is_symlink()
+    readings = lms.names(entry.name, folder, settings.lms_timezone, settings.lms_formats,
+                         patterns=settings.lms_patterns)
+    zipped = folder or entry.name.lower().endswith(".zip") or entry.is_symlink()
+    if not zipped and not any(n.rest for n in readings):
+        return Rejected(entry.name, _unknown(entry.name))
+    who = roster.student_of(readings, assignment, rows, times)
     if isinstance(who, str):
         return Rejected(entry.name, who)
     student, name = who
     if name.problem:
         return Rejected(entry.name, name.problem)
-    files = unpack.files(entry)
-    if isinstance(files, str):
-        return Rejected(entry.name, files)
-    when, source = _time(name, student, times)
-    return Found(entry.name, student, name, when, source, files)
+    if zipped:
+        return Piece(entry.name, entry, student, name, None,
+                     0 if folder else entry.lstat().st_size)
+    if name.rest is None:  # (another reading of the name had a file's name: not this one)
+        return Rejected(entry.name, _unknown(entry.name))
+    at, why = unpack.place(name.rest, where, canvas=name.lms == "canvas")
+    if why:
+        return Rejected(entry.name, why)
+    return Piece(entry.name, entry, student, name, at, entry.lstat().st_size)
+
+
+def _refuse(entries, reason):
+    """[Rejected] of entries, each for reason."""
+    return [Rejected(e, reason) for e in sorted(entries)]
+
+
+def _order(piece):
+    """How the pieces of an upload are ordered: by Canvas's attachment id, then name."""
+    return piece.name.order if piece.name.order is not None else -1, piece.entry
+
+
+def _read(pieces, student, where, bounds):
+    """({place: [(piece, bytes)]} of an upload's pieces, [Rejected] of those refused), or
+    (None, [Rejected] of all) where the upload is over the bounds."""
+    names = ", ".join(p.entry for p in pieces)
+    if len(pieces) > bounds.kept or sum(p.size for p in pieces) > bounds.entry_bytes:
+        return None, _refuse([p.entry for p in pieces], (
+            f"{len(pieces)} entries of one upload of {student} ({names[:200]}): more than "
+            f"{bounds.kept} files or {bounds.entry_bytes >> 20} MiB in all"))
+    by_place, refused, total = {}, [], 0
+    for piece in pieces:
+        files = unpack.loose(piece.path, bounds) if piece.place else \
+            unpack.files(piece.path, bounds, where)
+        if isinstance(files, str):
+            refused.append(Rejected(piece.entry, files))
+            continue
+        files = {piece.place: files} if piece.place else files
+        total += sum(map(len, files.values()))
+        if total > bounds.entry_bytes:
+            return None, _refuse([p.entry for p in pieces], (
+                f"the files of one upload of {student} ({names[:200]}) are more than "
+                f"{bounds.entry_bytes >> 20} MiB in all"))
+        for at, data in files.items():
+            by_place.setdefault(at, []).append((piece, data))
+    return by_place, refused
+
+
+def _submission(pieces, student, times, where, bounds=BOUNDS):
+    """(the Found of one upload's pieces, or None, [Rejected]): their files, each place
+    given once, or by the latest of Canvas's attachments (see the module's docstring)."""
+    pieces = sorted(pieces, key=_order)
+    by_place, refused = _read(pieces, student, where, bounds)
+    if by_place is None or not by_place:
+        return None, refused
+    files, superseded, winners = {}, {}, {}
+    read = {p.entry for options in by_place.values() for p, _ in options}
+    for at, options in sorted(by_place.items()):
+        if len(options) > 1 and any(p.name.order is None for p, _ in options):
+            return None, refused + _refuse(read, (
+                f"{at} is given by {len(options)} entries of {student} "
+                f"({', '.join(p.entry for p, _ in options)}), and nothing the LMS wrote "
+                "says which is the later: the upload is refused"))
+        files[at], winners[at] = options[-1][1], options[-1][0]
+        if len(options) > 1:
+            superseded[at] = {"by": options[-1][0].entry,
+                              "entries": sorted(p.entry for p, _ in options[:-1])}
+    if len(files) > bounds.kept:
+        return None, refused + _refuse(read, f"more than {bounds.kept} notebooks and "
+                                             f"normlib/ files in one upload of {student}")
+    used = {p.entry for p in winners.values()}
+    for piece in pieces:
+        lost = sorted(at for at, s in superseded.items() if piece.entry in s["entries"])
+        if piece.entry not in used and lost:
+            refused.append(Rejected(piece.entry, f"an earlier upload of {student} (Canvas's "
+                                    f"attachment {piece.name.order}): " + "; ".join(
+                f"{at} is attachment {winners[at].name.order}'s ({winners[at].entry})"
+                for at in lost)))
+    last = max((p for p in pieces if p.entry in used), key=_order)
+    when, source = _time(last.name, student, times)
+    return Found(last.entry, tuple(sorted(used)), student, last.name, when, source, files,
+                 superseded), refused
 
 
 def _newest(student, found):
-    """(the Found of a student's entries to keep, or None, [Rejected]): the one the LMS
-    dates (or Canvas orders) last; none if nothing the LMS wrote tells them apart, or if
-    the LMS says they are two people (two participant numbers, user ids of one name)."""
+    """(the Found of a student's uploads to keep, or None, [Rejected]): the one the LMS
+    dates last; none if nothing the LMS wrote tells them apart, or if the LMS says they
+    are two people (two participant numbers, user ids of one name)."""
     if len(found) == 1:
         return found[0], []
-    names = ", ".join(f.entry for f in found)
+    names = ", ".join(e for f in found for e in f.entries)
     people = {(f.name.lms, f.name.key) for f in found if f.name.lms in ("moodle", "canvas")}
     if len(people) > 1:
-        return None, [Rejected(f.entry, f"{len(found)} entries named {student} ({names}) are "
-                               f"{len(people)} people to the LMS (its numbers differ): all "
-                               "refused (a roster tells them apart)") for f in found]
-    orders = (  # what the LMS wrote that orders them, and how a rejection says it
-        (lambda f: f.when, lambda f, last: f"an older submission of {student} "
-         f"({f.when:%Y-%m-%d %H:%M} by the {f.source}): {last.entry} "
-         f"({last.when:%Y-%m-%d %H:%M}) replaces it"),
-        (lambda f: f.name.order, lambda f, last: f"an earlier upload of {student} (Canvas's "
-         f"attachment {f.name.order}): {last.entry} (attachment {last.name.order}) replaces "
-         "it"))  # (Canvas numbers uploads in order)
-    for key, says in orders:
-        if all(key(f) is not None for f in found):
-            found = sorted(found, key=key)
-            if key(found[-1]) != key(found[-2]):
-                return found[-1], [Rejected(f.entry, says(f, found[-1])) for f in found[:-1]]
-            break
-    return None, [Rejected(f.entry, f"{len(found)} entries of {student} ({names}), and no date "
-                           "from the LMS tells which is the later: all refused (keep the one "
-                           "to grade in archive/, then collect again)") for f in found]
+        return None, _refuse([e for f in found for e in f.entries], (
+            f"{len(found)} entries named {student} ({names}) are {len(people)} people to the "
+            "LMS (its numbers differ): all refused (a roster tells them apart)"))
+    if all(f.when is not None for f in found):
+        found = sorted(found, key=lambda f: f.when)
+        last = found[-1]
+        if last.when != found[-2].when:
+            return last, [r for f in found[:-1] for r in _refuse(f.entries, (
+                f"an older submission of {student} ({f.when:%Y-%m-%d %H:%M} by the "
+                f"{f.source}): {last.entry} ({last.when:%Y-%m-%d %H:%M}) replaces it"))]
+    return None, _refuse([e for f in found for e in f.entries], (
+        f"{len(found)} entries of {student} ({names}), and no date from the LMS tells which "
+        "is the later: all refused (keep the one to grade in archive/, then collect again)"))
 
 
-def _collisions(found, root, assignment):
+def _collisions(pieces, root, assignment):
     """[Rejected] of the entries whose student ids differ only in case or Unicode
     normalization from another's of this collect, or from a submission collected before."""
     by_fold = {}
-    for f in found:
-        by_fold.setdefault(roster.fold(f.student), set()).add(f.student)
+    for p in pieces:
+        by_fold.setdefault(roster.fold(p.student), set()).add(p.student)
     for folder in Path(root).glob(f"submitted/*/{assignment}"):
         if roster.fold(folder.parent.name) in by_fold:
             by_fold[roster.fold(folder.parent.name)].add(folder.parent.name)
     clashing = {k: ids for k, ids in by_fold.items() if len(ids) > 1}
-    return [Rejected(f.entry, f"its student id {f.student!r} differs only in case or Unicode "
+    return [Rejected(p.entry, f"its student id {p.student!r} differs only in case or Unicode "
                               "normalization from "
-                              f"{', '.join(sorted(clashing[roster.fold(f.student)] - {f.student}))}"
+                              f"{', '.join(sorted(clashing[roster.fold(p.student)] - {p.student}))}"
                               ": refused (give them distinct ids in the roster)")
-            for f in found if roster.fold(f.student) in clashing]
+            for p in pieces if roster.fold(p.student) in clashing]
 
 
-def collect_archive(root, assignment, settings, rows=None):
-    """Collect downloaded/<assignment>/archive/ (see the module's docstring). Returns
-    ({student: "new" | "replaced" | "unchanged"}, [Rejected], {student: Found} of those
-    collected, the Times beside the download or None, [receipts read])."""
+def _wanted(files, when):
+    """The files of a submission's folder: its files, and timestamp.txt if its time is
+    known."""
+    if when is None:
+        return dict(files)
+    return {**files, TIMESTAMP: when.astimezone(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S.%f UTC").encode()}
+
+
+def _keep(folder, newest):
+    """(what collecting newest into folder is: "new", "replaced" or "unchanged"; the Found
+    to record, or None: the record of the one collected before stays), or [Rejected]:
+    never an upload the LMS dates earlier than the one collected, nor an undated one over
+    a dated one."""
+    before = recorded_at(folder) if folder.is_dir() else None
+    if before is not None and newest.when is not None and before > newest.when:
+        return _refuse(newest.entries, f"older than the submission of {newest.student} "
+                                       f"collected ({before:%Y-%m-%d %H:%M} UTC)")
+    if before is not None and newest.when is None:
+        held = files_of(folder)
+        held.pop(TIMESTAMP)
+        if held == newest.files:  # (its time, and what collect read of it, kept)
+            return "unchanged", None
+        return _refuse(newest.entries, f"the submission of {newest.student} collected has "
+                                       f"the LMS's time ({before:%Y-%m-%d %H:%M} UTC) and this "
+                                       "entry none: which is the later? (add the LMS's times "
+                                       "beside archive/)")
+    if not folder.is_dir():
+        return "new", newest
+    return ("unchanged" if files_of(folder) == _wanted(newest.files, newest.when)
+            else "replaced"), newest
+
+
+def collect_archive(root, assignment, settings, rows=None, dry_run=False):
+    """Collect downloaded/<assignment>/archive/ (see the module's docstring); dry_run:
+    decide all of it, and write, move and create nothing. Returns Collected."""
     download = Path(root) / "downloaded" / assignment
     archive = download / "archive"
     try:
         times = lms.read_times(download, settings.lms_timezone, settings.lms_formats)
     except lms.TimeError as error:
         raise SystemExit(f"collect {assignment}: {error}") from None
-    found, rejected, receipts = [], [], []
+    where = places(root, assignment)
+    pieces, rejected, receipts = [], [], []
     for entry in sorted(archive.iterdir()):
-        if lms.is_receipt(entry.name) and entry.is_file() and not entry.is_symlink():
+        if lms.is_receipt(entry.name, settings.lms_patterns) and entry.is_file() and \
+                not entry.is_symlink():
             receipts.append(entry.name)
             continue
-        item = _read(entry, assignment, settings, rows, times)
-        (rejected if isinstance(item, Rejected) else found).append(item)
-    clashes = _collisions(found, root, assignment)
+        item = _piece(entry, assignment, settings, rows, times, where)
+        (rejected if isinstance(item, Rejected) else pieces).append(item)
+    entries = len(pieces) + len(rejected)
+    clashes = _collisions(pieces, root, assignment)
     rejected += clashes
-    found = [f for f in found if f.entry not in {c.entry for c in clashes}]
+    pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
     by_student = {}
-    for f in found:
-        by_student.setdefault(f.student, []).append(f)
-    outcome, kept = {}, {}
-    for student, entries in sorted(by_student.items()):
-        newest, older = _newest(student, entries)
+    for p in pieces:
+        by_student.setdefault(p.student, {}).setdefault(p.upload(), []).append(p)
+    outcome, kept, recorded = {}, {}, {}
+    for student, uploads in sorted(by_student.items()):
+        found = []
+        for group in uploads.values():
+            item, refused = _submission(group, student, times, where)
+            rejected += refused
+            found += [item] if item else []
+        newest, older = _newest(student, found) if found else (None, [])
         rejected += older
         if newest is None:
             continue
         folder = Path(root) / "submitted" / student / assignment
-        before = recorded_at(folder) if folder.is_dir() else None
-        if before is not None and newest.when is not None and before > newest.when:
-            rejected.append(Rejected(newest.entry, f"older than the submission of {student} "
-                                     f"collected ({before:%Y-%m-%d %H:%M} UTC)"))
+        state = _keep(folder, newest)
+        if isinstance(state, list):
+            rejected += state
             continue
-        if before is not None and newest.when is None:
-            held = files_of(folder)
-            held.pop(TIMESTAMP)
-            if held == newest.files:  # (its time, and what collect read of it, kept)
-                outcome[student] = "unchanged"
+        state, record = state
+        if not dry_run and state != "unchanged":
+            try:
+                _place(folder, _wanted(newest.files, newest.when))
+            except OSError as error:  # (a name the file system refuses: nothing half-written)
+                rejected += _refuse(newest.entries, f"its files cannot be written here "
+                                                    f"({type(error).__name__}: {error.strerror})")
                 continue
-            rejected.append(Rejected(newest.entry, f"the submission of {student} collected has "
-                                     f"the LMS's time ({before:%Y-%m-%d %H:%M} UTC) and this "
-                                     "entry none: which is the later? (add the LMS's times "
-                                     "beside archive/)"))
-            continue
-        try:
-            outcome[student] = _place(folder, newest.files, newest.when)
-        except OSError as error:  # (a name the file system refuses: nothing half-written)
-            rejected.append(Rejected(newest.entry, f"its files cannot be written here "
-                                                   f"({type(error).__name__}: {error.strerror})"))
-            continue
-        kept[student] = newest
-    for item in rejected:
-        (download / "rejected").mkdir(exist_ok=True)
-        shutil.move(archive / item.entry, download / "rejected" / item.entry)
-    _write_record(download, kept)
-    return outcome, rejected, kept, times, receipts
+        outcome[student] = state
+        kept[student] = newest if record else replace(
+            newest, when=recorded_at(folder), source="submission collected before")
+        if record:
+            recorded[student] = newest
+    if not dry_run:
+        _move(archive, download / "rejected", rejected)
+        _write_record(download, assignment, recorded)
+    return Collected(outcome, rejected, kept, times, receipts, entries)
 
 
-def _write_record(download, kept):
+def _move(archive, rejected_folder, rejected):
+    """Move each rejected entry out of archive/ into rejected_folder (once)."""
+    for entry in dict.fromkeys(r.entry for r in rejected):
+        rejected_folder.mkdir(exist_ok=True)
+        shutil.move(archive / entry, rejected_folder / entry)
+
+
+def _write_record(download, assignment, kept):
     """downloaded/<assignment>/collected.json: what collect read of each collected
     submission (Found.record), those of earlier collects kept."""
     path = download / RECORD
     record = json.loads(path.read_text()) if path.is_file() else {}
-    record.update({student: f.record() for student, f in kept.items()})
+    record.update({student: f.record(assignment) for student, f in kept.items()})
     path.write_text(json.dumps(record, indent=1, sort_keys=True))
 
 
@@ -246,9 +462,9 @@ def read_record(root, assignment):
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _place(folder, files, when):
-    """Write a submission's files into folder (replacing what was there), with its
-    timestamp.txt if its time is known; "new", "replaced" or "unchanged"."""
+def _place(folder, files):
+    """Write a submission's files into folder, in place of what was there (written beside
+    it first, then renamed: nothing half-written)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     new = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".collecting-"))
     try:
@@ -258,17 +474,9 @@ def _place(folder, files, when):
     except OSError:
         shutil.rmtree(new)
         raise
-    if when is not None:
-        (new / TIMESTAMP).write_text(when.astimezone(datetime.timezone.utc).strftime(
-            "%Y-%m-%d %H:%M:%S.%f UTC"))
-    if folder.is_dir() and digest(folder) == digest(new):
-        shutil.rmtree(new)
-        return "unchanged"
-    state = "replaced" if folder.is_dir() else "new"
     if folder.is_dir():
         shutil.rmtree(folder)
     os.rename(new, folder)
-    return state
 
 
 def late_words(seconds):
@@ -290,18 +498,25 @@ def late_by(when, late_marker, due):
     return late_words((when - due).total_seconds()) if due is not None else ""
 
 
-def report(name, outcome, rejected, kept, times, receipts, due):
-    """Print what became of each entry of an assignment's archive/."""
+def report(name, collected, due, dry_run=False):
+    """Print what became of each entry of an assignment's archive/ (dry_run: what would,
+    student by student)."""
+    outcome, rejected, kept, times, receipts, entries = collected
+    would = "would be " if dry_run else ""
     count = {state: sorted(s for s, v in outcome.items() if v == state)
              for state in ("new", "replaced", "unchanged")}
-    entries = len(outcome) + len(rejected)
-    print(f"collected {name}: {entries} entr{'y' if entries == 1 else 'ies'} in archive/, "
-          f"{len(outcome)} collected ({len(count['new'])} new, {len(count['replaced'])} "
+    print(f"{'DRY RUN (nothing written or moved): ' if dry_run else ''}collected {name}: "
+          f"{entries} entr{'y' if entries == 1 else 'ies'} in archive/, {len(outcome)} "
+          f"{would}collected ({len(count['new'])} new, {len(count['replaced'])} "
           f"replacing an older submission, {len(count['unchanged'])} unchanged), "
-          f"{len(rejected)} rejected")
+          f"{len(rejected)} {would}rejected")
     for state, students in count.items():
-        if students and state != "unchanged":
+        if students and state != "unchanged" and not dry_run:
             print(f"  {state}: {', '.join(students)}")
+    if dry_run:
+        for student, state in sorted(outcome.items()):
+            print(f"  would collect {student} ({state}) from {', '.join(kept[student].entries)}"
+                  f"; {_when(kept[student])}")
     if times is not None:
         print(f"  times: {times.kind} {times.path.name}")
     unknown = sorted(s for s, f in kept.items() if f.when is None)
@@ -315,15 +530,33 @@ def report(name, outcome, rejected, kept, times, receipts, due):
     late = {s: words for s, words in late.items() if words}
     if late:
         print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
+    for student, found in sorted(kept.items()):
+        for at, lost in sorted(found.superseded.items()):
+            print(f"  {student}'s {at} is {lost['by']}'s (the later Canvas attachment), not "
+                  f"{', '.join(lost['entries'])}'s")
     if receipts:
         print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
               "(the times are their names')")
     for item in rejected:
-        print(f"  REJECTED {item.entry}: {item.reason}; moved to downloaded/{name}/rejected/")
+        print(f"  REJECTED {item.entry}: {item.reason}; {'would move' if dry_run else 'moved'} "
+              f"to downloaded/{name}/rejected/")
 
 
-def collect(root, names=(), exchange=False):
-    """Collect every assignment named (all if none), printing what became of each entry."""
+def _when(found):
+    """'2026-10-05 21:14 UTC by <source>' of a Found's time, or 'time unknown'."""
+    if found.when is None:
+        return "time unknown" + (" (Canvas's _LATE marker: late)" if found.name.late else "")
+    return f"{found.when.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by the " \
+           f"{found.source}"
+
+
+def collect(root, names=(), exchange=False, dry_run=False):
+    """Collect every assignment named (all if none), printing what became of each entry
+    (dry_run: what would, touching nothing)."""
+    if exchange and dry_run:
+        raise SystemExit("collect --dry-run reads downloaded/<assignment>/archive/ alone: "
+                         "with --exchange nbgrader's collect copies from the exchange at "
+                         "once (run it without --dry-run)")
     settings = read(root)
     rows = roster.read_roster(settings.roster) if settings.roster else None
     for name in assignment_names(root, names):
@@ -336,12 +569,25 @@ def collect(root, names=(), exchange=False):
                   f"{'s' * (len(students) != 1)}")
             for student, reason in refused:
                 print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
+            _name(root, rows, students)
             continue
         if not archive.is_dir():
             print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
             continue
-        found = collect_archive(root, name, settings, rows)
-        report(name, *found, settings.due.get(name))
+        collected = collect_archive(root, name, settings, rows, dry_run)
+        report(name, collected, settings.due.get(name), dry_run)
+        if not dry_run:
+            _name(root, rows, collected.outcome)
+
+
+def _name(root, rows, students):
+    """With a roster, the students' names and emails into nbgrader's student table."""
+    if rows is None or not students:
+        return
+    roster.name_students(root, rows, students)
+    listed = sorted(set(students) & {r["student_id"] for r in rows})
+    print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
+          "gradebook (formgrader shows them)")
 
 
 def exchange_times(root, assignment):
@@ -354,7 +600,9 @@ def exchange_times(root, assignment):
     hold a link is removed (nbgrader copies what a link points to). Returns [(student, why
     removed)]."""
     settings = config(root)
-    exchange = Path(settings.Exchange.get("root", "/srv/nbgrader/exchange"))
+    from nbgrader.exchange.default import Exchange  # (its default root: nbgrader's)
+
+    exchange = Path(settings.Exchange.get("root", Exchange.class_traits()["root"].default_value))
     inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
     refused = []
     for student in submissions(root, [assignment])[assignment]:

@@ -1,7 +1,7 @@
 """Feedback: one HTML page per notebook of each graded submission, and one zip per
 student and assignment to upload to an LMS.
 
-    python -m tools.instructor feedback ROOT [ASSIGNMENT ...] [--exchange]
+    python -m tools.instructor feedback ROOT [ASSIGNMENT ...] [--exchange] [--lms LMS]
 
 feedback/<student>/<assignment>/<notebook>.html: the notebook as submitted, each check
 with the judge's verdict under it (tools/templates/judged), its hidden tests folded
@@ -9,6 +9,9 @@ with the judge's verdict under it (tools/templates/judged), its hidden tests fol
 graded". Nothing else: nbgrader would copy every file of the graded folder beside the
 pages (the course's normlib/ files among them), so every other file is removed.
 feedback_zips/<assignment>/<student>.zip: that student's pages of the assignment.
+With an LMS (--lms moodle|canvas), also feedback_upload/<assignment>-<lms>.zip, the one zip
+that LMS's bulk feedback upload reads (tools/upload.py). Only released assignments
+(release/<assignment>/) have feedback: one not yet given out has no submission.
 
 A page renders only what it must of the notebook as submitted (`safe`, before the
 exporter's template): of each output, its MIME types of MIME, an image's data as strict
@@ -236,27 +239,55 @@ class FeedbackExporter(HTMLExporter):
         return re.sub(r"<img\b(?![^>]*\balt=)", f"<img {NO_ALT}", page), resources
 
 
-def feedback(root, names=(), exchange=False):
+def feedback(root, names=(), exchange=False, lms=None):
+    """The feedback of these assignments (all if none), released ones alone (a unit not yet
+    given out has none: named, it is said so): the pages, one zip per student, and with
+    lms the LMS's bulk upload (tools/upload.py). One with no submission graded yet is
+    said to be so (nbgrader's generate_feedback would fail on it)."""
+    from tools import upload  # (here: nbgrader's processes import this module for its
+    from tools.collect import read_record  # exporter, and need none of these)
+    from tools.release import released
+
     root = Path(root)
-    names = assignment_names(root, names)
-    for target in targets(root, names):
+    asked, given = assignment_names(root, names), released(root)
+    for name in names:
+        if name not in given:
+            print(f"{name}: not released yet (make release A={name}): no feedback")
+    names = [name for name in asked if name in given]
+    graded = [name for name in names if any(root.glob(f"autograded/*/{name}"))]
+    for target in targets(root, graded) if graded else []:
         run(root, "generate_feedback", target, "--force")
     for name in names:
-        for path in root.glob(f"feedback/*/{name}/**/*"):
-            if path.is_file() and path.suffix != ".html":
-                path.unlink()
-        for path in sorted(root.glob(f"feedback/*/{name}/**/"), reverse=True):
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
+        if name not in graded:
+            print(f"feedback for {name}: no submission graded yet (make autograde)")
+            continue
+        pages = _pages(root, name)
         zips = root / "feedback_zips" / name
         zips.mkdir(parents=True, exist_ok=True)
-        students = sorted(p.parent.name for p in root.glob(f"feedback/*/{name}") if p.is_dir())
-        for student in students:
-            pages = sorted((root / "feedback" / student / name).glob("*.html"))
+        for student, found in pages.items():
             with zipfile.ZipFile(zips / f"{student}.zip", "w", zipfile.ZIP_DEFLATED) as z:
-                for page in pages:
+                for page in found:
                     z.write(page, f"{name}/{page.name}")
         if exchange:
             run(root, "release_feedback", name)
         print(f"feedback for {name}: feedback/*/{name}/, one zip per student in "
-              f"feedback_zips/{name}/ ({len(students)})")
+              f"feedback_zips/{name}/ ({len(pages)})")
+        if lms in upload.BULK:
+            upload.report(root, name, lms, *upload.write(root, name, lms, pages,
+                                                         read_record(root, name)))
+        elif lms:
+            print(f"  {lms.capitalize()} has no bulk feedback upload here: upload each "
+                  f"student's feedback_zips/{name}/<student>.zip (docs/instructors.md, step 6)")
+
+
+def _pages(root, name):
+    """{student: [their pages of the assignment]}, once every file of feedback/*/<name>/
+    but the pages is removed (nbgrader copies the graded folder's files beside them)."""
+    for path in root.glob(f"feedback/*/{name}/**/*"):
+        if path.is_file() and path.suffix != ".html":
+            path.unlink()
+    for path in sorted(root.glob(f"feedback/*/{name}/**/"), reverse=True):
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return {p.parent.name: sorted(p.glob("*.html"))
+            for p in sorted(root.glob(f"feedback/*/{name}")) if p.is_dir()}

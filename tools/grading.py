@@ -36,6 +36,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -83,7 +84,7 @@ class Outcome:
     missing: list  # the student files the submission lacks
     error: str | None  # why the judge could not grade it (the status "failed: ...")
     notes: list  # what the status says beside "graded" (a renamed notebook, ...)
-    unreadable: list  # stems of the notebooks that could not be read
+    unreadable: dict  # {stem: why} of the notebooks that could not be read
     scores: dict  # {(notebook, grade_id): auto_score}: nbgrader's, for every graded cell
     comments: dict  # {(notebook, grade_id): auto_comment}
     penalties: dict  # {notebook: late_submission_penalty}
@@ -129,7 +130,8 @@ def _grade(root, kit, task, where):
     except Exception as failure:  # (one submission's failure is its own)
         found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
     stems = kit.course["assignments"][a]["notebooks"]
-    notes, unreadable = stage(submitted, stems, staging / s / a)
+    notes, unreadable = stage(submitted, stems, staging / s / a,
+                              functools.partial(stand_in, root, a))
     (root / "verdicts.json").write_text(json.dumps(
         {a: {s: {g: list(v) for g, v in found.items()}}}))
     log = _autograde(root, kit, a, s, staging, limits, task.execute, task.sandboxed)
@@ -282,14 +284,15 @@ def answers(folder, stems):
     return found
 
 
-def stage(submitted, stems, staging):
+def stage(submitted, stems, staging, stand_in):
     """Copy a submission (submitted/<student>/<assignment>/) to staging for nbgrader: a
-    notebook saved under another name put back under its own, an unreadable one left
-    out, a graded cell pasted twice read once. Returns (notes for the status, stems of the
-    notebooks left out unreadable)."""
+    notebook saved under another name put back under its own, an unreadable one replaced
+    by stand_in(stem, why) (a notebook: see stand_in), a graded cell pasted twice read
+    once. Returns (notes for the status, {stem: why} of the notebooks that could not be
+    read)."""
     import nbformat
 
-    notes, unreadable, ids = [], [], {}
+    notes, unreadable, ids = [], {}, {}
     staging.mkdir(parents=True)
     for path in sorted(Path(submitted).rglob("*")):
         if path.is_file() and path.suffix != ".ipynb":
@@ -300,9 +303,14 @@ def stage(submitted, stems, staging):
             nb = nbformat.read(path, as_version=4)
         except Exception as error:
             if path.stem in stems:
-                unreadable.append(path.stem)
-                notes.append(f"{path.name}: not a readable notebook ({type(error).__name__}): "
-                             "its written answers wait for a grader")
+                unreadable[path.stem] = why = unreadable_why(path, error)
+                notes.append(f"{why}: its written answers score 0 (a grader may change that "
+                             "in formgrader)")
+                try:  # (its page; without one the grading stands, said so)
+                    nbformat.write(stand_in(path.stem, why), staging / path.name)
+                except Exception as failure:
+                    notes.append(f"{path.name}: no page ({type(failure).__name__} making its "
+                                 "stand-in)")
             continue
         ids[path] = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
         if path.stem in stems:
@@ -323,6 +331,58 @@ def stage(submitted, stems, staging):
             others = sorted(p.name for p in ids if p.stem not in stems)
             notes.append(f"no {stem}.ipynb" + (f" (found {', '.join(others)})" if others else ""))
     return notes, unreadable
+
+
+def unreadable_why(path, error):
+    """Why a submitted notebook could not be read, in words the status, the gradebook and
+    the feedback page show: its name, the error's type, the first line of its message
+    without what it quotes of the file (at most 200 characters; each character markdown,
+    HTML or a spreadsheet could read as more than text is a "?") and the first 12 hex
+    digits of the file's SHA-256 (which tells a grader's override of it from a later
+    file's)."""
+    line = re.split(r": ['\"]", (str(error).strip().splitlines() or [""])[0])[0]  # (not a
+    message = re.sub(r"[^\w .,:;'()/-]", "?", line)  # quote of the file: nbformat's NotJSONError)
+    message = message if len(message) <= 200 else message[:197] + "..."
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return (f"{path.name}: not a readable notebook ({type(error).__name__}"
+            f"{': ' + message if message else ''}; file {sha})")
+
+
+def stand_in(root, assignment, stem, why):
+    """The notebook nbgrader records in place of a submitted one that cannot be read
+    (why): a note saying so, then each graded cell of the course's notebook, in its order
+    (source/<assignment>/<stem>.ipynb of the scratch course at root), as nbgrader's
+    gradebook holds it (OverwriteCells.missing_cell_transform: a check's code with its
+    hidden tests, folded before anything leaves; a written answer as released), each
+    written answer's text replaced by a line saying it could not be read. Its checks get
+    the judge's verdicts, as any submission's (the judge graded the submission's files),
+    and its page shows them; its answers score 0 (tools/autograde.save)."""
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import OverwriteCells
+
+    source = nbformat.read(Path(root) / "source" / assignment / f"{stem}.ipynb", as_version=4)
+    order = {c.metadata.nbgrader["grade_id"]: bool(c.metadata.nbgrader.get("solution"))
+             for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": source.metadata.get("kernelspec", {}),
+                                            "language_info": source.metadata.get(
+                                                "language_info", {})})
+    nb.cells.append(nbformat.v4.new_markdown_cell(
+        f"**This notebook could not be read**: {why}. Your code (`normlib/`) was graded all "
+        "the same: below, each check with the judge's verdict. Your written answers could "
+        "not be read: each scores 0. Resubmit the notebook as JupyterLab saves it "
+        "(File > Save Notebook), or ask your instructor.", id="feedback-unreadable"))
+    add = OverwriteCells(missing_cell_notification="")
+    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gb:
+        for grade_id, answer in order.items():
+            new = add.missing_cell_transform(
+                gb.find_source_cell(grade_id, stem, assignment),
+                gb.find_graded_cell(grade_id, stem, assignment).max_score, is_solution=answer)
+            if answer:
+                new.source = f"[feedback: not read: {why}]"
+            new.id = grade_id[:64]
+            nb.cells.append(new)
+    return nb
 
 
 def dedupe(nb):

@@ -4,13 +4,18 @@ step is a module of its own:
 
     python -m tools.instructor build     ROOT [--layout unit|course]       tools/course.py
     python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange] tools/release.py
-    python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange] tools/collect.py
+    python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange | --dry-run]
+                                                                      tools/collect.py
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
         [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
                                                                       tools/autograde.py
-    python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange] tools/feedback.py
-    python -m tools.instructor export    ROOT [ASSIGNMENT ...] [--out FILE] tools/grades.py
+    python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]
+        [--lms moodle|canvas|blackboard|brightspace]                 tools/feedback.py
+    python -m tools.instructor export    ROOT [ASSIGNMENT ...] [--out FILE]
+        [--lms canvas|moodle|blackboard|brightspace --template EXPORT.csv] tools/grades.py
     python -m tools.instructor rubric    ROOT                               tools/rubric.py
+    python -m tools.instructor score     ROOT --assignment A --student ID --question GRADE_ID
+        --points P [--comment TEXT]                                   tools/handgrade.py
 
 No ASSIGNMENT means every assignment of the course. The course's settings (limits, due
 dates, roster) are c.Grading's in ROOT/nbgrader_config_local.py (tools/settings.py).
@@ -20,31 +25,49 @@ import argparse
 import sys
 from pathlib import Path
 
+from tools import lms_grades
 from tools.autograde import JOBS, autograde
 from tools.collect import collect
 from tools.course import LAYOUTS, build_course, load_course
 from tools.feedback import feedback
 from tools.gradebook import check_reachable
 from tools.grades import export
+from tools.handgrade import score
 from tools.release import release
 from tools.rubric import rubric
 from tools.settings import gradebook_url
+from tools.upload import LMSS
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     steps = parser.add_subparsers(dest="step", required=True)
-    for step in ("build", "release", "collect", "autograde", "feedback", "export", "rubric"):
+    for step in ("build", "release", "collect", "autograde", "feedback", "export", "rubric",
+                 "score"):
         sub = steps.add_parser(step)
         sub.add_argument("root", help="the course folder, e.g. build/course")
         if step == "build":
             sub.add_argument("--layout", choices=LAYOUTS, default="unit")
-        elif step != "rubric":
+        elif step not in ("rubric", "score"):
             sub.add_argument("assignments", nargs="*", help="default: all")
         if step == "export":
             sub.add_argument("--out", help="default: ROOT/grades.csv")
+            sub.add_argument("--lms", choices=lms_grades.LMSS, help="also fill in that LMS's "
+                             "gradebook export (--template) as ROOT/grades-<lms>.csv")
+            sub.add_argument("--template", help="the LMS's gradebook export (never written; "
+                             "tools/lms_grades.py)")
         if step in ("release", "collect", "feedback"):
             sub.add_argument("--exchange", action="store_true", help="use the nbgrader exchange")
+        if step == "collect":
+            sub.add_argument("--dry-run", action="store_true", help="print what would be "
+                             "collected and rejected, and touch nothing")
+        if step == "feedback":
+            sub.add_argument("--lms", choices=LMSS, help="also the zip of that LMS's bulk "
+                             "feedback upload (moodle, canvas; tools/upload.py)")
+        if step == "score":  # (checked by tools.handgrade, each with one message)
+            for flag in ("assignment", "student", "question", "points"):
+                sub.add_argument(f"--{flag}", default="")
+            sub.add_argument("--comment", help="the grader's comment, shown in the feedback")
         if step == "autograde":
             sub.add_argument("--student", action="append", default=[], help="grade this "
                              "student's submissions (again), and no one else's")
@@ -73,17 +96,20 @@ def main(argv=None):
     elif args.step == "release":
         release(root, args.assignments, args.exchange)
     elif args.step == "collect":
-        collect(root, args.assignments, args.exchange)
+        collect(root, args.assignments, args.exchange, args.dry_run)
     elif args.step == "autograde":
         return 1 if autograde(root, args.assignments, args.jobs, args.timeout, args.force,
                               args.student, args.execute, not args.no_sandbox,
                               args.scheduler) else 0
     elif args.step == "feedback":
-        feedback(root, args.assignments, args.exchange)
+        feedback(root, args.assignments, args.exchange, args.lms)
     elif args.step == "export":
-        export(root, args.out or root / "grades.csv", args.assignments)
+        export(root, args.out or root / "grades.csv", args.assignments, args.lms,
+               args.template)
     elif args.step == "rubric":
         rubric(root)
+    elif args.step == "score":
+        score(root, args.assignment, args.student, args.question, args.points, args.comment)
     return 0
 
 

@@ -6,6 +6,7 @@ and an extracted folder has the extraction's date).
 
     names(entry_name, folder) -> [Name]          the ways the LMS could have written it
     read_times(folder, timezone, formats) -> Times or None   a worksheet or export beside
+    patterns(overrides) -> {lms: compiled pattern}   Blackboard's and Brightspace's names
 
 The names, as each LMS writes them (issue 39 reads who and when; the layouts of whole
 downloads are tools/collect.py's):
@@ -14,19 +15,31 @@ downloads are tools/collect.py's):
   (a folder; "..._file_" before 4.1) or "<Full Name>_<n>_assignsubmission_file_<name>"
   (a file). Moodle writes every "_" of the full name as a space, so the full name holds
   none; a folder's name is read from its end, a file's from its start. <n> is the
-  assignment's participant number (not a user id); blind marking writes "Participant".
-  No time: that is in the grading worksheet ("Last modified (submission)").
+  assignment's participant number (not a user id); blind marking writes "Participant"
+  (BLIND) for the name. Another plugin than "file" (onlinetext) is no upload. No time:
+  that is in the grading worksheet ("Last modified (submission)").
 - Canvas (lib/content_zipper.rb): "<lastfirst>[_LATE]_<user id>_<attachment id>_<name>";
   <lastfirst> is the sortable name, lowercased, without what is not a word character,
   and with "_<digits>_" collapsed, so it may hold "_" but never "_<digits>_". Where a
   name can still be read two ways, each reading is a Name and the roster decides. No
-  time: "_LATE" says late, without when; the attachment id orders two downloads.
+  time: "_LATE" says late, without when; the attachment id orders two uploads. <name> is
+  the file's display name, to which Canvas adds "-1", "-2" before the extension where the
+  student uploaded a file of that name before (app/models/attachment.rb,
+  make_unique_filename).
 - Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]" (read
   at its first "_attempt_<time>"), and a receipt "<...>_attempt_<time>.txt", read as a
   receipt (the time is the name's). Built from documentation and third-party parsers, not
   yet checked against a real download.
-- Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]". Likewise.
+- Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
+  the same without " - <name>" (a folder of the submission's files). Likewise.
 - any other name: "<student id>[_<assignment>anything]", no time.
+
+Each reading of a file's name keeps the name the student gave the file (Name.rest; None
+for a folder or a plain name): tools/collect.py places a loose file by it. Blackboard's
+and Brightspace's names are localized and written in the downloading account's time zone:
+a course overrides their patterns (c.Grading.lms_patterns: regular expressions with the
+named groups of NEEDED, and "rest" for the file's name) and date formats
+(c.Grading.lms_formats).
 
 Dates in names and exports are local times of the LMS account that downloaded them:
 read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats. One
@@ -59,8 +72,11 @@ CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
 # student chose)
 BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
                         r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
-BRIGHTSPACE = re.compile(r"(?P<key>\d+-\d+) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} \d{1,2}, "
-                         r"\d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
+BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} "
+                         r"\d{1,2}, \d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
+PATTERNS = {"blackboard": BLACKBOARD, "brightspace": BRIGHTSPACE}
+NEEDED = {"blackboard": {"key", "time"}, "brightspace": {"key", "name", "time"}}
+BLIND = "Participant"  # the name Moodle writes under blind marking (get_string participant)
 
 
 WORKSHEET, EXPORT = "Moodle's grading worksheet", "an export"  # (Times.kind)
@@ -75,8 +91,10 @@ class Name:
     """One reading of an entry's name: which LMS wrote it, who (key: Moodle's participant
     number, Canvas's user id, Blackboard's username, Brightspace's ids, or the plain
     name's student id), the name the LMS shows (or None), and what it says of the time:
-    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id), and
-    problem: why its date cannot be trusted (a date that cannot be read, or in the future)."""
+    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id),
+    problem: why its date cannot be trusted (a date that cannot be read, or in the
+    future), or why it is no submission (Moodle's online text), and rest: the file's own
+    name, as the LMS kept it (None for a folder or a plain name)."""
     lms: str
     key: str
     name: str | None = None
@@ -84,6 +102,7 @@ class Name:
     late: bool = False
     order: int | None = None
     problem: str | None = None  # why the reading's date cannot be trusted
+    rest: str | None = None  # the file's own name, as the LMS kept it (None: a folder)
 
 
 def zone(name):
@@ -121,7 +140,27 @@ def brightspace_time(text, fmt, tz):
     return local_time(text, fmt, tz)
 
 
-def names(entry, folder, tz=None, formats=FORMATS, now=None):
+def patterns(overrides):
+    """PATTERNS with a course's overrides ({lms: a regular expression's text}), compiled;
+    ValueError naming the one that names no such LMS, does not compile, or lacks a named
+    group of NEEDED."""
+    found = dict(PATTERNS)
+    for lms, text in overrides.items():
+        if lms not in PATTERNS:
+            raise ValueError(f"no LMS named {lms!r} (they are {', '.join(PATTERNS)})")
+        try:
+            found[lms] = re.compile(text, re.S)
+        except re.error as error:
+            raise ValueError(f"[{lms!r}] does not compile: {error}") from None
+        missing = sorted(NEEDED[lms] - set(found[lms].groupindex))
+        if missing:
+            raise ValueError(f"[{lms!r}] lacks the named group{'s' * (len(missing) > 1)} "
+                             f"{', '.join(f'(?P<{g}>...)' for g in missing)} (it needs "
+                             f"{', '.join(sorted(NEEDED[lms]))}; 'rest' for a file's name)")
+    return found
+
+
+def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS):
     """Every Name the LMSs could have written as entry (a file's or folder's name: every
     LMS's reading of it, each from the part that LMS writes; tools.roster.student_of
     refuses a name whose readings are two students), or a plain name if none. A reading
@@ -130,21 +169,29 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None):
     found = []
     moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
     if moodle:
-        found.append(Name("moodle", moodle["key"], moodle["name"]))
-    board = BLACKBOARD.fullmatch(entry)
+        found.append(Name("moodle", moodle["key"], moodle["name"], rest=_rest(moodle), problem=(
+            None if moodle["plugin"] == "file" else f"Moodle's {moodle['plugin']} plugin's, "
+            "not an uploaded file: nothing of it is collected")))
+    board = patterns["blackboard"].fullmatch(entry)
     if board:
-        found.append(_dated(Name("blackboard", board["key"]), local_time, board["time"],
-                            formats["blackboard"], tz, now))
-    bright = BRIGHTSPACE.fullmatch(entry)
+        found.append(_dated(Name("blackboard", board["key"], rest=_rest(board)), local_time,
+                            board["time"], formats["blackboard"], tz, now))
+    bright = patterns["brightspace"].fullmatch(entry)
     if bright:
-        found.append(_dated(Name("brightspace", bright["key"], bright["name"]),
+        found.append(_dated(Name("brightspace", bright["key"], bright["name"],
+                                 rest=_rest(bright)),
                             brightspace_time, bright["time"], formats["brightspace"], tz, now))
     for ids in CANVAS_IDS.finditer(entry):
         head = CANVAS_NAME.fullmatch(entry[:ids.start()])
         if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
             found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
-                              order=int(ids["order"])))
+                              order=int(ids["order"]), rest=entry[ids.end():] or None))
     return found or [Name("plain", stem)]
+
+
+def _rest(match):
+    """The file's own name of a match (its group "rest"), or None (none, or a folder's)."""
+    return match.groupdict().get("rest") or None
 
 
 def _dated(name, read, text, fmt, tz, now):
@@ -160,16 +207,19 @@ def _dated(name, read, text, fmt, tz, now):
     return dataclasses.replace(name, when=when)
 
 
-def is_receipt(entry):
-    """Whether an entry is a Blackboard receipt (the time of an attempt, not a submission)."""
-    board = BLACKBOARD.fullmatch(entry)
-    return bool(board and board["receipt"] and not board["rest"])
+def is_receipt(entry, patterns=PATTERNS):
+    """Whether an entry is a Blackboard receipt (the time of an attempt, not a submission):
+    its name, with no file's name after the time, ends in ".txt"."""
+    board = patterns["blackboard"].fullmatch(entry)
+    return bool(board and not _rest(board) and (board.groupdict().get("receipt") or
+                                                entry.endswith(".txt")))
 
 
 @dataclass(frozen=True)
 class Times:
     """An LMS export beside the download: what it is (its file), and its rows by key:
-    Moodle's worksheet by participant number ({number: (full name, when or None, email)}),
+    Moodle's worksheet by participant number ({number: (full name, when or None, email)};
+    "" for the name and email where blind marking hides them),
     an instructor's export by student id or LMS id ({id: (None, when, None)})."""
     path: Path
     kind: str  # WORKSHEET or EXPORT
@@ -192,13 +242,13 @@ def read_times(folder, tz=None, formats=FORMATS):
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         header = set(reader.fieldnames or ())
-        if {"Identifier", "Full name", "Last modified (submission)"} <= header:
-            kind, read = WORKSHEET, _worksheet_row
+        if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name"
+            kind, read = WORKSHEET, _worksheet_row  # under blind marking: gradingtable.php)
         elif "submitted_at" in header and header & {"student_id", "lms_id"}:
             kind, read = EXPORT, _export_row
         else:
             raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
-                            "Full name, Last modified (submission)) nor an export (student_id "
+                            "Last modified (submission); Full name) nor an export (student_id "
                             "or lms_id, submitted_at)")
         rows = {}
         for row in reader:

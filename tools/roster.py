@@ -1,10 +1,12 @@
 """Who the students are: the roster (c.Grading.roster: a CSV with the columns lms_id,
-student_id, name, and optionally email), the rules a student id keeps, and the student of
+student_id, name, and optionally email, and the ids an LMS's gradebook import reads,
+OPTIONAL: tools/lms_grades.py), the rules a student id keeps, and the student of
 each name an LMS wrote (tools/lms.py).
 
     read_roster(path) -> [row]
     id_problem(student_id) -> why it is refused, or None
     student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
+    name_students(root, roster, ids)     their names and emails into nbgrader's gradebook
 
 A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
 letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
@@ -20,7 +22,10 @@ How each LMS's name maps to a student (docs/security.md lists what each trusts):
   (by email, else by name) must be one student. Without a worksheet, the display name,
   which the student may be able to edit, is all there is: with a roster, it must match one
   row's name; without one, it becomes the id ("Grace Hopper" is grace-hopper). Moodle
-  never writes "_" in a display name: a name that holds one is not Moodle's.
+  never writes "_" in a display name: a name that holds one is not Moodle's. Under blind
+  marking Moodle writes "Participant" for every name: the number names the student only
+  through the worksheet (downloaded by a teacher who may see identities, whose row gives
+  the full name); without one, the entry is refused, saying so.
 - Canvas: the user id, with a roster (its lms_id column; else the name), without one the
   name ("lastfirst").
 - Blackboard: the username (the roster's lms_id, else its student_id; without one, the id).
@@ -29,6 +34,12 @@ How each LMS's name maps to a student (docs/security.md lists what each trusts):
   (tools.lms.Name.problem) refuses the entry.
 - Brightspace: the name, as Moodle's without a worksheet.
 - a plain name: its student id (with a roster, a row's student_id or lms_id).
+
+nbgrader's student table (formgrader's names) gets each collected student's name and
+email from the roster (name_students): the columns first_name and last_name where the
+roster has them; else a name written "Last, First" splits at its comma; else the first
+word is the first name and the rest the last name ("Guido van Rossum": Guido, van Rossum;
+one word: the last name alone).
 """
 
 import csv
@@ -39,6 +50,9 @@ from tools import lms
 from tools.bounds import BOUNDS
 
 NEEDED = {"lms_id", "student_id", "name"}
+OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
+# ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
+# the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
 
 
 def id_problem(student_id, bounds=BOUNDS):
@@ -76,7 +90,7 @@ def letters(name):
 
 
 def read_roster(path):
-    """The roster's rows: [{"lms_id", "student_id", "name", ("email")}]; SystemExit naming
+    """The roster's rows: [{"lms_id", "student_id", "name", (OPTIONAL's)}]; SystemExit naming
     the line of a missing column, a student id the allow-list refuses, or two rows of one
     student id (up to case and normalization)."""
     with open(path, newline="", encoding="utf-8-sig") as f:
@@ -130,20 +144,36 @@ def _moodle(name, roster, times):
     if "_" in name.name:
         raise Refused(f"the display name {name.name!r} holds '_', which Moodle never writes "
                       "(it writes a space): not a name Moodle wrote")
+    blind = name.name == lms.BLIND
     if times is not None and times.kind == lms.WORKSHEET:
         if name.key not in times.rows:
             raise Refused(f"participant {name.key} is not in {times.path.name}")
         full, _, email = times.rows[name.key]
-        if letters(full) != letters(name.name):
+        if blind and not full:
+            raise Refused(f"blind marking: {times.path.name} gives no name for participant "
+                          f"{name.key} (download the grading worksheet as a teacher who may "
+                          "see identities, or after revealing them)")
+        if not blind and letters(full) != letters(name.name):
             raise Refused(f"participant {name.key} is {full!r} in {times.path.name}, but the "
                           f"entry's name says {name.name!r}")
         if roster is None:
             return slug(full)
         rows = [r for r in roster if email and r.get("email", "").lower() == email.lower()]
         return _one(rows or _by_name(roster, full), f"name {full!r}")
+    if blind:
+        raise Refused(f"blind marking: Moodle names participant {name.key}, not a student; "
+                      "the assignment's grading worksheet says who (Download grading "
+                      "worksheet, as a teacher who may see identities): put it beside "
+                      "archive/")
     if roster is None:
         return slug(name.name)
     return _one(_by_name(roster, name.name), f"name {name.name!r}")
+
+
+def plain_id(stem, assignment):
+    """The id a plain name gives: "<student id>[_<assignment>anything]" ("s1004_unit1_v2" is
+    s1004)."""
+    return re.split(rf"_{re.escape(assignment)}", stem, maxsplit=1)[0]
 
 
 def _resolve(name, assignment, roster, times):
@@ -151,7 +181,7 @@ def _resolve(name, assignment, roster, times):
     if name.lms == "moodle":
         return _moodle(name, roster, times)
     if name.lms == "plain":
-        plain = re.split(rf"_{re.escape(assignment)}", name.key, maxsplit=1)[0]
+        plain = plain_id(name.key, assignment)
         if roster is None:
             return plain
         return _one([r for r in roster if plain in (r["student_id"], r["lms_id"])],
@@ -189,3 +219,32 @@ def student_of(names, assignment, roster=None, times=None):
     if len(found) > 1:
         return f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
     return reasons[0]
+
+
+def split_name(row):
+    """(first name, last name) of a roster row: its first_name and last_name columns, or
+    its name ("Last, First", else the first word and the rest; see the module's
+    docstring)."""
+    if row.get("first_name") or row.get("last_name"):
+        return row.get("first_name", ""), row.get("last_name", "")
+    name = " ".join(row["name"].split())
+    if "," in name:
+        last, first = (part.strip() for part in name.split(",", 1))
+        return first, last
+    first, _, last = name.partition(" ")
+    return (first, last) if last else ("", first)
+
+
+def name_students(root, roster, ids):
+    """Create or update each student of ids in the course's gradebook (nbgrader's student
+    table, which formgrader shows) with the roster's name and email; a student the roster
+    does not list (collected without one) is left as it is."""
+    from tools.gradebook import connect
+
+    rows = {r["student_id"]: r for r in roster}
+    with connect(root) as gradebook:
+        for student in sorted(set(ids) & set(rows)):
+            first, last = split_name(rows[student])
+            email = {"email": rows[student]["email"]} if rows[student].get("email") else {}
+            gradebook.update_or_create_student(student, first_name=first, last_name=last,
+                                               **email)  # (no email: the table's kept)

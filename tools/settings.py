@@ -8,22 +8,23 @@ An instructor sets them in the course's nbgrader_config_local.py:
     c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}   # late after this
     c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/roster.py)
     c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms.py)
+    c.Grading.late_penalty = 10             # the late policy (tools/late.py: all of it)
 
 The limits (Limits) travel as they are from here to the judge's worker and the grading
 kernels (tools/limits.py); nothing copies them into flags or dicts on the way.
 """
 
 import dataclasses
-import datetime
 import os
 import sys
 from pathlib import Path
 
-from traitlets import Dict, Integer, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode
 from traitlets.config import Configurable
 
+from tools.late import UNITS, Policy, course_date, course_zone, policy
 from tools.limits import Limits
-from tools.lms import FORMATS, TimeError, zone
+from tools.lms import FORMATS, PATTERNS, TimeError, patterns, zone
 
 _DEFAULT = Limits()
 
@@ -58,6 +59,32 @@ class Grading(Configurable):
                        "over tools.lms.FORMATS (moodle, blackboard, "
                        "brightspace, export): a worksheet in another language, say"
                        ).tag(config=True)
+    lms_patterns = Dict(value_trait=Unicode(), help="Regular expressions of Blackboard's and "
+                        "Brightspace's entry names, over tools.lms.PATTERNS (their named "
+                        "groups: tools.lms.NEEDED, and rest for the file's name)"
+                        ).tag(config=True)
+    timezone = Unicode("", help="The course's IANA time zone, e.g. 'Europe/Berlin': due "
+                       "dates and extensions written without an offset are read in it, "
+                       "logs/late.csv shows times in it").tag(config=True)
+    late_grace_minutes = Integer(0, help="Minutes late with no penalty").tag(config=True)
+    late_penalty = Float(0.0, help="Percent of the autograded score taken per started "
+                         "late_per of lateness (0: none)").tag(config=True)
+    late_per = Enum(list(UNITS), "day", help="The unit of late_penalty: 'hour' or 'day' "
+                    "(24 hours)").tag(config=True)
+    late_floor = Float(0.0, help="Percent of its score a late submission keeps at least"
+                       ).tag(config=True)
+    late_written = Bool(False, help="Whether the penalty takes the written answers' "
+                        "points too").tag(config=True)
+    late_unknown_penalty = Float(None, allow_none=True, help="Flat percent taken where the "
+                                 "LMS marked a submission late without its time (Canvas's "
+                                 "_LATE); None: nothing").tag(config=True)
+    extensions = Dict(value_trait=Dict(value_trait=Unicode()), help='A student\'s own due '
+                      'date: {"unit1": {"s1004": "2026-10-08 23:59 +02:00"}}'
+                      ).tag(config=True)
+    lms_columns = Dict(value_trait=Unicode(), help='The title of each assignment\'s column '
+                       'in the LMS\'s gradebook, where it is not the assignment\'s name: '
+                       '{"unit1": "Unit 1: LayerNorm forward"} (tools/lms_grades.py)'
+                       ).tag(config=True)
 
     def limits(self):
         return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
@@ -71,19 +98,15 @@ class Settings:
     roster: Path | None  # the roster's CSV, if the course has one
     lms_timezone: object = None  # a ZoneInfo, or None (not set: no LMS date is read)
     lms_formats: dict = dataclasses.field(default_factory=lambda: dict(FORMATS))
+    late: Policy = dataclasses.field(default_factory=Policy)  # tools/late.py
+    lms_columns: dict = dataclasses.field(default_factory=dict)  # {assignment: its title}
+    lms_patterns: dict = dataclasses.field(default_factory=lambda: dict(PATTERNS))  # compiled
 
 
-def due_date(text, assignment="?"):
-    """An aware datetime of a due date's text (ISO 8601 with its time zone)."""
-    try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise SystemExit(f"c.Grading.due[{assignment!r}] = {text!r} is not a date (write "
-                         "it as 2026-10-05 23:59 +02:00)") from None
-    if when.tzinfo is None:
-        raise SystemExit(f"c.Grading.due[{assignment!r}] = {text!r} has no time zone (write "
-                         "it as 2026-10-05 23:59 +02:00, or Z for UTC)")
-    return when
+def due_date(text, assignment="?", tz=None):
+    """An aware datetime of a due date's text (ISO 8601 with its time zone, or without one
+    in the course's time zone tz)."""
+    return course_date(text, f"c.Grading.due[{assignment!r}]", tz)
 
 
 def config(root):
@@ -116,7 +139,10 @@ def gradebook_url(root):
 def read(root, timeout=None):
     """The Settings of the course at root: c.Grading as its nbgrader_config.py sets it,
     with this timeout if given (the command line's)."""
-    grading = Grading(config=config(root))
+    try:
+        grading = Grading(config=config(root))
+    except TraitError as error:  # (its message names the setting)
+        raise SystemExit(f"c.Grading in {root}/nbgrader_config_local.py: {error}") from None
     roster = Path(root, grading.roster) if grading.roster else None
     if roster is not None and not roster.is_file():
         raise SystemExit(f"c.Grading.roster: no file {roster}")
@@ -128,6 +154,13 @@ def read(root, timeout=None):
         tz = zone(grading.lms_timezone) if grading.lms_timezone else None
     except TimeError as error:
         raise SystemExit(str(error)) from None
+    try:
+        names = patterns(grading.lms_patterns)
+    except ValueError as error:
+        raise SystemExit(f"c.Grading.lms_patterns{'' if str(error)[0] == '[' else ': '}"
+                         f"{error}") from None
+    course = course_zone(grading.timezone)
     return Settings(grading.limits().replace(timeout=timeout),
-                    {a: due_date(t, a) for a, t in grading.due.items()}, roster, tz,
-                    {**FORMATS, **grading.lms_formats})
+                    {a: due_date(t, a, course) for a, t in grading.due.items()}, roster, tz,
+                    {**FORMATS, **grading.lms_formats}, policy(grading, course),
+                    dict(grading.lms_columns), lms_patterns=names)

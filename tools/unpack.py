@@ -3,7 +3,9 @@ a submission is made of, read within the bounds of tools/bounds.py, or the reaso
 refused. Nothing is inflated before every listing's size is checked, no folder is walked
 past its bound, and no link is followed.
 
-    files(entry) -> {path in the submission: bytes} or a reason (str)
+    files(entry, bounds, places) -> {path in the submission: bytes} or a reason (str)
+    place(name, places, canvas) -> (a loose file's path in the submission, None) or (None, why)
+    loose(path, bounds) -> a loose file's bytes, or a reason
 
 The refused:
 - a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
@@ -18,29 +20,51 @@ The refused:
   as `../` in a zip), a special file, more than BOUNDS.listings files and folders, a name
   over BOUNDS.name_bytes, deeper than BOUNDS.depth, a file over BOUNDS.file_bytes, more
   than BOUNDS.entry_bytes in all;
-- either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file).
+- either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file);
+- a loose file (one the student uploaded as it is, tools/collect.py): a link, a special
+  file, one over BOUNDS.file_bytes, or one that is neither a notebook nor one of the
+  assignment's normlib modules (Places).
 
 The files kept: the notebooks and normlib/*.py of the shallowest folder that holds a
-notebook or normlib/ (however deep the zip holds it), junk (__MACOSX, checkpoints) left
-out. Nothing else of the entry is kept: not a timestamp.txt (a student writes it: the
-time comes from the LMS, tools/lms.py), nor a file nested in normlib/'s subfolders.
+notebook or normlib/ (however deep the zip holds it), and beside its notebooks a module
+of the assignment's normlib/ (layer_norm.py) that normlib/ does not hold, as
+normlib/<module>; junk (__MACOSX, checkpoints) left out. Nothing else of the entry is
+kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
+tools/lms.py), nor a file nested in normlib/'s subfolders. A folder holding one zip is
+that zip's files with the kept files beside it (Moodle's folder of a student who uploaded
+a zip and loose files); one place given twice there is refused.
 """
 
 import os
+import re
 import stat
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tools.bounds import BOUNDS
 
 JUNK = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store"}
 _HEADER = 30  # bytes of a zip's local file header before its name
+NOTHING = "no notebook and no normlib/ file in it"
+# Canvas's "-1" ... "-7", then "-<uuid>", before a re-uploaded file's extension
+# (app/models/attachment.rb, make_unique_filename)
+CANVAS_SUFFIX = re.compile(r"(?P<stem>.+)-(?:[1-9]\d*|[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12})"
+                           r"(?P<suffix>\.[A-Za-z0-9]+)")
 
 
-def files(entry, bounds=BOUNDS):
+@dataclass(frozen=True)
+class Places:
+    """The files an assignment is made of, where a loose file goes: its notebooks' names
+    (at the top) and its normlib modules' (in normlib/), as its source holds them."""
+    notebooks: frozenset = frozenset()
+    modules: frozenset = frozenset()
+
+
+def files(entry, bounds=BOUNDS, places=Places()):
     """{path in the submission: bytes} of an archive entry (a zip, a folder of files, or a
-    folder holding the student's zip and no notebook nor normlib/ beside it), or the
-    reason it is refused."""
+    folder holding the student's zip and maybe files beside it), or the reason it is
+    refused."""
     entry = Path(entry)
     if entry.is_symlink():
         return f"a link ({entry.name} -> {os.readlink(entry)}): links are not followed"
@@ -48,13 +72,72 @@ def files(entry, bounds=BOUNDS):
         found = _walk(entry, bounds)
         if isinstance(found, str):
             return found
+        beside = {n: (lambda p=entry / n: p.read_bytes()) for n in found}
         zips = [n for n in found if n.lower().endswith(".zip") and "/" not in n]
-        if len(zips) == 1 and not kept_names(found):  # Moodle's folder of the student's zip
-            return _zip(entry / zips[0], bounds)  # (and maybe other uploads beside it)
-        return _kept({n: (lambda p=entry / n: p.read_bytes()) for n in found}, bounds)
+        if len(zips) == 1:  # Moodle's folder of the student's zip (and maybe files beside)
+            return _with_zip(entry / zips[0], beside, bounds, places)
+        return _kept(beside, bounds, places)
     if not entry.is_file():
         return "not a file or a folder"
-    return _zip(entry, bounds)
+    return _zip(entry, bounds, places)
+
+
+def _with_zip(path, beside, bounds, places):
+    """The files of a folder's one zip and the kept files beside it (either may have
+    none), or why refused."""
+    if not kept_names(beside, places):
+        return _zip(path, bounds, places)
+    inner = _zip(path, bounds, places)
+    if inner == NOTHING:  # (a zip of data beside the notebook)
+        return _kept(beside, bounds, places)
+    if isinstance(inner, str):
+        return f"{path.name}: {inner}"
+    kept = kept_names(beside, places)
+    twice = sorted(set(kept) & set(inner))
+    if twice:
+        return f"{twice[0]} both in {path.name} and beside it: which is the submission's?"
+    outer = _kept(beside, bounds, places)
+    if isinstance(outer, str):
+        return outer
+    if len(inner) + len(outer) > bounds.kept:
+        return f"more than {bounds.kept} notebooks and normlib/ files"
+    return {**inner, **outer}
+
+
+def place(name, places, canvas=False):
+    """(where a loose file of this name goes in the submission, None), or (None, why it
+    goes nowhere): a notebook at the top, a module of the assignment's normlib/ in
+    normlib/. canvas: Canvas's "-1" before the extension is dropped where that gives the
+    name of one of the assignment's files."""
+    if canvas and name not in places.notebooks | places.modules:
+        plain = CANVAS_SUFFIX.fullmatch(name)
+        if plain and plain["stem"] + plain["suffix"] in places.notebooks | places.modules:
+            name = plain["stem"] + plain["suffix"]
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None, f"not a file's name ({name!r})"
+    if name.endswith(".ipynb"):
+        return name, None
+    if name in places.modules:
+        return f"normlib/{name}", None
+    return None, (f"{name!r} is neither a notebook nor a module of the assignment's normlib/ "
+                  f"({', '.join(sorted(places.modules)) or 'none'})")
+
+
+def loose(path, bounds=BOUNDS):
+    """The bytes of a loose file of the download, or why it is refused (a link, not a
+    file, more than bounds.file_bytes): its size is checked before it is read."""
+    path = Path(path)
+    if path.is_symlink():
+        return f"a link ({path.name} -> {os.readlink(path)}): links are not followed"
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        return "not a file or a folder"
+    if info.st_size > bounds.file_bytes:
+        return f"a file of more than {bounds.file_bytes >> 20} MiB"
+    with open(path, "rb") as f:
+        data = f.read(bounds.file_bytes + 1)
+    return data if len(data) <= bounds.file_bytes else \
+        f"a file of more than {bounds.file_bytes >> 20} MiB"
 
 
 def _walk(folder, bounds):
@@ -92,7 +175,7 @@ def _walk(folder, bounds):
     return found
 
 
-def _zip(path, bounds):
+def _zip(path, bounds, places=Places()):
     """{path: bytes} of the kept files of a zip, or why it is refused (see the module's
     docstring): every listing checked before any is inflated."""
     try:
@@ -116,7 +199,7 @@ def _zip(path, bounds):
     if reason:
         return reason
     readers = {_normal(i.filename): (lambda i=i: z.read(i)) for i in infos if not i.is_dir()}
-    return _kept(readers, bounds)
+    return _kept(readers, bounds, places)
 
 
 def _normal(name):
@@ -162,7 +245,7 @@ def _listings(infos, bounds):
     return None
 
 
-def kept_names(names):
+def kept_names(names, places=Places()):
     """{path in the submission: path in the entry} of the files kept of an entry's file
     names: see the module's docstring."""
     names = [n for n in names if not JUNK & set(PurePosixPath(n).parts)]
@@ -173,6 +256,8 @@ def kept_names(names):
             roots.add(parts[:-1])
         if "normlib" in parts[:-1]:
             roots.add(parts[:parts.index("normlib")])
+        if len(parts) == 1 and name in places.modules:  # (a loose module at the top)
+            roots.add(())
     if not roots:
         return {}
     top = min(roots, key=len)
@@ -185,15 +270,17 @@ def kept_names(names):
         if (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
                 len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.suffix == ".py"):
             found[rel.as_posix()] = name
+        elif len(rel.parts) == 1 and rel.name in places.modules:  # beside the notebooks
+            found.setdefault(f"normlib/{rel.name}", name)  # (unless normlib/ holds it)
     return found
 
 
-def _kept(readers, bounds):
+def _kept(readers, bounds, places=Places()):
     """{path in the submission: bytes} of the kept files ({name: reader} of the entry's),
     or why the entry is refused."""
-    kept = kept_names(readers)
+    kept = kept_names(readers, places)
     if not kept:
-        return "no notebook and no normlib/ file in it"
+        return NOTHING
     if len(kept) > bounds.kept:
         return f"more than {bounds.kept} notebooks and normlib/ files"
     found = {}

@@ -1,0 +1,542 @@
+"""Every LMS's download, as the LMS writes it (issue 40, point 1): a sample per format, built
+here from the LMS's own naming (its source, or its documentation and the third-party tools
+that read it, each cited), collected by tools/collect.py, and checked whole: the files of
+each submission, the record each gets (tools.collect.Found.record) and each rejection.
+Then `make collect DRY_RUN=1` (nothing touched) and the roster's names in nbgrader's
+student table."""
+
+import datetime
+import io
+import os
+import re
+import subprocess
+import zipfile
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_collect import NOTEBOOK, course, run, worksheet
+from tools.collect import collect, read_record
+from tools.course import submissions
+from tools.settings import read
+
+PY = "x = 1\n"  # a student's normlib/layer_norm.py
+NB = '{"cells": []}'  # a student's notebook
+
+
+def zipped(files):
+    """The bytes of a zip of files ({name: text})."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return out.getvalue()
+
+
+def download(archive, entries):
+    """The LMS's "download all" zip of entries ({name in the zip: text or bytes}), extracted
+    into archive/ as the instructor does."""
+    path = archive.parent / "download.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    with zipfile.ZipFile(path) as z:
+        z.extractall(archive)
+    path.unlink()
+
+
+def held(root, student, assignment="unit1"):
+    """{path: text} of a collected submission."""
+    folder = root / "submitted" / student / assignment
+    return {p.relative_to(folder).as_posix(): p.read_text()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def reasons(out):
+    """{entry: reason} of the rejections printed."""
+    return dict(re.findall(r"^  REJECTED (.+?): (.+); moved to downloaded/", out, re.M))
+
+
+def record(entries, lms, key, name, time=None, time_from=None, late=False, superseded=None,
+           entry=None):
+    """A record of collected.json, as tools.collect.Found.record writes it."""
+    return {"entry": entry or max(entries), "entries": sorted(entries), "lms": lms,
+            "key": key, "name": name, "time": time, "time_from": time_from,
+            "late_marker": late, "superseded": superseded or {}}
+
+
+# --- Canvas -------------------------------------------------------------------------------
+# instructure/canvas-lms lib/content_zipper.rb: add_upload_submission names each uploaded
+# file "#{filename}_#{file.id}_#{sanitize_attachment_filename(file.display_name)}", where
+# get_filename joins [users_name, ("LATE" if late), user_id] with "_" and removes every
+# character that is not a word character, and sanitize_user_name collapses "_<digits>_"
+# and lowercases the sortable name ("Lovelace, Ada"). A display name of a file uploaded
+# before into the student's submissions folder gets "-1", "-2" before its extension
+# (app/models/attachment.rb: handle_duplicates renames in a folder for_submissions?, with
+# make_unique_filename).
+
+def canvas_prefix(sortable_name, user_id, late=False):
+    """content_zipper.rb's get_user_name and get_filename."""
+    name = re.sub(r"_(\d+)_", r"\1", sortable_name).lower()
+    return re.sub(r"[^\w]", "", "_".join([name, *["LATE"] * late, str(user_id)]))
+
+
+def canvas_entry(prefix, attachment_id, display_name):
+    """content_zipper.rb's add_upload_submission, sanitize_attachment_filename."""
+    return f"{prefix}_{attachment_id}_" + re.sub(r'[\x00/\\:*?"<>|]+', "_", display_name)
+
+
+def canvas_display_name(name, existing):
+    """attachment.rb's make_unique_filename: the name, or "<base>-<n><extension>" for the
+    first n from 1 not in existing (the extension: its trailing ".x[.y]" parts)."""
+    if name not in existing:
+        return name
+    ext = re.search(r"(\.[A-Za-z][A-Za-z0-9]*)*(\.[A-Za-z0-9]*)$", name)
+    ext = ext.group(0) if ext else ""
+    base, n = name[:len(name) - len(ext)], 1
+    while f"{base}-{n}{ext}" in existing:
+        n += 1
+    return f"{base}-{n}{ext}"
+
+
+def canvas_class():
+    """{entry: bytes or text} of a Canvas download: each student's uploads, loose."""
+    ada = canvas_prefix("Lovelace, Ada", 50001)
+    alan = canvas_prefix("Turing, Alan", 50002, late=True)
+    grace = canvas_prefix("Hopper, Grace", 50003)
+    barbara = canvas_prefix("Liskov, Barbara", 50004)
+    kath = canvas_prefix("Johnson, Katherine", 50007)
+    # alan uploaded layer_norm.py in an earlier submission: this one's is "-1"
+    alans = canvas_display_name("layer_norm.py", {"layer_norm.py"})
+    # katherine uploaded two files named layer_norm.py in one submission
+    kaths = ["layer_norm.py", canvas_display_name("layer_norm.py", {"layer_norm.py"})]
+    return {
+        canvas_entry(ada, 7201, NOTEBOOK): NB, canvas_entry(ada, 7202, "layer_norm.py"): PY,
+        canvas_entry(alan, 7301, NOTEBOOK): NB, canvas_entry(alan, 7302, alans): PY,
+        canvas_entry(grace, 7401, "unit1.zip"): zipped({
+            f"unit1/{NOTEBOOK}": NB, "unit1/normlib/layer_norm.py": "x = 'zipped'\n"}),
+        canvas_entry(grace, 7402, "layer_norm.py"): PY,
+        canvas_entry(barbara, 7501, "report.pdf"): "%PDF-1.4",
+        canvas_entry(barbara, 7502, NOTEBOOK): NB,
+        canvas_entry(kath, 7601, kaths[0]): "x = 'first'\n",
+        canvas_entry(kath, 7602, kaths[1]): "x = 'second'\n",
+        canvas_entry(canvas_prefix("Dijkstra, Edsger", 50006), 7701, "helper-1.py"): PY,
+        "anon_x7Kq2_7801_layer_norm.py": PY,  # anonymous grading: no student named
+        "notes.txt": "the instructor's notes",
+    }
+
+
+def test_the_name_builders_write_what_canvas_writes():
+    """(So that the sample below is Canvas's: content_zipper.rb's own cases.)"""
+    assert canvas_prefix("Lovelace, Ada", 50001, late=True) == "lovelaceada_LATE_50001"
+    assert canvas_prefix("O'Brien_12_, Pat", 5) == "obrien12pat_5"
+    assert canvas_entry("x_5", 9, 'a:b?.py') == "x_5_9_a_b_.py"
+    assert canvas_display_name("layer_norm.py", {"layer_norm.py", "layer_norm-1.py"}) == \
+        "layer_norm-2.py"
+    assert canvas_display_name("data.tar.gz", {"data.tar.gz"}) == "data-1.tar.gz"
+
+
+NO_FORMAT = ("no format reads it: not a zip (a plain entry is <student id>[_<assignment>...]"
+             ".zip, or a folder), and not a file's name as an LMS writes it (Canvas's "
+             "<lastfirst>_<user id>_<attachment id>_<name>, Moodle's <Full Name>_<n>_"
+             "assignsubmission_file_<name>, Blackboard's <Assignment>_<username>_attempt_"
+             "<time>_<name>, Brightspace's <n>-<n> - <Name> - <date> - <name>)")
+
+
+def test_canvas_loose_files_are_one_submission_each_file_in_its_place(tmp_path):
+    root, archive = course(tmp_path)
+    download(archive, canvas_class())
+    out = run(root, "unit1")
+    assert submissions(root, ["unit1"]) == {"unit1": [
+        "hoppergrace", "johnsonkatherine", "liskovbarbara", "lovelaceada", "turingalan"]}
+    assert held(root, "lovelaceada") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
+    assert held(root, "turingalan") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}  # "-1" gone
+    # the zip's notebook, and the loose file uploaded after the zip (the larger attachment id)
+    assert held(root, "hoppergrace") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
+    assert held(root, "johnsonkatherine") == {"normlib/layer_norm.py": "x = 'second'\n"}
+    assert held(root, "liskovbarbara") == {NOTEBOOK: NB}
+    assert reasons(out) == {
+        "dijkstraedsger_50006_7701_helper-1.py": "'helper-1.py' is neither a notebook nor a "
+        "module of the assignment's normlib/ (__init__.py, _validation.py, batch_norm.py, "
+        "benchmark.py, channels.py, diagnosis.py, functional.py, gradcheck.py, "
+        "group_norm.py, instance_norm.py, language_model.py, layer_norm.py, "
+        "layer_norm_fast.py, mixed_precision.py, nn.py, norm.py, notebook.py, rms_norm.py, "
+        "testing.py, training.py, transformer.py, variance.py)",
+        "johnsonkatherine_50007_7601_layer_norm.py": "an earlier upload of johnsonkatherine "
+        "(Canvas's attachment 7601): normlib/layer_norm.py is attachment 7602's "
+        "(johnsonkatherine_50007_7602_layer_norm-1.py)",
+        "liskovbarbara_50004_7501_report.pdf": "'report.pdf' is neither a notebook nor a "
+        "module of the assignment's normlib/ (__init__.py, _validation.py, batch_norm.py, "
+        "benchmark.py, channels.py, diagnosis.py, functional.py, gradcheck.py, "
+        "group_norm.py, instance_norm.py, language_model.py, layer_norm.py, "
+        "layer_norm_fast.py, mixed_precision.py, nn.py, norm.py, notebook.py, rms_norm.py, "
+        "testing.py, training.py, transformer.py, variance.py)",
+        "anon_x7Kq2_7801_layer_norm.py": NO_FORMAT + "; Canvas's anonymous grading names no "
+        "student (anon_<id>): download the submissions with the students' names shown",
+        "notes.txt": NO_FORMAT}
+    assert "collected unit1: 13 entries in archive/, 5 collected (5 new, 0 replacing an older " \
+           "submission, 0 unchanged), 5 rejected" in out
+    assert "  hoppergrace's normlib/layer_norm.py is hoppergrace_50003_7402_layer_norm.py's " \
+           "(the later Canvas attachment), not hoppergrace_50003_7401_unit1.zip's" in out
+    assert "late: turingalan (late by Canvas's _LATE marker; no time)" in out
+    assert read_record(root, "unit1") == {
+        "hoppergrace": record(["hoppergrace_50003_7401_unit1.zip",
+                               "hoppergrace_50003_7402_layer_norm.py"], "canvas", "50003",
+                              "hoppergrace", superseded={"normlib/layer_norm.py": {
+                                  "by": "hoppergrace_50003_7402_layer_norm.py",
+                                  "entries": ["hoppergrace_50003_7401_unit1.zip"]}}),
+        "johnsonkatherine": record(["johnsonkatherine_50007_7602_layer_norm-1.py"], "canvas",
+                                   "50007", "johnsonkatherine", superseded={
+                                       "normlib/layer_norm.py": {
+                                           "by": "johnsonkatherine_50007_7602_layer_norm-1.py",
+                                           "entries": [
+                                               "johnsonkatherine_50007_7601_layer_norm.py"]}}),
+        "liskovbarbara": record([f"liskovbarbara_50004_7502_{NOTEBOOK}"], "canvas", "50004",
+                                "liskovbarbara"),
+        "lovelaceada": record([f"lovelaceada_50001_7201_{NOTEBOOK}",
+                               "lovelaceada_50001_7202_layer_norm.py"], "canvas", "50001",
+                              "lovelaceada", entry="lovelaceada_50001_7202_layer_norm.py"),
+        "turingalan": record([f"turingalan_LATE_50002_7301_{NOTEBOOK}",
+                              "turingalan_LATE_50002_7302_layer_norm-1.py"], "canvas", "50002",
+                             "turingalan", late=True,
+                             entry="turingalan_LATE_50002_7302_layer_norm-1.py")}
+    assert sorted(p.name for p in archive.iterdir()) == sorted(
+        e for r in read_record(root, "unit1").values() for e in r["entries"])
+
+
+def test_a_canvas_upload_over_the_bounds_is_refused_before_it_is_read(tmp_path):
+    """The bounds hold for a student's loose files together: 65 of them (BOUNDS.kept 64)
+    are refused on their count, each listed."""
+    root, archive = course(tmp_path)
+    ada = canvas_prefix("Lovelace, Ada", 50001)
+    download(archive, {canvas_entry(ada, 9000 + i, f"n{i}.ipynb"): NB for i in range(65)})
+    out = run(root, "unit1")
+    found = reasons(out)
+    assert len(found) == 65 and all("65 entries of one upload of lovelaceada" in r and
+                                    "more than 64 files or 64 MiB in all" in r
+                                    for r in found.values())
+    assert not (root / "submitted").exists()
+
+
+# --- Moodle -------------------------------------------------------------------------------
+# moodle/moodle mod/assign/classes/downloader.php: get_student_prefix is
+# clean_filename(str_replace('_', ' ', fullname) . '_' . get_uniqueid_for_user(userid))
+# (fullname is get_string('participant') under blind marking); load_submissionplugin_filelist
+# names a file "<prefix>_<subtype>_<type>_<file name>" ("submissions in folders" off) or
+# puts it in the folder "<prefix>_<subtype>_<type>" with its file path (on). The grading
+# worksheet (mod/assign/gradingtable.php) has "Identifier" ("Participant <n>") and, where
+# the teacher may see identities or marking is not blind, "Full name" and the email.
+
+def moodle_prefix(fullname, number):
+    return f"{fullname.replace('_', ' ')}_{number}"
+
+
+def test_moodle_files_not_in_folders_zip_and_loose_and_online_text(tmp_path):
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n')
+    ada, alan = moodle_prefix("Ada Lovelace", 11), moodle_prefix("Alan Turing", 12)
+    grace = moodle_prefix("Grace Hopper", 13)
+    download(archive, {
+        f"{ada}_assignsubmission_file_{NOTEBOOK}": NB,
+        f"{ada}_assignsubmission_file_layer_norm.py": PY,
+        f"{alan}_assignsubmission_file_work.zip": zipped({NOTEBOOK: NB, "layer_norm.py": PY}),
+        f"{alan}_assignsubmission_onlinetext_onlinetext.html": "<p>see my zip</p>",
+        # one place given twice, and no Canvas ids to say which is the later
+        f"{grace}_assignsubmission_file_work.zip": zipped({"normlib/layer_norm.py": PY}),
+        f"{grace}_assignsubmission_file_layer_norm.py": "x = 'loose'\n",
+    })
+    (archive.parent / "Grades-unit1.csv").write_text(worksheet([
+        (11, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:14 PM"),
+        (12, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:20 PM"),
+        (13, "Grace Hopper", "grace@example.edu", "Monday, 5 October 2026, 9:30 PM")]))
+    out = run(root, "unit1")
+    assert held(root, "ada-lovelace") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                          "timestamp.txt": "2026-10-05 19:14:00.000000 UTC"}
+    assert held(root, "alan-turing") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                         "timestamp.txt": "2026-10-05 19:20:00.000000 UTC"}
+    twice = ("normlib/layer_norm.py is given by 2 entries of grace-hopper (Grace Hopper_13_"
+             "assignsubmission_file_layer_norm.py, Grace Hopper_13_assignsubmission_file_"
+             "work.zip), and nothing the LMS wrote says which is the later: the upload is "
+             "refused")
+    assert reasons(out) == {f"{alan}_assignsubmission_onlinetext_onlinetext.html":
+                            "Moodle's onlinetext plugin's, not an uploaded file: nothing of "
+                            "it is collected",
+                            f"{grace}_assignsubmission_file_layer_norm.py": twice,
+                            f"{grace}_assignsubmission_file_work.zip": twice}
+    source = "Moodle's grading worksheet Grades-unit1.csv"
+    assert read_record(root, "unit1") == {
+        "ada-lovelace": record([f"{ada}_assignsubmission_file_{NOTEBOOK}",
+                                f"{ada}_assignsubmission_file_layer_norm.py"], "moodle", "11",
+                               "Ada Lovelace", "2026-10-05T21:14:00+02:00", source),
+        "alan-turing": record([f"{alan}_assignsubmission_file_work.zip"], "moodle", "12",
+                              "Alan Turing", "2026-10-05T21:20:00+02:00", source)}
+
+
+def test_moodle_in_folders_loose_files_and_a_zip_beside_them(tmp_path):
+    """A folder per student, its files as uploaded: loose files placed (layer_norm.py in
+    normlib/), and a zip beside them read with them; one place given twice refused."""
+    root, archive = course(tmp_path)
+    grace, barbara = moodle_prefix("Grace Hopper", 13), moodle_prefix("Barbara Liskov", 14)
+    download(archive, {
+        f"{grace}_assignsubmission_file/{NOTEBOOK}": NB,
+        f"{grace}_assignsubmission_file/layer_norm.py": PY,
+        f"{grace}_assignsubmission_file/nn.zip": zipped({"normlib/nn.py": "y = 2\n"}),
+        f"{barbara}_assignsubmission_file/layer_norm.py": PY,
+        f"{barbara}_assignsubmission_file/all.zip": zipped({NOTEBOOK: NB,
+                                                            "normlib/layer_norm.py": PY}),
+    })
+    out = run(root, "unit1")
+    assert held(root, "grace-hopper") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                          "normlib/nn.py": "y = 2\n"}
+    assert reasons(out) == {f"{barbara}_assignsubmission_file": "normlib/layer_norm.py both "
+                            "in all.zip and beside it: which is the submission's?"}
+    assert read_record(root, "unit1")["grace-hopper"] == record(
+        [f"{grace}_assignsubmission_file"], "moodle", "13", "Grace Hopper")
+
+
+BLIND_HEADER = ('"Identifier","Status","Grade","Maximum Grade","Grade can be changed",'
+                '"Last modified (submission)","Last modified (grade)","Feedback comments"\n')
+
+
+def test_moodle_blind_marking_is_resolved_through_the_worksheet_alone(tmp_path):
+    """"Participant_<n>" names no one: the worksheet's "Participant <n>" row does (as a
+    teacher who may see identities downloads it: Full name and email). Without a
+    worksheet, or with one that hides the names (blind, gradingtable.php's recordid
+    alone), each entry is refused, saying what to download."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n')
+    entries = {f"Participant_{n}_assignsubmission_file/{NOTEBOOK}": NB for n in (21, 22)}
+    download(archive, entries)
+    out = run(root, "unit1")
+    for n in (21, 22):
+        assert reasons(out)[f"Participant_{n}_assignsubmission_file"] == (
+            f"blind marking: Moodle names participant {n}, not a student; the assignment's "
+            "grading worksheet says who (Download grading worksheet, as a teacher who may "
+            "see identities): put it beside archive/")
+    rejected_folder = archive.parent / "rejected"
+    for name in os.listdir(rejected_folder):  # (back, with the worksheet beside them)
+        os.rename(rejected_folder / name, archive / name)
+    (archive.parent / "Grades-unit1.csv").write_text(BLIND_HEADER + "".join(
+        f'"Participant {n}","Submitted for grading","","100.00","Yes",'
+        f'"Monday, 5 October 2026, 9:1{n - 20} PM","-",""\n' for n in (21, 22)))
+    out = run(root, "unit1")
+    assert reasons(out)["Participant_21_assignsubmission_file"] == (
+        "blind marking: Grades-unit1.csv gives no name for participant 21 (download the "
+        "grading worksheet as a teacher who may see identities, or after revealing them)")
+    for name in os.listdir(rejected_folder):
+        os.rename(rejected_folder / name, archive / name)
+    (archive.parent / "Grades-unit1.csv").write_text(worksheet([
+        (21, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:11 PM"),
+        (22, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:12 PM")]))
+    out = run(root, "unit1")
+    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
+    assert read_record(root, "unit1")["ada-lovelace"] == record(
+        ["Participant_21_assignsubmission_file"], "moodle", "21", "Participant",
+        "2026-10-05T21:11:00+02:00", "Moodle's grading worksheet Grades-unit1.csv")
+
+
+# --- Blackboard Learn ---------------------------------------------------------------------
+# Built from documentation and third-party tools, not yet checked against a real download:
+# Blackboard Learn's Grade Center "Assignment File Download" (help.blackboard.com,
+# Learn/Instructor/Original: download assignments) renames each file
+# "assignmentname_username_attempt_datetime_filename.ext" and writes a receipt
+# "assignmentname_username_attempt_datetime.txt" per attempt (kwurst/bb-file-cleanup's
+# README; vangef/BBGradebookOrganiser utils/organiser.py splits the name at "_attempt_",
+# the username before it, the file's own name after the date's "_").
+
+def blackboard_entry(assignment, username, when, name=None):
+    stem = f"{assignment}_{username}_attempt_{when:%Y-%m-%d-%H-%M-%S}"
+    return f"{stem}_{name}" if name else f"{stem}.txt"
+
+
+def test_blackboard_attempts_loose_files_and_receipts(tmp_path):
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "America/New_York"\n'
+                                     'c.Grading.due = {"unit1": "2026-10-05 23:59 -04:00"}\n')
+    first, second = datetime.datetime(2026, 10, 5, 20, 0), datetime.datetime(2026, 10, 6, 9, 30)
+    download(archive, {
+        blackboard_entry("Unit 1", "s1001", first, NOTEBOOK): NB,
+        blackboard_entry("Unit 1", "s1001", first, "layer_norm.py"): "x = 'first'\n",
+        blackboard_entry("Unit 1", "s1001", first): "Name: Ada Lovelace (s1001)\n",
+        blackboard_entry("Unit 1", "s1001", second, NOTEBOOK): NB,
+        blackboard_entry("Unit 1", "s1001", second, "layer_norm.py"): PY,
+        blackboard_entry("Unit 1", "s1001", second): "Name: Ada Lovelace (s1001)\n",
+        blackboard_entry("Unit 1", "s1002", first, "unit1.zip"): zipped({NOTEBOOK: NB}),
+    })
+    out = run(root, "unit1")
+    assert held(root, "s1001") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                   "timestamp.txt": "2026-10-06 13:30:00.000000 UTC"}
+    old = [blackboard_entry("Unit 1", "s1001", first, n) for n in (NOTEBOOK, "layer_norm.py")]
+    assert reasons(out) == {e: "an older submission of s1001 (2026-10-05 20:00 by the "
+                               "Blackboard's name): Unit 1_s1001_attempt_2026-10-06-09-30-00"
+                               "_layer_norm.py (2026-10-06 09:30) replaces it" for e in old}
+    assert "late: s1001 (9 h 31 min late)" in out and "2 Blackboard receipts read" in out
+    assert read_record(root, "unit1")["s1001"] == record(
+        [blackboard_entry("Unit 1", "s1001", second, n) for n in (NOTEBOOK, "layer_norm.py")],
+        "blackboard", "s1001", None, "2026-10-06T09:30:00-04:00", "Blackboard's name")
+    assert held(root, "s1002") == {NOTEBOOK: NB, "timestamp.txt":
+                                   "2026-10-06 00:00:00.000000 UTC"}
+
+
+# --- Brightspace (D2L) --------------------------------------------------------------------
+# Built from documentation and third-party tools, not yet checked against a real download:
+# Brightspace's "Download" of an assignment's submissions holds a folder per submission,
+# "<n>-<n> - <First Last> - <Mon D, YYYY HMM AM>/<file>" (older downloads: the file loose,
+# "... - <file>"), and an index.html (gitchrisqueen/cpcc_task_automation's test of
+# "BrightSpace's actual format": "39786-640693 - Aiden Rodriguez - Oct 10, 2025 1022 AM/").
+
+def test_brightspace_folders_and_loose_files(tmp_path):
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "America/Chicago"\n')
+    ada = "39786-640693 - Ada Lovelace - Oct 5, 2026 914 PM"
+    alan = "39787-640694 - Alan Turing - Oct 6, 2026 1005 AM"
+    download(archive, {f"{ada}/{NOTEBOOK}": NB, f"{ada}/layer_norm.py": PY,
+                       f"{alan} - {NOTEBOOK}": NB, f"{alan} - layer_norm.py": PY,
+                       "index.html": "<html>the download's index</html>"})
+    out = run(root, "unit1")
+    assert held(root, "ada-lovelace") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                          "timestamp.txt": "2026-10-06 02:14:00.000000 UTC"}
+    assert held(root, "alan-turing") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
+                                         "timestamp.txt": "2026-10-06 15:05:00.000000 UTC"}
+    assert list(reasons(out)) == ["index.html"]
+    assert read_record(root, "unit1") == {
+        "ada-lovelace": record([ada], "brightspace", "39786-640693", "Ada Lovelace",
+                               "2026-10-05T21:14:00-05:00", "Brightspace's name"),
+        "alan-turing": record([f"{alan} - {NOTEBOOK}", f"{alan} - layer_norm.py"],
+                              "brightspace", "39787-640694", "Alan Turing",
+                              "2026-10-06T10:05:00-05:00", "Brightspace's name")}
+
+
+def test_localized_names_are_read_through_the_courses_patterns(tmp_path):
+    """A Blackboard in German ("Versuch") and a Brightspace writing dates day first, read
+    through c.Grading.lms_patterns and c.Grading.lms_formats."""
+    config = ('c.Grading.lms_timezone = "Europe/Berlin"\n'
+              "c.Grading.lms_patterns = {"
+              "'blackboard': r'(?P<assignment>.+?)_(?P<key>[^_]+)_Versuch_"
+              r"(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<rest>.*))?', "
+              r"'brightspace': r'(?P<key>\d+-\d+) - (?P<name>.+?) - "
+              r"(?P<time>\d\d\.\d\d\.\d{4} \d\d:\d\d)(?: - (?P<rest>.*))?'}" "\n"
+              'c.Grading.lms_formats = {"brightspace": "%d.%m.%Y %H:%M"}\n')
+    root, archive = course(tmp_path, config)
+    download(archive, {"Einheit 1_s1001_Versuch_2026-10-05-21-14-03_layer_norm.py": PY,
+                       f"1-2 - Ada Lovelace - 05.10.2026 21:15 - {NOTEBOOK}": NB})
+    out = run(root, "unit1")
+    assert reasons(out) == {}
+    assert held(root, "s1001") == {"normlib/layer_norm.py": PY,
+                                   "timestamp.txt": "2026-10-05 19:14:03.000000 UTC"}
+    assert held(root, "ada-lovelace") == {NOTEBOOK: NB,
+                                          "timestamp.txt": "2026-10-05 19:15:00.000000 UTC"}
+
+
+@pytest.mark.parametrize("patterns,message", [
+    ("{'blackboard': '(?P<key>'}", "c.Grading.lms_patterns['blackboard'] does not compile: "
+                                   "missing ), unterminated subpattern at position 0"),
+    ("{'brightspace': '(?P<key>.+) - (?P<time>.+)'}",
+     "c.Grading.lms_patterns['brightspace'] lacks the named group (?P<name>...) (it needs "
+     "key, name, time; 'rest' for a file's name)"),
+    ("{'moodle': '.*'}", "c.Grading.lms_patterns: no LMS named 'moodle' (they are "
+                         "blackboard, brightspace)"),
+])
+def test_a_pattern_that_cannot_read_a_name_stops_at_the_settings(tmp_path, patterns, message):
+    root, _ = course(tmp_path, f"c.Grading.lms_patterns = {patterns}\n")
+    with pytest.raises(SystemExit) as stopped:
+        read(root)
+    assert str(stopped.value) == message
+
+
+# --- make collect DRY_RUN=1: what would be, nothing touched --------------------------------
+
+def listing(root):
+    """Every file and folder under root: {path: (mtime_ns, bytes, or None for a folder)}."""
+    found = {}
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            info = os.lstat(path)
+            found[os.path.relpath(path, root)] = (
+                info.st_mtime_ns, None if name in dirs else open(path, "rb").read())
+    return found
+
+
+def test_a_dry_run_prints_the_collect_and_touches_nothing(tmp_path):
+    root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
+    (root / "roster.csv").write_text("lms_id,student_id,name\n50001,s1,Ada Lovelace\n"
+                                     "50002,s2,Alan Turing\n50004,s4,Barbara Liskov\n")
+    ada = canvas_prefix("Lovelace, Ada", 50001)
+    download(archive, {canvas_entry(ada, 7201, NOTEBOOK): NB})
+    run(root, "unit1")  # ada collected before
+    download(archive, {
+        canvas_entry(ada, 7202, "layer_norm.py"): PY,
+        canvas_entry(canvas_prefix("Turing, Alan", 50002, late=True), 7301, NOTEBOOK): NB,
+        canvas_entry(canvas_prefix("Liskov, Barbara", 50004), 7501, "report.pdf"): "%PDF",
+    })
+    before = listing(root)
+    result = subprocess.run(["make", "-s", "collect", f"COURSE_DIR={root}",
+                             "A=unit1", "DRY_RUN=1"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert listing(root) == before
+    assert result.stdout.splitlines() == [
+        "DRY RUN (nothing written or moved): collected unit1: 4 entries in archive/, 2 would "
+        "be collected (1 new, 1 replacing an older submission, 0 unchanged), 1 would be "
+        "rejected",
+        f"  would collect s1 (replaced) from {canvas_entry(ada, 7201, NOTEBOOK)}, "
+        f"{canvas_entry(ada, 7202, 'layer_norm.py')}; time unknown",
+        f"  would collect s2 (new) from turingalan_LATE_50002_7301_{NOTEBOOK}; time unknown "
+        "(Canvas's _LATE marker: late)",
+        "  TIMES UNKNOWN for 2 of 2: s1, s2. No date the LMS wrote gives their submission "
+        "time (not the zip's dates, nor a file of the student's): none of them is marked "
+        "late by a date. Add the LMS's times beside archive/ (Moodle's grading worksheet, or "
+        "an export: docs/instructors.md, step 3)",
+        "  late: s2 (late by Canvas's _LATE marker; no time)",
+        "  REJECTED liskovbarbara_50004_7501_report.pdf: 'report.pdf' is neither a notebook "
+        "nor a module of the assignment's normlib/ (__init__.py, _validation.py, "
+        "batch_norm.py, benchmark.py, channels.py, diagnosis.py, functional.py, "
+        "gradcheck.py, group_norm.py, instance_norm.py, language_model.py, layer_norm.py, "
+        "layer_norm_fast.py, mixed_precision.py, nn.py, norm.py, notebook.py, rms_norm.py, "
+        "testing.py, training.py, transformer.py, variance.py); would move to "
+        "downloaded/unit1/rejected/"]
+    out = run(root, "unit1")  # and the collect itself does what the dry run said
+    assert "4 entries in archive/, 2 collected (1 new, 1 replacing an older submission, 0 " \
+           "unchanged), 1 rejected" in out
+    assert held(root, "s1") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
+
+
+def test_a_dry_run_with_the_exchange_is_refused(tmp_path):
+    root, _ = course(tmp_path)
+    with pytest.raises(SystemExit, match="collect --dry-run reads downloaded/<assignment>/"
+                                         "archive/ alone"):
+        collect(root, ["unit1"], exchange=True, dry_run=True)
+
+
+# --- the roster's names in nbgrader's student table ---------------------------------------
+
+def test_the_rosters_names_reach_the_gradebook(tmp_path):
+    """formgrader showed no names: the roster never reached nbgrader's student table. Each
+    student collected is created or updated there: first_name/last_name columns where the
+    roster has them, else "Last, First", else the first word and the rest."""
+    from tools.gradebook import connect
+
+    root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
+    (root / "roster.csv").write_text(
+        "lms_id,student_id,name,email,first_name,last_name\n"
+        '50001,s1,"Lovelace, Ada",ada@example.edu,,\n'
+        "50002,s2,Guido van Rossum,,,\n"
+        "50003,s3,Grace Hopper,grace@example.edu,Grace Brewster,Hopper\n"
+        "50004,s4,Plato,,,\n"
+        "50005,s5,Not Collected,,,\n")
+    download(archive, {canvas_entry(canvas_prefix(sortable, uid), uid + 100, NOTEBOOK): NB
+                       for sortable, uid in (("Lovelace, Ada", 50001),
+                                             ("van Rossum, Guido", 50002),
+                                             ("Hopper, Grace", 50003), ("Plato", 50004))})
+    out = run(root, "unit1")
+    assert "names of 4 students from the roster in the gradebook (formgrader shows them)" in out
+
+    def table():
+        with connect(root) as gradebook:
+            return {s.id: (s.first_name, s.last_name, s.email) for s in gradebook.students}
+
+    assert table() == {"s1": ("Ada", "Lovelace", "ada@example.edu"),
+                       "s2": ("Guido", "van Rossum", None),
+                       "s3": ("Grace Brewster", "Hopper", "grace@example.edu"),
+                       "s4": ("", "Plato", None)}
+    (root / "roster.csv").write_text(  # a name corrected in the roster: corrected there too
+        "lms_id,student_id,name,email\n50001,s1,Ada King,ada@example.edu\n"
+        "50002,s2,Guido van Rossum,\n50003,s3,Grace Hopper,\n50004,s4,Plato,\n")
+    assert "4 unchanged" in run(root, "unit1")
+    assert table()["s1"] == ("Ada", "King", "ada@example.edu")

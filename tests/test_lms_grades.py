@@ -1,0 +1,368 @@
+"""Grades ready to import (tools/lms_grades.py) and the late policy applied to them
+(tools/late.py, tools/grades.py), on a graded gradebook built through nbgrader's API (no
+grading): a class of seven, an hourly late policy with a grace period, a floor and one
+student's extension, and a Canvas _LATE marker without a time.
+
+For each LMS a test builds its gradebook export as the LMS documents it (the sources are
+cited at each), has `make grades LMS=... TEMPLATE=...`'s export fill it in, and compares
+the file written with the export byte for byte: only the assignment's cells (and Moodle's
+feedback) differ, every other column and row, the encoding, byte-order mark, delimiter,
+quoting and line ends are the export's. grades.csv's new columns (penalty, final,
+penalty_reason) and logs/late.csv are compared cell for cell."""
+
+import contextlib
+import csv
+import datetime
+import io
+import json
+
+import pytest
+
+from tools import gradebook
+from tools.autograde import due_dates
+from tools.course import build_course, load_course
+from tools.exercises import questions_of
+from tools.grades import export
+from tools.instructor import main
+from tools.release import release
+from tools.settings import read
+
+CONFIG = """c.Grading.timezone = "Europe/Berlin"
+c.Grading.due = {"unit1": "2026-10-05 23:59"}
+c.Grading.late_grace_minutes = 15
+c.Grading.late_penalty = 10
+c.Grading.late_per = "hour"
+c.Grading.late_floor = 50
+c.Grading.extensions = {"unit1": {"ada": "2026-10-07 23:59"}}
+c.Grading.roster = "roster.csv"
+"""
+ROSTER = """lms_id,student_id,name,email,sis_id,username
+50001,ada,Ada Lovelace,ada@example.edu,S001,alovelace
+50002,bob,Bob Babbage,bob@example.edu,S002,bbabbage
+50003,carol,Carol Shaw,carol@example.edu,S003,cshaw
+50004,dave,Dave Cutler,dave@example.edu,S004,dcutler
+50005,erin,Erin Catto,erin@example.edu,S005,ecatto
+50006,frank,Frank Allen,frank@example.edu,S006,fallen
+50007,gus,Gus Hopper,gus@example.edu,S007,ghopper
+"""
+# the graded submissions' times (UTC, as collect recorded them); dave submitted nothing;
+# carol's came through Canvas with its _LATE marker and no time
+SUBMITTED = {"ada": datetime.datetime(2026, 10, 6, 20, 0),  # before her extension
+             "bob": datetime.datetime(2026, 10, 6, 0, 29, 30),  # 2 h 30 min 30 s late
+             "carol": None,
+             "erin": datetime.datetime(2026, 10, 5, 22, 10),  # 11 min: the grace period
+             "frank": datetime.datetime(2026, 10, 5, 20, 0),  # on time
+             "gus": datetime.datetime(2026, 10, 6, 6, 59)}  # 9 h: 90%, at most 50%
+SCORES = {"ex1_1_layer_norm_stats": 3.0, "ex1_2_layer_norm_forward": 2.5}  # the rest 0
+
+REASONS = {
+    "ada": "on time (extension to 2026-10-07 23:59 CEST)",
+    "bob": "2 h 31 min late: 3 started hours x 10% = 30% of the autograded 5.5 = 1.65 off",
+    "carol": "late, time unknown (Canvas's _LATE marker): no penalty (no time to count "
+             "from; c.Grading.late_unknown_penalty sets a flat one)",
+    "erin": "11 min late, within the grace period of 15 min: no penalty",
+    "frank": "on time",
+    "gus": "9 h late: 9 started hours x 10% = 90%, at most 50% (c.Grading.late_floor = 50): "
+           "50% of the autograded 5.5 = 2.75 off",
+}
+FINAL = {"ada": "7", "bob": "5.35", "carol": "5.5", "erin": "7", "gus": "4.25"}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """unit1 released and graded for six of the seven students of the roster: every
+    autograded score 5.5, every written answer graded (1.5 in all) but carol's, which
+    wait for a grader."""
+    root = build_course(tmp_path_factory.mktemp("lms_grades") / "course", layout="unit")
+    (root / "nbgrader_config_local.py").write_text(CONFIG)
+    (root / "roster.csv").write_text(ROSTER)
+    with contextlib.redirect_stdout(io.StringIO()):
+        release(root, ["unit1"])
+    due_dates(root, read(root))  # (as autograde writes them: nbgrader's "late" column)
+    answers = questions_of(load_course(root)["assignments"]["unit1"]["notebooks"])
+    with gradebook.connect(root) as gb:
+        for student, when in SUBMITTED.items():
+            gb.update_or_create_student(student)
+            gb.add_submission("unit1", student, timestamp=when)
+            for grade_id, score in SCORES.items():
+                gb.find_grade(grade_id, "01_layernorm_forward", "unit1", student
+                              ).auto_score = score
+            for q in answers if student != "carol" else []:
+                gb.find_grade(q.grade_id, q.notebook, "unit1", student).manual_score = (
+                    1.5 if q.grade_id == "q1_1_why_eps" else 0.0)
+        gb.db.commit()
+    gradebook.record(root, {("unit1", s): ("graded", "0") for s in SUBMITTED})
+    record = {"carol": {"entry": "shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb",
+                        "entries": ["shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb"],
+                        "lms": "canvas", "key": "50003", "name": "shawcarol", "time": None,
+                        "time_from": None, "late_marker": True}}
+    (root / "downloaded" / "unit1").mkdir(parents=True)
+    (root / "downloaded" / "unit1" / "collected.json").write_text(json.dumps(record))
+    return root, len(answers)
+
+
+def run_export(root, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        export(root, root / "grades.csv", ["unit1"], *args)
+    return out.getvalue()
+
+
+def test_grades_csv_and_the_late_log_say_what_the_policy_did(course):
+    """Issue 40's case: an extension, a per-hour penalty (with its grace period and its
+    floor) and a _LATE marker without a time, with raw and final scores and reasons."""
+    root, answers = course
+    run_export(root)
+    rows = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open())}
+    waiting = f"graded; {answers} written answer{'s' * (answers > 1)} to grade by hand"
+    columns = ("submitted", "submitted_at", "late", "status", "score", "penalty", "final",
+               "penalty_reason")
+    assert {s: tuple(r[c] for c in columns) for s, r in rows.items()} == {
+        "ada": ("yes", "2026-10-06 20:00:00", "22 h 1 min late", "graded", "7.0", "0.0", "7.0",
+                REASONS["ada"]),  # (late: against c.Grading.due, as before; not her own)
+        "bob": ("yes", "2026-10-06 00:29:30", "2 h 31 min late", "graded", "7.0", "1.65",
+                "5.35", REASONS["bob"]),
+        "carol": ("yes", "", "late by Canvas's _LATE marker; no time", waiting, "5.5", "0.0",
+                  "5.5", REASONS["carol"]),
+        "dave": ("no", "", "", "missing", "0", "", "", ""),
+        "erin": ("yes", "2026-10-05 22:10:00", "11 min late", "graded", "7.0", "0.0", "7.0",
+                 REASONS["erin"]),
+        "frank": ("yes", "2026-10-05 20:00:00", "", "graded", "7.0", "0.0", "7.0", "on time"),
+        "gus": ("yes", "2026-10-06 06:59:00", "9 h late", "graded", "7.0", "2.75", "4.25",
+                REASONS["gus"])}
+    header = next(csv.reader((root / "grades.csv").open()))
+    assert header[:11] == ["assignment", "student_id", "submitted", "submitted_at", "late",
+                           "status", "score", "max_score", "penalty", "final",
+                           "penalty_reason"]
+    log = list(csv.reader((root / "logs" / "late.csv").open()))
+    due = "2026-10-05 23:59 CEST"
+    assert log == [
+        ["assignment", "student_id", "due", "extension", "submitted", "late_by", "rule", "raw",
+         "penalty", "final", "reason"],
+        ["unit1", "ada", due, "2026-10-07 23:59 CEST", "2026-10-06 22:00 CEST", "", "on time",
+         "7.0", "0.0", "7.0", REASONS["ada"]],
+        ["unit1", "bob", due, "", "2026-10-06 02:29 CEST", "2 h 31 min late", "per hour", "7.0",
+         "1.65", "5.35", REASONS["bob"]],
+        ["unit1", "carol", due, "", "", "unknown", "late marker", "5.5", "0.0", "5.5",
+         REASONS["carol"]],
+        ["unit1", "dave", "", "", "", "", "not graded", "", "", "", ""],
+        ["unit1", "erin", due, "", "2026-10-06 00:10 CEST", "11 min late", "grace", "7.0", "0.0",
+         "7.0", REASONS["erin"]],
+        ["unit1", "frank", due, "", "2026-10-05 22:00 CEST", "", "on time", "7.0", "0.0", "7.0",
+         "on time"],
+        ["unit1", "gus", due, "", "2026-10-06 08:59 CEST", "9 h late", "per hour", "7.0", "2.75",
+         "4.25", REASONS["gus"]]]
+
+
+def filled(root, lms, template, name, encoding="utf-8", bom=b""):
+    """Write template (text) as the LMS's export, fill it in; (what grades-<lms>.csv holds,
+    as text, and what the export printed). The export's own bytes must be untouched."""
+    data = bom + template.encode(encoding)
+    (root / name).write_bytes(data)
+    printed = run_export(root, lms, root / name)
+    assert (root / name).read_bytes() == data
+    written = (root / f"grades-{lms}.csv").read_bytes()
+    assert written.startswith(bom)
+    return written[len(bom):].decode(encoding), printed
+
+
+def test_canvas(course):
+    """Canvas's gradebook export, as lib/gradebook_exporter.rb (instructure/canvas-lms)
+    writes it: "Student", "ID", "SIS User ID", "SIS Login ID", "Section", each assignment as
+    "<title> (<assignment id>)", the totals; the "    Points Possible" row; Ruby's CSV (quotes
+    only where needed, "\\n"), with the byte-order mark a user may ask for. Its importer
+    (app/models/gradebook_importer.rb) finds a student by ID, then SIS User ID, then SIS
+    Login ID, and makes a new assignment of any column it does not know: so the score
+    alone. The roster's lms_id is the Canvas user id; carol's also came from collect's
+    record; "Student, Test" (Canvas's student view) is no student of the course."""
+    root, answers = course
+    head = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),unit2 (4522),"
+            "Current Score,Unposted Current Score,Final Score,Unposted Final Score\n"
+            "    Points Possible,,,,,19.00,20.00,(read only),(read only),(read only),"
+            "(read only)\n")
+    rows = [('"Lovelace, Ada",50001,S001,alovelace,Normalization,', ",,0.00,0.00,0.00,0.00"),
+            ('"Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00,,21.05,21.05,21.05,21.05"),
+            ('"Shaw, Carol",50003,S003,cshaw,Normalization,', ",,,,,"),
+            ('"Cutler, Dave",50004,S004,dcutler,Normalization,', ",,,,,"),
+            ('"Catto, Erin",50005,S005,ecatto,Normalization,', ",,,,,"),
+            ('"Hopper, Gus",50007,S007,ghopper,Normalization,', ",,,,,"),
+            ('"Student, Test",99999,,aaa-test,Normalization,', ",,,,,")]
+    template = head + "".join(a + b + "\n" for a, b in rows)
+    students = ["ada", "bob", "carol", "dave", "erin", "gus", None]
+    expected = head + "".join(
+        a + (FINAL[s] + "," + b.split(",", 1)[1] if s in FINAL else b) + "\n"
+        for (a, b), s in zip(rows, students))
+    text, printed = filled(root, "canvas", template, "canvas-export.csv",
+                           bom=b"\xef\xbb\xbf")
+    assert text == expected
+    lines = printed.splitlines()
+    assert f"canvas: {root / 'grades-canvas.csv'} from {root / 'canvas-export.csv'} " \
+           "(unit1 -> 'unit1 (4521)'): 5 scores filled in" in lines
+    assert "  rows of no student of the course (or of two), left as they were: 1: line 9 " \
+           "(ID '99999', SIS Login ID 'aaa-test')" in lines
+    assert "  students of the course with no row in the template (add them in the LMS, or " \
+           "their ids to the roster): 1: frank" in lines
+    assert "  not filled, or partly: 2: unit1 carol (filled, but " \
+           f"{answers} written answer{'s' * (answers > 1)} wait{'s' * (answers == 1)} for a " \
+           "grader); unit1 dave (missing)" in lines
+    assert "  late, time unknown (Canvas's _LATE marker; grades.csv says what was applied): " \
+           "1: unit1 carol" in lines
+
+
+def test_moodle(course):
+    """Moodle's "Plain text file" grade export (grade/export/txt/grade_export_txt.php,
+    grade/export/lib.php's format_column_name: "<Module>: <item> (Real)", and "(Feedback)"
+    with "Export feedback"; the profile fields First name, Last name, ID number,
+    Institution, Department, Email address; "Last downloaded from this course"), written
+    by lib/csvlib.class.php's csv_export_writer with PHP's fputcsv (a field with a space is
+    quoted; "\\n"). Moodle's CSV import (grade/import/csv) maps a column to a grade item or
+    to "Feedback for <item>": the reason goes into the feedback column. Students are
+    matched by email (in any case) or ID number (the roster's sis_id)."""
+    root, answers = course
+    head = ('"First name","Last name","ID number",Institution,Department,"Email address",'
+            '"Assignment: unit1 (Real)","Assignment: unit1 (Feedback)",'
+            '"Assignment: unit2 (Real)","Last downloaded from this course"\n')
+    people = [("ada", "Ada,Lovelace,S001,,,ADA@example.edu,"),
+              ("bob", "Bob,Babbage,S002,,,bob@example.edu,"),
+              ("carol", "Carol,Shaw,S003,,,carol@example.edu,"),
+              ("dave", "Dave,Cutler,S004,,,dave@example.edu,"),
+              ("erin", "Erin,Catto,S005,,,erin@example.edu,"),
+              ("gus", "Gus,Hopper,,,,gus@example.edu,")]
+    before = {"bob": '4.00,"Good start"'}
+    template = head + "".join(f"{p}{before.get(s, '-,')},-,1791000000\n" for s, p in people)
+    feedback = {
+        "ada": f"{REASONS['ada']}; score 7",
+        "bob": f'"{REASONS["bob"]}; score 7 - 1.65 = 5.35"',
+        "carol": f'"{REASONS["carol"]}; score 5.5"',
+        "erin": f'"{REASONS["erin"]}; score 7"',
+        "gus": f'"{REASONS["gus"]}; score 7 - 2.75 = 4.25"'}
+    expected = head + "".join(
+        f"{p}{FINAL[s]},{feedback[s]},-,1791000000\n" if s in FINAL
+        else f"{p}{before.get(s, '-,')},-,1791000000\n" for s, p in people)
+    text, printed = filled(root, "moodle", template, "moodle-export.csv")
+    assert text == expected
+    assert "(unit1 -> 'Assignment: unit1 (Real)' (and its feedback)): 5 scores filled in" \
+        in printed
+    assert "their ids to the roster): 1: frank\n" in printed
+
+
+def test_blackboard(course):
+    """Blackboard Learn's Grade Center "Work Offline > Download" as a tab-delimited ".xls"
+    (UTF-16 with its byte-order mark, every text quoted: nbeaver/offline-grades-upload's
+    01.tsv; Blackboard's "Uploading or Downloading Grade Center Items for Working
+    Offline": the username identifies the student, "|<column id>" the column, a column
+    without one becomes a new column: so the score alone), "\\r\\n". Built from
+    documentation, not yet checked against a real download."""
+    root, _ = course
+    head = ('"Last Name"\t"First Name"\t"Username"\t"Student ID"\t"Last Access"\t"Availability"'
+            '\t"Total [Total Pts: up to 39 Score] |1001"\t"unit1 [Total Pts: 19 Score] |1002"'
+            '\t"unit2 [Total Pts: 20 Score] |1003"\r\n')
+    people = [("ada", '"Lovelace"\t"Ada"\t"alovelace"\t"S001"'),
+              ("bob", '"Babbage"\t"Bob"\t"bbabbage"\t"S002"'),
+              ("erin", '"Catto"\t"Erin"\t"ecatto"\t""'),
+              ("gus", '"Hopper"\t"Gus"\t"ghopper"\t"S007"'),
+              ("nobody", '"Else"\t"Some"\t"selse"\t"S099"')]
+    tail = '\t"2026-10-06 22:05:00"\t"Available"\t"0"\t'
+    template = head + "".join(f'{p}{tail}""\t""\r\n' for _, p in people)
+    expected = head + "".join(
+        f'{p}{tail}"{FINAL[s]}"\t""\r\n' if s in FINAL else f'{p}{tail}""\t""\r\n'
+        for s, p in people)
+    text, printed = filled(root, "blackboard", template, "blackboard-export.xls",
+                           encoding="utf-16-le", bom=b"\xff\xfe")
+    assert text == expected
+    assert "(unit1 -> 'unit1 [Total Pts: 19 Score] |1002'): 4 scores filled in" in printed
+    assert "left as they were: 1: line 6 (Username 'selse', Student ID 'S099')" in printed
+    assert "their ids to the roster): 3: carol; dave; frank\n" in printed
+
+
+def test_brightspace(course):
+    """Brightspace's grades export (D2L's "Importing grades": OrgDefinedId and/or Username
+    identify the user, "<item> Points Grade" a numeric item; the export's "<Numeric
+    MaxPoints:N ...>" and "End-of-Line Indicator" columns, and the "#" Brightspace puts
+    before each row's first ids and as its last field: edubag's and christopherphan/
+    brightspace-scripts' readers), "\\r\\n". A column the import does not know creates a
+    grade item: so the score alone. Built from documentation, not yet checked against a
+    real export."""
+    root, _ = course
+    head = ("OrgDefinedId,Username,Last Name,First Name,Email,unit1 Points Grade <Numeric "
+            "MaxPoints:19 Weight:50 Category:Units CategoryWeight:100>,unit2 Points Grade "
+            "<Numeric MaxPoints:20>,End-of-Line Indicator\r\n")
+    people = [("ada", "#S001,#alovelace,Lovelace,Ada,ada@example.edu,"),
+              ("bob", "#S002,#bbabbage,Babbage,Bob,bob@example.edu,"),
+              ("carol", "#,#cshaw,Shaw,Carol,carol@example.edu,"),  # (by username alone)
+              ("gus", "#S007,#ghopper,Hopper,Gus,gus@example.edu,")]
+    template = head + "".join(f"{p},,#\r\n" for _, p in people)
+    expected = head + "".join(f"{p}{FINAL[s]},,#\r\n" for s, p in people)
+    text, printed = filled(root, "brightspace", template, "brightspace-export.csv")
+    assert text == expected
+    assert "4 scores filled in" in printed
+    assert "their ids to the roster): 3: dave; erin; frank\n" in printed
+
+
+CANVAS = "Student,ID,SIS User ID,SIS Login ID,Section,{}\n\"Babbage, Bob\",50002,S002,bbabbage,A,{}\n"
+
+
+@pytest.mark.parametrize("columns,values,config,message,written", [
+    ("unit2 (4522)", "1", "", r"canvas-bad.csv: unit1: no columns titled 'unit1'. Its item "
+     r"columns: 'unit2 \(4522\)'. Name each assignment's column in c.Grading.lms_columns",
+     None),
+    ("unit1 (4521),unit1 (4599)", "1,2", "", r"unit1: 2 columns titled 'unit1' \('unit1 "
+     r"\(4521\)', 'unit1 \(4599\)'\)", None),
+    ("unit1 (4521),unit1 (4599)", "1,2", "c.Grading.lms_columns = {'unit1': 'unit1 (4599)'}",
+     None, "1,5.35"),  # (the whole header names one of two)
+    ("Unit 1: LayerNorm forward (4521)", "1", "c.Grading.lms_columns = {'unit1': 'Unit 1: "
+     "LayerNorm forward'}", None, "5.35"),
+])
+def test_which_column_is_the_assignment(course, columns, values, config, message, written):
+    root, _ = course
+    local = root / "nbgrader_config_local.py"
+    local.write_text(CONFIG + config + "\n")
+    try:
+        template = CANVAS.format(columns, values)
+        if message:
+            (root / "canvas-bad.csv").write_text(template)
+            with pytest.raises(SystemExit, match=message):
+                run_export(root, "canvas", root / "canvas-bad.csv")
+        else:
+            text, _ = filled(root, "canvas", template, "canvas-bad.csv")
+            assert text == CANVAS.format(columns, written)
+    finally:
+        local.write_text(CONFIG)
+
+
+@pytest.mark.parametrize("lms,template,message", [
+    ("canvas", "grades-canvas.csv", "is where grades-canvas.csv goes"),
+    ("moodle", "nowhere.csv", "TEMPLATE=.*nowhere.csv: no such file"),
+    (None, "canvas-export.csv", "needs LMS= \\(canvas|moodle|blackboard|brightspace\\)"),
+    ("brightspace", "canvas-export.csv", "not an export of Brightspace's gradebook: its first "
+     "line has none of the id columns OrgDefinedId, Username, Email"),
+])
+def test_a_template_that_cannot_be_filled_is_refused_before_anything_is_written(
+        course, lms, template, message):
+    root, _ = course
+    (root / "canvas-export.csv").write_text(CANVAS.format("unit1 (4521)", "1"))
+    (root / "grades.csv").unlink(missing_ok=True)
+    with pytest.raises(SystemExit, match=message):
+        run_export(root, lms, root / template)
+    assert not (root / "grades.csv").exists()
+
+
+def test_an_lms_without_a_template_writes_grades_csv_and_says_so(course):
+    root, _ = course
+    printed = run_export(root, "moodle", None)
+    assert "grades: no grades-moodle.csv without TEMPLATE= (the export of Moodle's gradebook " \
+           "that it fills in: docs/instructors.md, section 6)" in printed
+    assert (root / "grades.csv").is_file()
+
+
+def test_the_instructor_command_passes_lms_and_template_through(course):
+    """`make grades LMS=canvas TEMPLATE=...` runs `python -m tools.instructor export ROOT
+    --lms canvas --template ...` (the Makefile's grades target)."""
+    root, _ = course
+    template = CANVAS.format("unit1 (4521)", "1")
+    (root / "canvas-cli.csv").write_text(template)
+    (root / "grades-canvas.csv").unlink(missing_ok=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["export", str(root), "unit1", "--lms", "canvas", "--template",
+                     str(root / "canvas-cli.csv")]) == 0
+    assert (root / "grades-canvas.csv").read_text() == CANVAS.format("unit1 (4521)", "5.35")
