@@ -728,11 +728,12 @@ def test_the_readmes_new_exercise_takes_a_number_and_a_file_the_registry_does_no
     unit (so it reads as an addition), held by no exercise, and its file, grade_id and
     notebook agree with the registry's conventions and are free."""
     from tools.exercises import SOLUTIONS, by_number, exercises, notebooks, unit
+    from tools.markers import EXERCISE
 
     readme = (REPO / "README.md").read_text()
     start = readme.index("**Adding an exercise**")
     example = readme[start:readme.index("\n- ", start)]
-    numbers = set(re.findall(r"Exercise (\d+\.\d+)", example)) | set(
+    numbers = set(EXERCISE.findall(example)) | set(
         re.findall(r'"(\d+\.\d+)"', example))
     [number] = numbers
     assert number not in by_number()
@@ -744,7 +745,8 @@ def test_the_readmes_new_exercise_takes_a_number_and_a_file_the_registry_does_no
     [file] = set(re.findall(r"a new `(normlib/\w+\.py)`", example))
     assert not (SOLUTIONS / file).exists() and not (REPO / file).exists()
     assert file not in {e.file for e in exercises()}
-    grade_id = f"ex{number.replace('.', '_')}_{name}"
+    marker = dataclasses.replace(exercises()[0], number=number).marker  # (the registry's rule)
+    grade_id = f"{marker}_{name}"
     assert f"`{grade_id}`" in example and grade_id not in {e.grade_id for e in exercises()}
     [notebook] = re.findall(r"`solutions/(\w+)\.ipynb`", example)
     assert notebook in [n.stem for n in notebooks() if unit(n.stem) == unit_of]
