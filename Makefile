@@ -159,7 +159,7 @@ feedback: $(INSTALLED)
 TEMPLATE ?=
 grades: $(INSTALLED)
 	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) \
-		$(if $(TEMPLATE),--template $(TEMPLATE)) $(ARGS)
+		$(if $(TEMPLATE),--template $(call quoted,$(TEMPLATE))) $(ARGS)
 
 # A written answer's points by hand (or a check's, over the judge's), as formgrader saves
 # them, and COMMENT if given (tools/handgrade.py): A, STUDENT and QUESTION name one each,

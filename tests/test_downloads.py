@@ -382,10 +382,20 @@ def test_blackboard_attempts_loose_files_and_receipts(tmp_path):
 # "... - <file>"), and an index.html (gitchrisqueen/cpcc_task_automation's test of
 # "BrightSpace's actual format": "39786-640693 - Aiden Rodriguez - Oct 10, 2025 1022 AM/").
 
+def brightspace_entry(ids, name, when, file=None):
+    """A submission's folder, "<n>-<n> - <First Last> - <Mon D, YYYY HMM AM>", or with file
+    a loose file's name in it (older downloads)."""
+    stem = f"{ids} - {name} - {when:%b} {when.day}, {when.year} " \
+           f"{when.hour % 12 or 12}{when:%M} {'AP'[when.hour >= 12]}M"
+    return f"{stem} - {file}" if file else stem
+
+
 def test_brightspace_folders_and_loose_files(tmp_path):
     root, archive = course(tmp_path, 'c.Grading.lms_timezone = "America/Chicago"\n')
-    ada = "39786-640693 - Ada Lovelace - Oct 5, 2026 914 PM"
-    alan = "39787-640694 - Alan Turing - Oct 6, 2026 1005 AM"
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 5, 21, 14))
+    alan = brightspace_entry("39787-640694", "Alan Turing", datetime.datetime(2026, 10, 6, 10, 5))
+    assert (ada, alan) == ("39786-640693 - Ada Lovelace - Oct 5, 2026 914 PM",
+                           "39787-640694 - Alan Turing - Oct 6, 2026 1005 AM")
     download(archive, {f"{ada}/{NOTEBOOK}": NB, f"{ada}/layer_norm.py": PY,
                        f"{alan} - {NOTEBOOK}": NB, f"{alan} - layer_norm.py": PY,
                        "index.html": "<html>the download's index</html>"})

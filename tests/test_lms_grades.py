@@ -68,6 +68,32 @@ REASONS = {
 FINAL = {"ada": "7", "bob": "5.35", "carol": "5.5", "erin": "7", "gus": "4.25"}
 
 
+def grade(root, submitted, waiting=()):
+    """unit1 as autograde leaves it, through nbgrader's API (no grading): the course's due
+    dates (as autograde writes them: nbgrader's "late" column), and each submission of
+    submitted ({student: its time, naive UTC, or None}) with every autograded score
+    SCORES's (5.5 in all), every written answer graded (1.5 in all) but those of the
+    students waiting, and its status "graded" (with the digest of the student's collected
+    folder, where collect wrote one). Returns how many written answers unit1 has."""
+    due_dates(root, read(root))
+    answers = questions_of(load_course(root)["assignments"]["unit1"]["notebooks"])
+    with gradebook.connect(root) as gb:
+        for student, when in submitted.items():
+            gb.update_or_create_student(student)
+            gb.add_submission("unit1", student, timestamp=when)
+            for grade_id, score in SCORES.items():
+                gb.find_grade(grade_id, "01_layernorm_forward", "unit1", student
+                              ).auto_score = score
+            for q in answers if student not in waiting else []:
+                gb.find_grade(q.grade_id, q.notebook, "unit1", student).manual_score = (
+                    1.5 if q.grade_id == "q1_1_why_eps" else 0.0)
+        gb.db.commit()
+    folders = {s: root / "submitted" / s / "unit1" for s in submitted}
+    gradebook.record(root, {("unit1", s): ("graded", gradebook.digest(f) if f.is_dir() else "0")
+                            for s, f in folders.items()})
+    return len(answers)
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """unit1 released and graded for six of the seven students of the roster: every
@@ -78,27 +104,14 @@ def course(tmp_path_factory):
     (root / "roster.csv").write_text(ROSTER)
     with contextlib.redirect_stdout(io.StringIO()):
         release(root, ["unit1"])
-    due_dates(root, read(root))  # (as autograde writes them: nbgrader's "late" column)
-    answers = questions_of(load_course(root)["assignments"]["unit1"]["notebooks"])
-    with gradebook.connect(root) as gb:
-        for student, when in SUBMITTED.items():
-            gb.update_or_create_student(student)
-            gb.add_submission("unit1", student, timestamp=when)
-            for grade_id, score in SCORES.items():
-                gb.find_grade(grade_id, "01_layernorm_forward", "unit1", student
-                              ).auto_score = score
-            for q in answers if student != "carol" else []:
-                gb.find_grade(q.grade_id, q.notebook, "unit1", student).manual_score = (
-                    1.5 if q.grade_id == "q1_1_why_eps" else 0.0)
-        gb.db.commit()
-    gradebook.record(root, {("unit1", s): ("graded", "0") for s in SUBMITTED})
+    answers = grade(root, SUBMITTED, waiting=["carol"])
     record = {"carol": {"entry": "shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb",
                         "entries": ["shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb"],
                         "lms": "canvas", "key": "50003", "name": "shawcarol", "time": None,
                         "time_from": None, "late_marker": True}}
     (root / "downloaded" / "unit1").mkdir(parents=True)
     (root / "downloaded" / "unit1" / "collected.json").write_text(json.dumps(record))
-    return root, len(answers)
+    return root, answers
 
 
 def run_export(root, *args):
@@ -166,6 +179,18 @@ def filled(root, lms, template, name, encoding="utf-8", bom=b""):
     return written[len(bom):].decode(encoding), printed
 
 
+CANVAS_HEAD = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),unit2 (4522),"
+               "Current Score,Unposted Current Score,Final Score,Unposted Final Score\n"
+               "    Points Possible,,,,,19.00,20.00,(read only),(read only),(read only),"
+               "(read only)\n")
+
+
+def canvas_export(rows):
+    """Canvas's gradebook export (test_canvas says whose format) of rows [(the student's
+    cells up to unit1's, unit1's cell, the cells after it)], each as written."""
+    return CANVAS_HEAD + "".join(f"{person}{score},{rest}\n" for person, score, rest in rows)
+
+
 def test_canvas(course):
     """Canvas's gradebook export, as lib/gradebook_exporter.rb (instructure/canvas-lms)
     writes it: "Student", "ID", "SIS User ID", "SIS Login ID", "Section", each assignment as
@@ -176,22 +201,18 @@ def test_canvas(course):
     alone. The roster's lms_id is the Canvas user id; carol's also came from collect's
     record; "Student, Test" (Canvas's student view) is no student of the course."""
     root, answers = course
-    head = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),unit2 (4522),"
-            "Current Score,Unposted Current Score,Final Score,Unposted Final Score\n"
-            "    Points Possible,,,,,19.00,20.00,(read only),(read only),(read only),"
-            "(read only)\n")
-    rows = [('"Lovelace, Ada",50001,S001,alovelace,Normalization,', ",,0.00,0.00,0.00,0.00"),
-            ('"Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00,,21.05,21.05,21.05,21.05"),
-            ('"Shaw, Carol",50003,S003,cshaw,Normalization,', ",,,,,"),
-            ('"Cutler, Dave",50004,S004,dcutler,Normalization,', ",,,,,"),
-            ('"Catto, Erin",50005,S005,ecatto,Normalization,', ",,,,,"),
-            ('"Hopper, Gus",50007,S007,ghopper,Normalization,', ",,,,,"),
-            ('"Student, Test",99999,,aaa-test,Normalization,', ",,,,,")]
-    template = head + "".join(a + b + "\n" for a, b in rows)
+    rows = [('"Lovelace, Ada",50001,S001,alovelace,Normalization,', "", ",0.00,0.00,0.00,0.00"),
+            ('"Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00",
+             ",21.05,21.05,21.05,21.05"),
+            ('"Shaw, Carol",50003,S003,cshaw,Normalization,', "", ",,,,"),
+            ('"Cutler, Dave",50004,S004,dcutler,Normalization,', "", ",,,,"),
+            ('"Catto, Erin",50005,S005,ecatto,Normalization,', "", ",,,,"),
+            ('"Hopper, Gus",50007,S007,ghopper,Normalization,', "", ",,,,"),
+            ('"Student, Test",99999,,aaa-test,Normalization,', "", ",,,,")]
+    template = canvas_export(rows)
     students = ["ada", "bob", "carol", "dave", "erin", "gus", None]
-    expected = head + "".join(
-        a + (FINAL[s] + "," + b.split(",", 1)[1] if s in FINAL else b) + "\n"
-        for (a, b), s in zip(rows, students))
+    expected = canvas_export([(a, FINAL.get(s, score), rest)
+                              for (a, score, rest), s in zip(rows, students)])
     text, printed = filled(root, "canvas", template, "canvas-export.csv",
                            bom=b"\xef\xbb\xbf")
     assert text == expected
@@ -209,6 +230,18 @@ def test_canvas(course):
            "1: unit1 carol" in lines
 
 
+MOODLE_HEAD = ('"First name","Last name","ID number",Institution,Department,"Email address",'
+               '"Assignment: unit1 (Real)","Assignment: unit1 (Feedback)",'
+               '"Assignment: unit2 (Real)","Last downloaded from this course"\n')
+
+
+def moodle_export(rows):
+    """Moodle's grade export (test_moodle says whose format) of rows [(the student's
+    profile cells, unit1's grade, unit1's feedback)], each as written."""
+    return MOODLE_HEAD + "".join(f"{person}{grade},{feedback},-,1791000000\n"
+                                 for person, grade, feedback in rows)
+
+
 def test_moodle(course):
     """Moodle's "Plain text file" grade export (grade/export/txt/grade_export_txt.php,
     grade/export/lib.php's format_column_name: "<Module>: <item> (Real)", and "(Feedback)"
@@ -219,31 +252,41 @@ def test_moodle(course):
     to "Feedback for <item>": the reason goes into the feedback column. Students are
     matched by email (in any case) or ID number (the roster's sis_id)."""
     root, answers = course
-    head = ('"First name","Last name","ID number",Institution,Department,"Email address",'
-            '"Assignment: unit1 (Real)","Assignment: unit1 (Feedback)",'
-            '"Assignment: unit2 (Real)","Last downloaded from this course"\n')
     people = [("ada", "Ada,Lovelace,S001,,,ADA@example.edu,"),
               ("bob", "Bob,Babbage,S002,,,bob@example.edu,"),
               ("carol", "Carol,Shaw,S003,,,carol@example.edu,"),
               ("dave", "Dave,Cutler,S004,,,dave@example.edu,"),
               ("erin", "Erin,Catto,S005,,,erin@example.edu,"),
               ("gus", "Gus,Hopper,,,,gus@example.edu,")]
-    before = {"bob": '4.00,"Good start"'}
-    template = head + "".join(f"{p}{before.get(s, '-,')},-,1791000000\n" for s, p in people)
+    before = {"bob": ("4.00", '"Good start"')}
+    template = moodle_export([(p, *before.get(s, ("-", ""))) for s, p in people])
     feedback = {
         "ada": f"{REASONS['ada']}; score 7",
         "bob": f'"{REASONS["bob"]}; score 7 - 1.65 = 5.35"',
         "carol": f'"{REASONS["carol"]}; score 5.5"',
         "erin": f'"{REASONS["erin"]}; score 7"',
         "gus": f'"{REASONS["gus"]}; score 7 - 2.75 = 4.25"'}
-    expected = head + "".join(
-        f"{p}{FINAL[s]},{feedback[s]},-,1791000000\n" if s in FINAL
-        else f"{p}{before.get(s, '-,')},-,1791000000\n" for s, p in people)
+    expected = moodle_export([(p, FINAL[s], feedback[s]) if s in FINAL
+                              else (p, *before.get(s, ("-", ""))) for s, p in people])
     text, printed = filled(root, "moodle", template, "moodle-export.csv")
     assert text == expected
     assert "(unit1 -> 'Assignment: unit1 (Real)' (and its feedback)): 5 scores filled in" \
         in printed
     assert "their ids to the roster): 1: frank\n" in printed
+
+
+BLACKBOARD_HEAD = (
+    '"Last Name"\t"First Name"\t"Username"\t"Student ID"\t"Last Access"\t"Availability"'
+    '\t"Total [Total Pts: up to 39 Score] |1001"\t"unit1 [Total Pts: 19 Score] |1002"'
+    '\t"unit2 [Total Pts: 20 Score] |1003"\r\n')
+
+
+def blackboard_export(rows):
+    """Blackboard's Grade Center download (test_blackboard says whose format), as text
+    (before its UTF-16 encoding), of rows [(the student's cells up to the Student ID's,
+    unit1's cell)], each as written."""
+    tail = '\t"2026-10-06 22:05:00"\t"Available"\t"0"\t'
+    return BLACKBOARD_HEAD + "".join(f'{person}{tail}{score}\t""\r\n' for person, score in rows)
 
 
 def test_blackboard(course):
@@ -254,25 +297,32 @@ def test_blackboard(course):
     without one becomes a new column: so the score alone), "\\r\\n". Built from
     documentation, not yet checked against a real download."""
     root, _ = course
-    head = ('"Last Name"\t"First Name"\t"Username"\t"Student ID"\t"Last Access"\t"Availability"'
-            '\t"Total [Total Pts: up to 39 Score] |1001"\t"unit1 [Total Pts: 19 Score] |1002"'
-            '\t"unit2 [Total Pts: 20 Score] |1003"\r\n')
     people = [("ada", '"Lovelace"\t"Ada"\t"alovelace"\t"S001"'),
               ("bob", '"Babbage"\t"Bob"\t"bbabbage"\t"S002"'),
               ("erin", '"Catto"\t"Erin"\t"ecatto"\t""'),
               ("gus", '"Hopper"\t"Gus"\t"ghopper"\t"S007"'),
               ("nobody", '"Else"\t"Some"\t"selse"\t"S099"')]
-    tail = '\t"2026-10-06 22:05:00"\t"Available"\t"0"\t'
-    template = head + "".join(f'{p}{tail}""\t""\r\n' for _, p in people)
-    expected = head + "".join(
-        f'{p}{tail}"{FINAL[s]}"\t""\r\n' if s in FINAL else f'{p}{tail}""\t""\r\n'
-        for s, p in people)
+    template = blackboard_export([(p, '""') for _, p in people])
+    expected = blackboard_export([(p, f'"{FINAL[s]}"' if s in FINAL else '""')
+                                  for s, p in people])
     text, printed = filled(root, "blackboard", template, "blackboard-export.xls",
                            encoding="utf-16-le", bom=b"\xff\xfe")
     assert text == expected
     assert "(unit1 -> 'unit1 [Total Pts: 19 Score] |1002'): 4 scores filled in" in printed
     assert "left as they were: 1: line 6 (Username 'selse', Student ID 'S099')" in printed
     assert "their ids to the roster): 3: carol; dave; frank\n" in printed
+
+
+BRIGHTSPACE_HEAD = (
+    "OrgDefinedId,Username,Last Name,First Name,Email,unit1 Points Grade <Numeric "
+    "MaxPoints:19 Weight:50 Category:Units CategoryWeight:100>,unit2 Points Grade "
+    "<Numeric MaxPoints:20>,End-of-Line Indicator\r\n")
+
+
+def brightspace_export(rows):
+    """Brightspace's grades export (test_brightspace says whose format) of rows [(the
+    student's cells up to unit1's, unit1's cell)], each as written."""
+    return BRIGHTSPACE_HEAD + "".join(f"{person}{score},,#\r\n" for person, score in rows)
 
 
 def test_brightspace(course):
@@ -284,15 +334,12 @@ def test_brightspace(course):
     grade item: so the score alone. Built from documentation, not yet checked against a
     real export."""
     root, _ = course
-    head = ("OrgDefinedId,Username,Last Name,First Name,Email,unit1 Points Grade <Numeric "
-            "MaxPoints:19 Weight:50 Category:Units CategoryWeight:100>,unit2 Points Grade "
-            "<Numeric MaxPoints:20>,End-of-Line Indicator\r\n")
     people = [("ada", "#S001,#alovelace,Lovelace,Ada,ada@example.edu,"),
               ("bob", "#S002,#bbabbage,Babbage,Bob,bob@example.edu,"),
               ("carol", "#,#cshaw,Shaw,Carol,carol@example.edu,"),  # (by username alone)
               ("gus", "#S007,#ghopper,Hopper,Gus,gus@example.edu,")]
-    template = head + "".join(f"{p},,#\r\n" for _, p in people)
-    expected = head + "".join(f"{p}{FINAL[s]},,#\r\n" for s, p in people)
+    template = brightspace_export([(p, "") for _, p in people])
+    expected = brightspace_export([(p, FINAL[s]) for s, p in people])
     text, printed = filled(root, "brightspace", template, "brightspace-export.csv")
     assert text == expected
     assert "4 scores filled in" in printed
