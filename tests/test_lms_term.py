@@ -49,6 +49,7 @@ from tests.test_downloads import (
     zipped,
 )
 from tests.test_lms_grades import (
+    POINTS,
     blackboard_export,
     brightspace_export,
     canvas_export,
@@ -175,7 +176,7 @@ def moodle():
         reasons={"s1001": "on time", "s1002": late}, finals={"s1001": "7", "s1002": "5.9"},
         export=lambda cells: moodle_export([(person[s], *cells[s]) for s in person]),
         blank=("-", ""), ids={"s1001": 11, "s1002": 13},
-        feedback={"s1001": "on time; score 7", "s1002": f"{late}; score 7 - 1.1 = 5.9"})
+        feedback={"s1002": f"Late policy: {late}; score 7 - 1.1 = 5.9"})  # (on time: none)
 
 
 def blackboard():
@@ -236,9 +237,9 @@ def brightspace():
 # each LMS's export's columns of unit1: its score's (and Moodle's, its feedback's)
 SCORE = {"canvas": ["unit1 (4521)"],
          "moodle": ["Assignment: unit1 (Real)", "Assignment: unit1 (Feedback)"],
-         "blackboard": ["unit1 [Total Pts: 19 Score] |1002"],
-         "brightspace": ["unit1 Points Grade <Numeric MaxPoints:19 Weight:50 Category:Units "
-                         "CategoryWeight:100>"]}
+         "blackboard": [f"unit1 [Total Pts: {POINTS} Score] |1002"],
+         "brightspace": [f"unit1 Points Grade <Numeric MaxPoints:{POINTS} Weight:50 "
+                         "Category:Units CategoryWeight:100>"]}
 SAMPLES = {"canvas": canvas, "moodle": moodle, "blackboard": blackboard,
            "brightspace": brightspace}
 
@@ -307,6 +308,12 @@ def check_grades(root, lms, sample):
         "s1003": ("", "0", "", "")}
     assert "2 scores filled in" in out, out
     assert "  not filled, or partly: 1: unit1 s1003 (missing)" in out.splitlines()
+    penalized = [f"unit1 {s}" for s in COLLECTED if sample.finals[s] != "7"]  # (one: s1002)
+    assert f"  late policy: 1 of the 2 scores filled in is after a penalty " \
+           f"({'; '.join(penalized)}); the raw score, penalty and reason of each: " \
+           f"{root / 'grades.csv'}, {root / 'logs' / 'late.csv'}" + (
+               " (the reason also in the item's feedback)" if lms == "moodle" else "") \
+        in out.splitlines(), out
     written = (root / f"grades-{lms}.csv").read_bytes()
     before, after = cells(template, sample), cells(written, sample)
     assert [len(r) for r in after] == [len(r) for r in before]
@@ -314,10 +321,11 @@ def check_grades(root, lms, sample):
                for i, (was, now) in enumerate(zip(before, after))
                for j, (old, new) in enumerate(zip(was, now)) if old != new}
     assert changed == {(s, column): value for s in COLLECTED for column, value in zip(
-        SCORE[lms], (sample.finals[s], sample.feedback.get(s)))}
+        SCORE[lms], (sample.finals[s], sample.feedback.get(s))) if value is not None}
     quote = '"' * (lms == "blackboard")  # (Blackboard's export quotes every text)
     filled = {s: (f"{quote}{sample.finals[s]}{quote}", *(
-        [sample.feedback[s]] if sample.feedback else [])) for s in COLLECTED}
+        [sample.feedback[s]] if s in sample.feedback else sample.blank[1:]))
+        for s in COLLECTED}
     assert written == sample.bom + sample.export(blank | filled).encode(sample.encoding)
 
 

@@ -31,7 +31,11 @@ The layouts read (docs/instructors.md, step 3, has them as tables):
   student uploaded a file of that name before.
 - Blackboard Learn: a loose file per uploaded file of each attempt,
   "<Assignment>_<username>_attempt_<time>_<name>", and a receipt per attempt,
-  "..._attempt_<time>.txt" (read as such, and left in archive/).
+  "..._attempt_<time>.txt" (read as such, and left in archive/; one of an attempt no file
+  of the download is of, a text-only attempt or one whose files were left out, is listed
+  with its username, its student or why none, and what was collected of them). Either
+  name may hold "_": read at each "_" the download's titles leave open
+  (tools.lms.titles), the roster decides.
 - Brightspace: a loose file per uploaded file, "<n>-<n> - <Name> - <date> - <name>", or a
   folder per submission, "<n>-<n> - <Name> - <date>/".
 - plain, an instructor's own: "<student id>[_<assignment>...].zip", or a folder.
@@ -146,6 +150,18 @@ class Found:
                 "late_marker": self.name.late, "superseded": self.superseded}
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A Blackboard receipt of an attempt the download holds no file of (a text-only
+    attempt, or one whose files were left out of the download): its usernames (its
+    readings'), its student or why none, and its time (or None)."""
+    entry: str
+    usernames: tuple
+    student: str | None
+    why: str | None
+    when: datetime.datetime | None
+
+
 class Collected(NamedTuple):
     """What collect_archive did (or, dry, would do) to an assignment's archive/."""
     outcome: dict  # {student: "new" | "replaced" | "unchanged"}
@@ -154,6 +170,7 @@ class Collected(NamedTuple):
     times: object  # the Times beside the download, or None
     receipts: list  # Blackboard's receipts read
     entries: int  # entries of archive/ read (receipts aside)
+    alone: list  # [Receipt] of those whose attempt has no file in the download
 
 
 def _utc(text):
@@ -208,11 +225,12 @@ def _unknown(entry):
     return why
 
 
-def _piece(entry, assignment, settings, rows, times, where):
-    """The Piece of an entry of archive/ (where: the assignment's Places), or a Rejected."""
+def _piece(entry, assignment, settings, rows, times, where, titles=None):
+    """The Piece of an entry of archive/ (where: the assignment's Places; titles: the
+    Blackboard titles its names allow, tools.lms.titles), or a Rejected."""
     folder = entry.is_dir() and not entry.is_symlink()
     readings = lms.names(entry.name, folder, settings.lms_timezone, settings.lms_formats,
-                         patterns=settings.lms_patterns)
+                         patterns=settings.lms_patterns, titles=titles)
     zipped = folder or entry.name.lower().endswith(".zip") or entry.is_symlink()
     if not zipped and not any(n.rest for n in readings):
         return Rejected(entry.name, _unknown(entry.name))
@@ -389,13 +407,15 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
     except lms.TimeError as error:
         raise SystemExit(f"collect {assignment}: {error}") from None
     where = places(root, assignment)
+    listed = sorted(archive.iterdir())
+    titles = lms.titles([e.name for e in listed], settings.lms_patterns)
     pieces, rejected, receipts = [], [], []
-    for entry in sorted(archive.iterdir()):
+    for entry in listed:
         if lms.is_receipt(entry.name, settings.lms_patterns) and entry.is_file() and \
                 not entry.is_symlink():
             receipts.append(entry.name)
             continue
-        item = _piece(entry, assignment, settings, rows, times, where)
+        item = _piece(entry, assignment, settings, rows, times, where, titles)
         (rejected if isinstance(item, Rejected) else pieces).append(item)
     entries = len(pieces) + len(rejected)
     clashes = _collisions(pieces, root, assignment)
@@ -436,7 +456,26 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
     if not dry_run:
         _move(archive, download / "rejected", rejected)
         _write_record(download, assignment, recorded)
-    return Collected(outcome, rejected, kept, times, receipts, entries)
+    alone = _alone(receipts, [e.name for e in listed], assignment, settings, rows, titles)
+    return Collected(outcome, rejected, kept, times, receipts, entries, alone)
+
+
+def _alone(receipts, listed, assignment, settings, rows, titles):
+    """[Receipt] of the Blackboard receipts (names) of an attempt that no other entry of
+    the download (listed: their names) is a file of."""
+    attempts = {lms.attempt(e, settings.lms_patterns) for e in set(listed) - set(receipts)}
+    found = []
+    for entry in receipts:
+        if lms.attempt(entry, settings.lms_patterns) in attempts:
+            continue
+        readings = [n for n in lms.names(entry, False, settings.lms_timezone,
+                                         settings.lms_formats, patterns=settings.lms_patterns,
+                                         titles=titles) if n.lms == "blackboard"]
+        who = roster.student_of(readings, assignment, rows)
+        found.append(Receipt(entry, tuple(n.key for n in readings), None, who, readings[0].when)
+                     if isinstance(who, str) else Receipt(entry, (who[1].key,), who[0], None,
+                                                          who[1].when))
+    return found
 
 
 def _move(archive, rejected_folder, rejected):
@@ -501,7 +540,7 @@ def late_by(when, late_marker, due):
 def report(name, collected, due, dry_run=False):
     """Print what became of each entry of an assignment's archive/ (dry_run: what would,
     student by student)."""
-    outcome, rejected, kept, times, receipts, entries = collected
+    outcome, rejected, kept, times, receipts, entries, alone = collected
     would = "would be " if dry_run else ""
     count = {state: sorted(s for s, v in outcome.items() if v == state)
              for state in ("new", "replaced", "unchanged")}
@@ -537,9 +576,30 @@ def report(name, collected, due, dry_run=False):
     if receipts:
         print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
               "(the times are their names')")
+    for receipt in alone:
+        print(f"  RECEIPT WITHOUT FILES {receipt.entry}: no file of this attempt is in the "
+              "download (a text-only attempt, or one whose files were left out of the "
+              f"download); {_receipt_words(receipt, kept)}")
     for item in rejected:
         print(f"  REJECTED {item.entry}: {item.reason}; {'would move' if dry_run else 'moved'} "
               f"to downloaded/{name}/rejected/")
+
+
+def _receipt_words(receipt, kept):
+    """Whose a Receipt is, and what was collected of its student (see report)."""
+    users = " or ".join(receipt.usernames)
+    if receipt.student is None:
+        return f"Blackboard username {users}, no student: {receipt.why}"
+    who, found = f"Blackboard username {users}, student {receipt.student}", \
+        kept.get(receipt.student)
+    if found is None:
+        return f"{who}: nothing collected for {receipt.student} (grade the attempt in " \
+               "Blackboard, or download its files and collect again)"
+    dated = found.when is not None and receipt.when is not None
+    if dated and receipt.when > found.when:
+        return f"{who}: collected from an earlier attempt ({found.entry}), and this one is " \
+               "later: check it in Blackboard"
+    return f"{who}: collected from {'a later' if dated else 'another'} attempt ({found.entry})"
 
 
 def _when(found):

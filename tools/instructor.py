@@ -55,7 +55,7 @@ def main(argv=None):
             sub.add_argument("--lms", choices=lms_grades.LMSS, help="also fill in that LMS's "
                              "gradebook export (--template) as ROOT/grades-<lms>.csv")
             sub.add_argument("--template", help="the LMS's gradebook export (never written; "
-                             "tools/lms_grades.py)")
+                             "a relative path is read from ROOT; tools/lms_grades.py)")
         if step in ("release", "collect", "feedback"):
             sub.add_argument("--exchange", action="store_true", help="use the nbgrader exchange")
         if step == "collect":

@@ -113,6 +113,17 @@ def policy(grading, tz):
                   extensions, tz)
 
 
+def unused_extensions(policy, assignments, students):
+    """[(assignment, student, "assignment" or "student": what names no one)] of the
+    extensions that would apply to no one: an assignment that is not the course's
+    (assignments: course.json's), or a student who is not one of students (the roster's and
+    the gradebook's). Such an extension is ignored, and its student penalized as if they
+    had none: tools/grades.py stops, or warns."""
+    return [(assignment, student, "assignment" if assignment not in assignments else "student")
+            for assignment, by_student in policy.extensions.items() for student in by_student
+            if assignment not in assignments or student not in students]
+
+
 def number(value):
     """A score as the LMSs read it: at most two decimals, no trailing zeros ('7.6', '10')."""
     text = f"{round(value, 2):.2f}".rstrip("0").rstrip(".")

@@ -5,6 +5,8 @@ file inside the student's zip (a timestamp.txt), nor a zip entry's or file's dat
 and an extracted folder has the extraction's date).
 
     names(entry_name, folder) -> [Name]          the ways the LMS could have written it
+    titles(entry_names) -> {title} or None       the Blackboard titles a download allows
+    attempt(entry_name) -> the Blackboard attempt it is of (a receipt's, a file's), or None
     read_times(folder, timezone, formats) -> Times or None   a worksheet or export beside
     patterns(overrides) -> {lms: compiled pattern}   Blackboard's and Brightspace's names
 
@@ -28,7 +30,10 @@ downloads are tools/collect.py's):
   make_unique_filename).
 - Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]" (read
   at its first "_attempt_<time>"), and a receipt "<...>_attempt_<time>.txt", read as a
-  receipt (the time is the name's). Built from documentation and third-party parsers, not
+  receipt (the time is the name's). A username may hold "_", and so may a title: a
+  reading per "_" of "<Assignment>_<username>" (the pattern's "assignment" and "key"),
+  less those whose title is not one every Blackboard name of the download may begin with
+  (titles()); the roster decides. Built from documentation and third-party parsers, not
   yet checked against a real download.
 - Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
   the same without " - <name>" (a folder of the submission's files). Likewise.
@@ -160,11 +165,13 @@ def patterns(overrides):
     return found
 
 
-def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS):
+def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, titles=None):
     """Every Name the LMSs could have written as entry (a file's or folder's name: every
     LMS's reading of it, each from the part that LMS writes; tools.roster.student_of
     refuses a name whose readings are two students), or a plain name if none. A reading
-    whose date cannot be read, or lies in the future (after now), carries why (problem)."""
+    whose date cannot be read, or lies in the future (after now), carries why (problem).
+    titles: the Blackboard titles the download allows (titles()): a Blackboard reading of
+    another title is none."""
     stem = entry[:-4] if entry.lower().endswith(".zip") and not folder else entry
     found = []
     moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
@@ -174,8 +181,10 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS):
             "not an uploaded file: nothing of it is collected")))
     board = patterns["blackboard"].fullmatch(entry)
     if board:
-        found.append(_dated(Name("blackboard", board["key"], rest=_rest(board)), local_time,
-                            board["time"], formats["blackboard"], tz, now))
+        readings = [key for title, key in _splits(board) if not titles or title in titles]
+        for key in readings or [key for _, key in _splits(board)]:
+            found.append(_dated(Name("blackboard", key, rest=_rest(board)), local_time,
+                                board["time"], formats["blackboard"], tz, now))
     bright = patterns["brightspace"].fullmatch(entry)
     if bright:
         found.append(_dated(Name("brightspace", bright["key"], bright["name"],
@@ -187,6 +196,39 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS):
             found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
                               order=int(ids["order"]), rest=entry[ids.end():] or None))
     return found or [Name("plain", stem)]
+
+
+def _splits(match):
+    """[(assignment title, username)] of a Blackboard name's match, the pattern's own
+    reading first: Blackboard writes "<title>_<username>", and either may hold "_", so
+    each "_" of the title the pattern read may begin the username instead. A pattern
+    without a group "assignment", or whose "assignment" and "key" are not joined by one
+    "_", reads one way."""
+    title, key = match.groupdict().get("assignment"), match["key"]
+    if title is None or match.string[match.end("assignment"):match.start("key")] != "_":
+        return [(title, key)]
+    cuts = [i for i in range(1, len(title) - 1) if title[i] == "_"]
+    return [(title, key)] + [(title[:i], f"{title[i + 1:]}_{key}") for i in reversed(cuts)]
+
+
+def titles(entries, patterns=PATTERNS):
+    """The assignment titles that every Blackboard name of entries (a download's names)
+    may begin with, or None if none is Blackboard's: Blackboard writes one assignment's
+    title before every name of its download, so a reading of another title is wrong."""
+    common = None
+    for entry in entries:
+        board = patterns["blackboard"].fullmatch(entry)
+        if board:
+            found = {title for title, _ in _splits(board)}
+            common = found if common is None else common & found
+    return common
+
+
+def attempt(entry, patterns=PATTERNS):
+    """The Blackboard attempt an entry is of (its name up to the attempt's time), or None:
+    a receipt and the files of its attempt share it."""
+    board = patterns["blackboard"].fullmatch(entry)
+    return entry[:board.end("time")] if board else None
 
 
 def _rest(match):

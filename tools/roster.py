@@ -29,6 +29,8 @@ How each LMS's name maps to a student (docs/security.md lists what each trusts):
 - Canvas: the user id, with a roster (its lms_id column; else the name), without one the
   name ("lastfirst").
 - Blackboard: the username (the roster's lms_id, else its student_id; without one, the id).
+  "<Assignment>_<username>" reads one way per "_" the download leaves open
+  (tools.lms.titles): two readings that are two students are refused, saying how to tell.
 - A name that reads two ways (two LMSs' formats, or Canvas's name that may hold "_") is
   refused where the readings are two students; a reading whose date cannot be trusted
   (tools.lms.Name.problem) refuses the entry.
@@ -50,6 +52,10 @@ from tools import lms
 from tools.bounds import BOUNDS
 
 NEEDED = {"lms_id", "student_id", "name"}
+TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', and the "
+            "download's other names do not say where the title ends: a roster "
+            "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
+            "title written out, says which")
 OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
 # ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
 # the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
@@ -217,7 +223,8 @@ def student_of(names, assignment, roster=None, times=None):
     if len(found) == 1:
         return next(iter(found.items()))
     if len(found) > 1:
-        return f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
+        why = f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
+        return why + (TWO_WAYS if {n.lms for n in found.values()} == {"blackboard"} else "")
     return reasons[0]
 
 

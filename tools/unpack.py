@@ -28,11 +28,14 @@ The refused:
 The files kept: the notebooks and normlib/*.py of the shallowest folder that holds a
 notebook or normlib/ (however deep the zip holds it), and beside its notebooks a module
 of the assignment's normlib/ (layer_norm.py) that normlib/ does not hold, as
-normlib/<module>; junk (__MACOSX, checkpoints) left out. Nothing else of the entry is
-kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
+normlib/<module>; junk (__MACOSX, checkpoints) left out. A module at the top joins
+them only where that folder is the top (or where nothing else is kept); beside notebooks
+or normlib/ in a folder, the entry is refused, naming both places. Nothing else of the
+entry is kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
 tools/lms.py), nor a file nested in normlib/'s subfolders. A folder holding one zip is
 that zip's files with the kept files beside it (Moodle's folder of a student who uploaded
-a zip and loose files); one place given twice there is refused.
+a zip and loose files); one place given twice there is refused, and so is a folder
+holding more than one zip (which holds the submission is not for collect to guess).
 """
 
 import os
@@ -73,8 +76,11 @@ def files(entry, bounds=BOUNDS, places=Places()):
         if isinstance(found, str):
             return found
         beside = {n: (lambda p=entry / n: p.read_bytes()) for n in found}
-        zips = [n for n in found if n.lower().endswith(".zip") and "/" not in n]
-        if len(zips) == 1:  # Moodle's folder of the student's zip (and maybe files beside)
+        zips = sorted(n for n in found if n.lower().endswith(".zip") and "/" not in n)
+        if len(zips) > 1:
+            return f"{len(zips)} zips in the folder ({', '.join(zips)}): which holds the " \
+                   "submission? (unzip them into the folder, or keep one, then collect again)"
+        if zips:  # Moodle's folder of the student's zip (and maybe files beside)
             return _with_zip(entry / zips[0], beside, bounds, places)
         return _kept(beside, bounds, places)
     if not entry.is_file():
@@ -85,14 +91,16 @@ def files(entry, bounds=BOUNDS, places=Places()):
 def _with_zip(path, beside, bounds, places):
     """The files of a folder's one zip and the kept files beside it (either may have
     none), or why refused."""
-    if not kept_names(beside, places):
+    kept = kept_names(beside, places)
+    if isinstance(kept, str):
+        return kept
+    if not kept:
         return _zip(path, bounds, places)
     inner = _zip(path, bounds, places)
     if inner == NOTHING:  # (a zip of data beside the notebook)
         return _kept(beside, bounds, places)
     if isinstance(inner, str):
         return f"{path.name}: {inner}"
-    kept = kept_names(beside, places)
     twice = sorted(set(kept) & set(inner))
     if twice:
         return f"{twice[0]} both in {path.name} and beside it: which is the submission's?"
@@ -247,7 +255,9 @@ def _listings(infos, bounds):
 
 def kept_names(names, places=Places()):
     """{path in the submission: path in the entry} of the files kept of an entry's file
-    names: see the module's docstring."""
+    names (see the module's docstring), or why the entry is refused: a module of the
+    assignment's normlib/ at the top while the notebooks or normlib/ are in a folder (which
+    is the submission's is not for collect to guess)."""
     names = [n for n in names if not JUNK & set(PurePosixPath(n).parts)]
     roots = set()
     for name in names:
@@ -256,11 +266,15 @@ def kept_names(names, places=Places()):
             roots.add(parts[:-1])
         if "normlib" in parts[:-1]:
             roots.add(parts[:parts.index("normlib")])
-        if len(parts) == 1 and name in places.modules:  # (a loose module at the top)
-            roots.add(())
-    if not roots:
+    stray = sorted(n for n in names if "/" not in n and n in places.modules)
+    top = min(roots, key=len) if roots else ()
+    if stray and top:
+        where, them = "/".join(top), "them" if len(stray) > 1 else "it"
+        return f"{', '.join(stray)} at the top, and the notebooks or normlib/ in {where}/: " \
+               f"which is the submission's? (put {them} in {where}/normlib/, or leave " \
+               f"{them} out)"
+    if not roots and not stray:
         return {}
-    top = min(roots, key=len)
     found = {}
     for name in names:
         parts = PurePosixPath(name).parts
@@ -279,6 +293,8 @@ def _kept(readers, bounds, places=Places()):
     """{path in the submission: bytes} of the kept files ({name: reader} of the entry's),
     or why the entry is refused."""
     kept = kept_names(readers, places)
+    if isinstance(kept, str):
+        return kept
     if not kept:
         return NOTHING
     if len(kept) > bounds.kept:
