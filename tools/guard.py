@@ -30,6 +30,7 @@ import sys
 import tempfile
 
 MiB = 1 << 20
+GRADER = "/opt/grader"  # where a sandbox mounts the course's tools/ (tools.sandbox.command)
 TASKS = 256  # threads and processes in a sandbox (a kernel has about 10, a worker 1 to 3)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _PATH_EVENTS = {  # audit events whose arguments name paths the call changes

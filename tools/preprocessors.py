@@ -40,7 +40,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import Bool, Unicode
 
 from tools import sandbox
-from tools.guard import cpu_seconds
+from tools.guard import GRADER, cpu_seconds
 from tools.markers import fold_hidden
 from tools.settings import Grading
 
@@ -129,7 +129,7 @@ class GradingExecute(Execute):
         if self.sandboxed:
             self.kernel_manager_class = BoxedKernelManager
         workdir = resources["metadata"]["path"]
-        script, source = (f"/opt/grader/tools/{GUARD.name}", sandbox.SOURCE) \
+        script, source = (f"{GRADER}/tools/{GUARD.name}", sandbox.SOURCE) \
             if self.sandboxed else (str(GUARD), None)
         # (jupyter_client fills in {connection_file}: the kernel may not write beside it)
         line = (f"__import__('runpy').run_path({script!r})['install']"

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from tools import cgroup
 from tools.exercises import REPO
+from tools.guard import GRADER
 
 INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install " \
     "bubblewrap), or grade with --no-sandbox on a machine you do not mind student code reaching"
@@ -238,7 +239,7 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
         connection = os.path.join(sockets, CONNECTION)
         args += ["--size", str(SOCKETS_MB << 20), "--tmpfs", str(sockets),
                  "--ro-bind", connection, connection]
-    args += ["--ro-bind", str(REPO / "tools"), "/opt/grader/tools"]
+    args += ["--ro-bind", str(REPO / "tools"), f"{GRADER}/tools"]
     if measuring:  # nowhere to keep memory out of the process's sight: no writable file
         args += ["--ro-bind", str(folder), str(inside), "--remount-ro", "/tmp",
                  "--remount-ro", "/dev/shm"]
@@ -247,7 +248,7 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
     # the sandbox's root (bubblewrap's own file system, unbounded) read-only: only the
     # file systems above are written
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(inside), "--clearenv"]
-    for name, value in {**env, "PYTHONPATH": "/opt/grader", "HOME": "/tmp",
+    for name, value in {**env, "PYTHONPATH": GRADER, "HOME": "/tmp",
                         "MPLCONFIGDIR": "/tmp", "PATH": "/usr/bin:/bin"}.items():
         args += ["--setenv", name, str(value)]
     program = seccomp_filter(measuring=measuring)

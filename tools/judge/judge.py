@@ -173,7 +173,7 @@ def stage(args, folder):
                     and a.size:  # (an empty one crosses as it is: nothing to map)
                 offset = -(-f.tell() // mmap.PAGESIZE) * mmap.PAGESIZE
                 f.seek(offset)
-                f.write(np.ascontiguousarray(a).tobytes())
+                f.write(np.ascontiguousarray(a))  # (its buffer: no copy)
                 staged.append({"$staged": offset, "shape": list(a.shape), "dtype": a.dtype.str})
             else:
                 staged.append(a)

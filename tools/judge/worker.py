@@ -44,7 +44,7 @@ def main():
     limits = Limits.from_json(argv[0])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
     source = argv[1] if len(argv) > 1 else None
-    boxed = os.environ.get("PYTHONPATH") == "/opt/grader"  # (tools.sandbox.command's)
+    boxed = os.environ.get("PYTHONPATH") == guard.GRADER  # (tools.sandbox.command's)
     guard.install(os.getcwd(), limits.protected, limits.memory_mb, limits.file_mb,
                   source, tasks=boxed)
     if measure:
