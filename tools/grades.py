@@ -134,50 +134,49 @@ def maximum(notebooks):
         q.points for q in questions_of(notebooks))
 
 
-def table(root, names, settings, students):
-    """(grades.csv's header, [Row]) of these assignments, for these students."""
+def table(root, gb, names, settings, students, plan, records, maxima):
+    """(grades.csv's header, [Row]) of these assignments, for these students, from the
+    gradebook gb, the course's plan (course.json's assignments), what collect read of each
+    submission ({assignment: tools.collect.read_record's}) and each assignment's maximum."""
     from nbgrader.api import MissingEntry
 
-    plan = load_course(root)["assignments"]
     checks = {name: of_notebooks(plan[name]["notebooks"]) for name in names}
     written = {name: questions_of(plan[name]["notebooks"]) for name in names}
     columns = [e.grade_id for name in names for e in checks[name]]
     answers = [q.grade_id for name in names for q in written[name]]
     statuses = gradebook.graded(root)
     rows = []
-    with gradebook.connect(root) as gb:
-        for name in names:
-            records = read_record(root, name)
-            most = maximum(plan[name]["notebooks"])
-            for student in students:
-                try:
-                    submission = gb.find_submission(name, student)
-                except MissingEntry:
-                    submission = None
-                points, overridden, waiting = _points(
-                    gb, name, student, checks[name] if submission else [],
-                    written[name] if submission else [])
-                known = statuses.get((name, student))
-                newer = _newer(root, name, student, submission, known)
-                status = _status(root, name, student, submission, known, waiting, newer)
-                when = submission.timestamp if submission else None
-                record = records.get(student) or {}
-                decision = late.decide(
-                    settings.late, name, student, settings.due.get(name),
-                    when and when.replace(tzinfo=datetime.timezone.utc),
-                    bool(record.get("late_marker")),
-                    sum(points.get(e.grade_id) or 0 for e in checks[name]),
-                    sum(points.get(q.grade_id) or 0 for q in written[name])
-                ) if submission else None
-                rows.append(Row(name, student, status, [
-                    name, student, "yes" if submission else "no",
-                    f"{when:%Y-%m-%d %H:%M:%S}" if when else "",
-                    late_column(decision, record, settings.late.zone), status,
-                    sum(points.values()), most,
-                    *((decision.penalty, decision.final, decision.reason) if decision
-                      else ("", "", "")),
-                    *(points.get(c, "") for c in columns + answers),
-                    " ".join(overridden)], decision, waiting, newer))
+    for name in names:
+        most = maxima[name]
+        for student in students:
+            try:
+                submission = gb.find_submission(name, student)
+            except MissingEntry:
+                submission = None
+            points, overridden, waiting = _points(
+                gb, name, student, checks[name] if submission else [],
+                written[name] if submission else [])
+            known = statuses.get((name, student))
+            newer = _newer(root, name, student, submission, known)
+            status = _status(root, name, student, submission, known, waiting, newer)
+            when = submission.timestamp if submission else None
+            record = records[name].get(student) or {}
+            decision = late.decide(
+                settings.late, name, student, settings.due.get(name),
+                when and when.replace(tzinfo=datetime.timezone.utc),
+                bool(record.get("late_marker")),
+                sum(points.get(e.grade_id) or 0 for e in checks[name]),
+                sum(points.get(q.grade_id) or 0 for q in written[name])
+            ) if submission else None
+            rows.append(Row(name, student, status, [
+                name, student, "yes" if submission else "no",
+                f"{when:%Y-%m-%d %H:%M:%S}" if when else "",
+                late_column(decision, record, settings.late.zone), status,
+                sum(points.values()), most,
+                *((decision.penalty, decision.final, decision.reason) if decision
+                  else ("", "", "")),
+                *(points.get(c, "") for c in columns + answers),
+                " ".join(overridden)], decision, waiting, newer))
     header = ["assignment", "student_id", "submitted", "submitted_at", "late", "status",
               "score", "max_score", "penalty", "final", "penalty_reason", *columns, *answers,
               "overridden"]
@@ -262,17 +261,17 @@ def export(root, out, names=(), lms=None, template=None):
     names = [n for n in assignment_names(root, names) if n in released(root)]
     roster = read_roster(settings.roster) if settings.roster else []
     plan = load_course(root)["assignments"]
-    filling = lms_grades.prepare(root, lms, template, names, settings.lms_columns, {
-        n: maximum(plan[n]["notebooks"]) for n in names}) if lms or template else None
+    maxima = {n: maximum(plan[n]["notebooks"]) for n in names}
+    records = {n: read_record(root, n) for n in names}
+    filling = lms_grades.prepare(root, lms, template, names, settings.lms_columns,
+                                 maxima) if lms or template else None
     with gradebook.connect(root) as gb:
-        graded = {s.id for s in gb.students}
-    students = sorted(graded | {r["student_id"] for r in roster})
-    check_extensions(settings, list(plan), set(students))
-    kept = kept_log(root, names)
-    header, rows = table(root, names, settings, students)
+        students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
+        check_extensions(settings, list(plan), set(students))
+        kept = kept_log(root, names)
+        header, rows = table(root, gb, names, settings, students, plan, records, maxima)
     write_csv(Path(out), header, [row.cells for row in rows])
     print(f"grades: {out} ({', '.join(names) or 'no assignment released yet'})")
     write_log(root, names, rows, kept, settings.late.zone)
     if filling is not None:
-        lms_grades.fill(root, filling, rows, roster, {n: read_record(root, n) for n in names},
-                        Path(out))
+        lms_grades.fill(root, filling, rows, roster, records, Path(out))
