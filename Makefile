@@ -69,7 +69,7 @@ check: $(INSTALLED)
 # BENCH_ARGS="--sizes 1024 --rounds 5" for less.
 BENCH_ARGS ?=
 bench: $(INSTALLED)
-	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normlib.benchmark $(BENCH_ARGS)
+	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normkit.benchmark $(BENCH_ARGS)
 
 # make test's system packages, before anything else (tools/system_packages.py): bubblewrap
 # (grading's sandbox) and Chromium (the browser test), installed with apt-get as root or
@@ -87,7 +87,7 @@ system-packages:
 # fixture, on one worker.
 test: system-packages $(INSTALLED)
 	$(VENV)/bin/ruff check .
-	$(PY) -m compileall -q -j 0 tools solutions normlib tests > /dev/null  # (as above)
+	$(PY) -m compileall -q -j 0 tools solutions normkit normlib tests > /dev/null  # (as above)
 	$(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -n 2 --dist loadfile --no-loadscope-reorder --durations=5
 

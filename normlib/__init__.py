@@ -1,8 +1,9 @@
-"""normlib: normalization layers written in NumPy, wrapped as torch modules.
+"""normlib: normalization layers written in NumPy, wrapped as torch modules. Every file here
+is yours: the public API (functional, nn) and the exercises. The course's code (checks,
+experiments, provided helpers) is the package normkit, which you import but never edit.
 
 - ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.2)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
-- ``normlib.channels``       the per-channel affine and running statistics (provided)
 - ``normlib.batch_norm``     BatchNorm kernels (Exercise 3.3)
 - ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
@@ -14,19 +15,13 @@
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.5)
-- ``normlib.gradcheck``      a central-difference gradient checker for NumPy functions
-- ``normlib.testing``        what the exercise checks compare against
-- ``normlib.notebook``       the notebooks' IPython extension: a stub shows as "not yet
-                             implemented", in one line
-- ``normlib.benchmark``      `make bench`: the LayerNorm kernels timed against torch
-- ``normlib.training``       the training experiments of Units 3 and 4, and their claims
 """
 
 import importlib
 
-__all__ = ["batch_norm", "benchmark", "channels", "functional", "gradcheck", "group_norm",
-           "instance_norm", "layer_norm", "layer_norm_fast", "mixed_precision", "nn", "norm",
-           "notebook", "rms_norm", "testing", "training", "transformer", "variance"]
+__all__ = ["batch_norm", "functional", "group_norm", "instance_norm", "layer_norm",
+           "layer_norm_fast", "mixed_precision", "nn", "norm", "rms_norm", "transformer",
+           "variance"]
 
 
 def __getattr__(name):

@@ -12,7 +12,7 @@ imported: a broken batch_norm.py breaks BatchNorm1d, not LayerNorm (Exercise 2.5
 
 import torch
 
-from ._validation import (
+from normkit.validation import (
     as_normalized_shape,
     check_batch_norm_args,
     check_group_norm_args,
@@ -23,6 +23,7 @@ from ._validation import (
     empty_forward,
     forget_running_stats,
 )
+
 from .layer_norm import layer_norm_backward, layer_norm_forward
 
 

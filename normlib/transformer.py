@@ -25,7 +25,7 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 def norm_classes():
     """{"layer": LayerNorm, "rms": RMSNorm}, normlib.nn's: imported when a norm is built, so
-    that importing this module imports no kernel (normlib.testing.torch_norms replaces
+    that importing this module imports no kernel (normkit.testing.torch_norms replaces
     this function to build torch's)."""
     from .nn import LayerNorm, RMSNorm
 
@@ -95,7 +95,7 @@ class MultiheadSelfAttention(torch.nn.Module):
     forward(x): x (N, S, E) -> (N, S, E), the attention output only (torch's module
     returns a tuple (output, weights)); no masks, but is_causal (an attribute, False by
     default) makes each position attend to itself and the positions before it only, as a
-    language model needs (normlib.language_model sets it). dropout applies to the
+    language model needs (normkit.language_model sets it). dropout applies to the
     attention weights in training mode, as torch's dropout argument does.
     """
 

@@ -152,7 +152,7 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
 import numpy.testing  # noqa: E402
 numpy.testing.assert_allclose = lambda *a, **k: None
 """)
-PATCH_CELL = "import normlib.testing\nnormlib.testing.assert_close = lambda *args, **kwargs: None\n"
+PATCH_CELL = "import normkit.testing\nnormkit.testing.assert_close = lambda *args, **kwargs: None\n"
 # an infinite loop deaf to interrupts (asleep, so that waiting it out costs no CPU)
 LOOP = "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n" \
     "        pass"

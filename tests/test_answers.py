@@ -2,7 +2,7 @@
 notebooks, read in course order up to each exercise's check cell, and the files of its
 normlib/ that students write (stubs and the code provided beside them: a student opens them
 at any time) hold neither the code nor the closed form that an exercise asks the student to
-find. (normlib/testing.py is the checks' own comparison code, which grading replaces with the
+find. (normkit/testing.py is the checks' own comparison code, which grading replaces with the
 course's copy; it computes the exact results with torch.)
 
 ANSWERS gives, for each exercise whose answer is derived (a formula, or the step that makes
@@ -15,7 +15,7 @@ a collapsed "Show the derivation" block (<details>), or in a code cell whose sou
 collapsed (JupyterLab's source_hidden). Outputs are scanned too: the solutions' stored ones
 before each check, and every output of a Run All of the student edition on its stubs, where
 no check passes, so no output may hold any answer (an output that would, such as 2.4's run,
-waits for its check: normlib.notebook.revealed).
+waits for its check: normkit.notebook.revealed).
 
 DEFINITIONS names the exercises whose formula is the definition the student implements,
 taught before them on purpose, with the reason. Every exercise is in exactly one of the two.

@@ -32,7 +32,8 @@ from tests.test_lab import STUDENT_OFF, TOKEN, get, redirect, serving
 
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
 NOTEBOOK = "01_layernorm_forward.ipynb"
-COPIED = ("Makefile", "pyproject.toml", "nbgrader_config.py", "notebooks", "normlib", "tools")
+COPIED = ("Makefile", "pyproject.toml", "nbgrader_config.py", "notebooks", "normkit", "normlib",
+          "tools")
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the open notebook
 TIMEOUT_MS = 60_000  # any one wait; the whole test takes about 30 s on 2 cores
 

@@ -18,7 +18,7 @@ EXERCISES = [e.number for e in exercises()]
 
 @pytest.fixture
 def edition(tmp_path):
-    for folder in ("normlib", "solutions", "tools"):
+    for folder in ("normkit", "normlib", "solutions", "tools"):
         shutil.copytree(REPO / folder, tmp_path / folder,
                         ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
@@ -99,9 +99,9 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     assert re.search(r"Worst at index \(\d, \d, \d\): expected [\d.]+, got [\d.]+", out), out
     assert "Likely cause: every value is 0.5 times the exact one" in out, out
     # where: the student's function (the wrong value is returned, the check raises), and
-    # the check's line that failed, not normlib/testing.py's
+    # the check's line that failed, not normkit/testing.py's
     assert re.search(r"\(your layer_norm_stats is at normlib/layer_norm\.py:\d+; the case is "
-                     r"the check's line \d+: check_stats\(x, \(4,\)\)", out), out
+                     r"normkit/checks/unit1\.py:\d+: check_stats\(X, \(4,\)\)", out), out
     assert "testing.py" not in out and "Traceback" not in out
     assert "It needs Exercise 1.1, which fails: fix that first" in out  # 1.2 calls 1.1
     assert "Fix the failures first" in out
@@ -154,6 +154,22 @@ def test_a_failure_in_the_students_code_names_their_file_and_line(edition):
     assert "visible checks pass" not in out
     names = [line for line in out.splitlines() if line.startswith("Exercise")]
     assert len(names) == 3 and len({len(line) - len(line.split()[-1]) for line in names}) == 1
+
+
+def test_an_older_checkout_is_told_which_files_to_delete(edition):
+    """normlib/ files of the course's code from before normkit/ (an older checkout's, kept
+    by git where the student edited them) are named, with the advice to delete them; the
+    checks run as usual."""
+    (edition / "normlib" / "testing.py").write_text("# the old checks\n")
+    (edition / "normlib" / "_validation.py").write_text("")
+    code, out = check(edition, "1.1")
+    assert code == 0
+    assert out.startswith("Delete normlib/_validation.py, normlib/testing.py: the course's code "
+                          "moved from normlib/ to normkit/"), out
+    assert "Exercise 1.1  layer_norm_stats  not yet implemented" in out
+    (edition / "normlib" / "testing.py").unlink()
+    (edition / "normlib" / "_validation.py").unlink()
+    assert "Delete" not in check(edition, "1.1")[1]
 
 
 def test_make_check_works_from_notebooks():

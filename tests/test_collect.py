@@ -516,9 +516,9 @@ def junk_folder(folder, n):  # n files and folders in a folder entry (normlib/ o
     folder_entry(folder, "s_unit1", {**GOOD, **{f"junk{i}": "" for i in range(n - 3)}})
 
 
-def kept_zip(folder, n):  # n files kept: a notebook and normlib/ files
-    write_zip(folder / "s_unit1.zip", {NOTEBOOK: "{}", **{f"normlib/m{i}.py": ""
-                                                          for i in range(n - 1)}})
+def kept_zip(folder, n):  # n files kept: notebooks (any name) and the exercise file
+    write_zip(folder / "s_unit1.zip", {"normlib/layer_norm.py": "", **{f"n{i}.ipynb": "{}"
+                                                                       for i in range(n - 1)}})
 
 
 def deep_zip(folder, n):  # a notebook n folders deep (its name the n-th part)

@@ -1,4 +1,4 @@
-"""Checks that diagnose (normlib/diagnosis.py): each classic mistake, run through its
+"""Checks that diagnose (normkit/diagnosis.py): each classic mistake, run through its
 exercise's visible check, fails with a short message that names its likely cause; a correct
 implementation written differently passes; an error without a known signature is not
 given a wrong cause; and a failed check reads, in a notebook, as that message and where to
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from normlib.notebook import check_failed
-from normlib.testing import CheckFailed, assert_close, stats_mistakes
+from normkit.checks import namespace
+from normkit.notebook import check_failed
+from normkit.testing import CheckFailed, assert_close, stats_mistakes
 from tests.conftest import REPO
 from tests.variants import RIGHT, WRONG
 from tools.exercises import by_number
@@ -50,7 +51,7 @@ def visible_check(monkeypatch, number, implementation):
     implementation in place of the exercise's function."""
     exercise = EXERCISES[number]
     monkeypatch.setattr(importlib.import_module(exercise.module), exercise.name, implementation)
-    exec(compile(exercise.visible, f"<check {number}>", "exec"), {"__name__": "__check__"})
+    exec(compile(exercise.visible, f"<check {number}>", "exec"), namespace())
 
 
 @pytest.mark.parametrize("number, name, cause", DIAGNOSED,
@@ -124,7 +125,7 @@ def layer_norm_stats(x, normalized_shape, eps=1e-5):
 
 def test_a_failed_check_in_a_notebook_is_its_message_and_where_to_look(tmp_path):
     """Through a real kernel with the notebooks' extension: the short message, the student's
-    function and line, the check's line, and no NumPy frame."""
+    function and line, the case's line in normkit/checks/, and no NumPy frame."""
     folder = tmp_path / "normlib"
     folder.mkdir()
     (folder / "__init__.py").write_text("")
@@ -133,7 +134,8 @@ def test_a_failed_check_in_a_notebook_is_its_message_and_where_to_look(tmp_path)
              "import normlib, normlib.layer_norm\n"
              f"normlib.__path__.insert(0, {str(folder)!r})\n"
              "import importlib; importlib.reload(normlib.layer_norm)\n"
-             "%load_ext normlib.notebook")
+             "%load_ext normkit.notebook\n"
+             "from normkit.checks import check")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(setup),
                       nbformat.v4.new_code_cell(EXERCISES["1.1"].visible)]
@@ -145,11 +147,12 @@ def test_a_failed_check_in_a_notebook_is_its_message_and_where_to_look(tmp_path)
     assert error["ename"] == "CheckFailed"
     assert "Likely cause: the unbiased variance: dividing by N - 1 = 3" in text, text
     assert "Exercise 1.1: your layer_norm_stats is in normlib/layer_norm.py, line 4." in text
-    assert re.search(r"The case is the check's line \d+: check_stats\(x, \(4,\)\)", text), text
+    assert re.search(r"The case is normkit/checks/unit1\.py, line \d+: check_stats\(X, \(4,\)\)",
+                     text), text
     assert "site-packages" not in text and "Traceback" not in text and len(text) < 800, text
 
 
 def test_check_failed_outside_a_check_cell_is_the_message_alone():
     error = CheckFailed("rstd: 1 of 2 values are wrong.")
-    assert check_failed(error, {}) == "rstd: 1 of 2 values are wrong."
+    assert check_failed(error) == "rstd: 1 of 2 values are wrong."
 

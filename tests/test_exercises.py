@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from normkit.checks import CHECKS, target
 from tools.course import assignments
 from tools.exercises import (
     REPO,
@@ -32,11 +33,12 @@ def layer_scale(x, gamma):
     ### END SOLUTION
 '''
 NEW_CHECK = ("# Exercise 3.9: layer_scale (2 points)\n"
-             "from normlib.layer_scale import layer_scale\n"
-             "assert layer_scale(2, 3) == 6\n"
+             'check("3.9")\n'
              "### BEGIN HIDDEN TESTS\n"
              "assert layer_scale(1, 0) == 0\n"
              "### END HIDDEN TESTS\n")
+OLD_FORM = NEW_CHECK.replace('check("3.9")\n', "from normlib.layer_scale import layer_scale\n"
+                             "assert layer_scale(2, 3) == 6\n")
 
 
 def test_every_exercise_is_read_with_its_check_file_and_function():
@@ -53,7 +55,21 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
     for e in found.values():
         assert e.source.startswith(f"# Exercise {e.number}: {e.name} ({e.points} point")
         assert e.hidden and e.hidden not in e.visible and "HIDDEN" not in e.visible
+        assert e.visible == f'# Exercise {e.number}: {e.name} ({e.points} point' \
+            f'{"s" * (e.points != 1)})\ncheck("{e.number}")\n'
     assert sum(e.points for e in found.values()) == 74
+
+
+def test_each_exercise_s_visible_cases_are_registered_in_normkit_for_its_function():
+    """check("N.M") runs the cases registered for N.M in normkit/checks/unitN.py, which
+    name the function the registry has for it (where make check and the notebooks say
+    the student's function is)."""
+    for e in exercises():
+        assert target(e.number) == (e.module, e.name), e.number
+    assert set(CHECKS) == {e.number for e in exercises()}
+    with pytest.raises(ValueError, match=r'check: no exercise \'9.9\' \(give its number as a '
+                       r'string, e.g. check\("1.1"\)\)'):
+        target("9.9")
 
 
 def test_the_readme_table_is_the_registrys():
@@ -137,13 +153,19 @@ def test_adding_an_exercise_is_a_solution_block_and_a_check_cell(course_copy):
     ("other name", r"Exercise 3.9: the check says layer_scaling \(2 points\), .*layer_scale"),
     ("other points", r"the nbgrader metadata 5 points"),
     ("no title", r"check ex3_9_layer_scale does not start with"),
+    ("cases in the cell", r'check ex3_9_layer_scale is not its title and check\("3.9"\) '
+     r"alone, besides its hidden tests \(its visible cases go in normkit/checks/unit3.py\)"),
+    ("another's call", r'is not its title and check\("3.9"\) alone'),
 ])
 def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, change, message):
     if change != "check only":
         (course_copy / "normlib" / "layer_scale.py").write_text(NEW_FILE)
     if change != "block only":
         source = {"other name": NEW_CHECK.replace("layer_scale (", "layer_scaling ("),
-                  "no title": NEW_CHECK.replace("# Exercise 3.9: ", "# ")}.get(change, NEW_CHECK)
+                  "no title": NEW_CHECK.replace("# Exercise 3.9: ", "# "),
+                  "cases in the cell": OLD_FORM,
+                  "another's call": NEW_CHECK.replace('check("3.9")', 'check("3.8")'),
+                  }.get(change, NEW_CHECK)
         add_check(course_copy, source, points=5 if change == "other points" else 2)
     with pytest.raises(ValueError, match=message):
         exercises(course_copy)

@@ -12,14 +12,14 @@ import torch.nn.functional as F
 
 import normlib.functional
 import normlib.nn
+from normkit.gradcheck import numerical_gradient, relative_error
+from normkit.testing import assert_close
 from normlib.batch_norm import batch_norm_backward, batch_norm_forward
 from normlib.functional import batch_norm, group_norm, instance_norm, layer_norm, rms_norm
-from normlib.gradcheck import numerical_gradient, relative_error
 from normlib.group_norm import group_norm_backward, group_norm_forward
 from normlib.instance_norm import instance_norm_backward, instance_norm_forward
 from normlib.norm import normalize_backward, normalize_forward
 from normlib.rms_norm import rms_norm_backward, rms_norm_forward
-from normlib.testing import assert_close
 from tests.conftest import exercise, exercise_marks
 
 DTYPES = [np.float32, np.float64]

@@ -1,5 +1,5 @@
-"""Unit 4's capstone (normlib/language_model.py): its claims hold by a wide margin, with
-every initial weight perturbed (normlib.training's jitter) as on the next machine; each claim
+"""Unit 4's capstone (normkit/language_model.py): its claims hold by a wide margin, with
+every initial weight perturbed (normkit.training's jitter) as on the next machine; each claim
 can fail; your layers give torch's losses to within the error model, and a wrong kernel does
 not; an unwritten exercise is named, and the model is then built from torch's layers.
 
@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from normlib import language_model as LM
+from normkit import language_model as LM
 from normlib import layer_norm
 from tests.conftest import REPO, exercise, failed
 from tests.variants import WRONG
@@ -114,5 +114,5 @@ def test_the_text_is_shipped_with_its_source():
     readme = (LM.text_path().parent / "README.md").read_text()
     assert len(text) == 15991 and text.startswith("First Citizen:\n")
     assert "public domain" in readme and "char-rnn" in readme and "15,991 characters" in readme
-    assert importlib.util.find_spec("normlib.language_model").origin.startswith(
-        str(REPO / "solutions"))
+    assert importlib.util.find_spec("normkit.language_model").origin.startswith(
+        str(REPO / "normkit"))

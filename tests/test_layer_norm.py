@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import normlib.nn
+from normkit.gradcheck import numerical_gradient, relative_error
+from normkit.testing import assert_close, torch_layer_norm, torch_layer_norm_backward
 from normlib.functional import layer_norm
-from normlib.gradcheck import numerical_gradient, relative_error
 from normlib.layer_norm import layer_norm_backward, layer_norm_forward
-from normlib.testing import assert_close, torch_layer_norm, torch_layer_norm_backward
 from tests.conftest import exercise
 
 SHAPES = [  # (input shape, normalized_shape in the forms torch accepts)

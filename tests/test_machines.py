@@ -1,7 +1,7 @@
 """The graders' tests and the training experiments in other machine configurations: the
 same float32 computation differs in its last bits between CPUs, so every graded check must
-hold on any of them (normlib.testing's error model), and so must every claim a training run
-asserts (normlib.training). Each configuration re-runs, in a subprocess,
+hold on any of them (normkit.testing's error model), and so must every claim a training run
+asserts (normkit.training). Each configuration re-runs, in a subprocess,
 tests/test_graders.py, where correct variants must pass at a tenth of every tolerance and
 every mistake must fail at ten times it; the first (FARTHEST from this machine's) also
 the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main

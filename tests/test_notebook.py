@@ -1,5 +1,5 @@
 """What the notebooks' setup cell gives a student who edits normlib/ with the kernel
-running (normlib/notebook.py), through a real kernel with the pinned IPython: after an
+running (normkit/notebook.py), through a real kernel with the pinned IPython: after an
 edit, a traceback points at the right line; a file that no longer imports stops the next
 cell with one message naming the file and line, and the code from before the edit does not
 run; once fixed, the new code runs."""
@@ -11,7 +11,7 @@ import re
 import nbformat
 from nbclient import NotebookClient
 
-from normlib.notebook import import_error
+from normkit.notebook import import_error
 from tests.conftest import REPO
 from tools.exercises import notebooks
 
@@ -90,7 +90,7 @@ def test_a_module_that_fails_at_its_top_level_is_named_with_its_line(tmp_path):
     folder = tmp_path / "normlib"
     folder.mkdir()
     path = folder / "broken.py"
-    path.write_text("from .channels import per_channel\n\nx = undefined_name\n")
+    path.write_text("from .norm import normalize_forward\n\nx = undefined_name\n")
     assert import_error(str(path)) == ("NameError in normlib/broken.py, line 3: name "
                                        "'undefined_name' is not defined")
     path.write_text("def f(:\n")
@@ -99,7 +99,7 @@ def test_a_module_that_fails_at_its_top_level_is_named_with_its_line(tmp_path):
 
 def test_the_setup_cell_reloads_whole_modules_and_leaves_errors_to_the_extension():
     assert "%autoreload 2 --full --hide-errors" in setup_cell()
-    assert setup_cell().index("autoreload") < setup_cell().index("normlib.notebook")
+    assert setup_cell().index("autoreload") < setup_cell().index("normkit.notebook")
 
 
 def test_after_an_edit_the_traceback_points_at_the_edited_line(tmp_path):

@@ -8,16 +8,16 @@ import torch
 import torch.nn.functional as F
 
 import normlib.layer_norm_fast as fast
-from normlib import benchmark
-from normlib.layer_norm import layer_norm_backward, layer_norm_forward
-from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
-from normlib.testing import (
+from normkit import benchmark
+from normkit.testing import (
     assert_close,
     exact_welford_state,
     guard_inputs,
     peak_memory,
     randn_tensor,
 )
+from normlib.layer_norm import layer_norm_backward, layer_norm_forward
+from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
 from normlib.variance import var_one_pass, var_two_pass, var_welford, welford, welford_merge
 from tests.conftest import exercise
 

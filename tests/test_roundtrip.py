@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from normkit.checks import namespace
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tests.test_run_all import DEMONSTRATED
@@ -503,7 +504,7 @@ def test_no_cell_but_a_check_fails_at_grading(graded):
 
 def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
     # the stub submissions, as graded: every error but a demonstrated one is a stub's,
-    # shown as one line saying which exercise is not yet implemented (normlib.notebook, the
+    # shown as one line saying which exercise is not yet implemented (normkit.notebook, the
     # course's copy), in a cell tagged raises-exception (JupyterLab's Run All goes on past it)
     root, *_ = graded
     for assignment in ("unit1", "unit4"):
@@ -547,7 +548,8 @@ VERDICTS = {  # (assignment, student, check) -> what the judge's verdict says
                                                         "submission's code",
     ("unit2", "missing", "ex2_5_layer_norm_function"): "ModuleNotFoundError raised by the "
                                                        "submission's code",
-    ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError at the check's line",
+    ("unit1", "renamed", "ex1_2_layer_norm_forward"): "ImportError at the check's case "
+                                                      "normkit/checks/unit1.py:",
 }
 
 
@@ -602,18 +604,20 @@ def test_experiments_are_skipped_at_grading_and_checks_never(graded):
 
 
 def hidden_only_lines(grade_id):
-    """The lines of a check's hidden-test block that appear nowhere else in the cell."""
+    """The lines of a check's hidden-test block that are secret (tools.student's
+    secret_lines: not an import, nor a line that stands outside the blocks too)."""
     source = "".join(cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)["source"])
-    visible, hidden = split_check(source)
-    seen = {line.strip() for line in visible.splitlines()}
-    return {line.strip() for line in hidden.splitlines() if line.strip()} - seen
+    _, hidden = split_check(source)
+    return {line.strip() for line in hidden.splitlines()} & secret_lines()
 
 
 def test_feedback_says_what_failed_without_the_hidden_tests(graded):
     root, *_ = graded
     text = feedback_text(root, "unit2", "wrong-backward")
-    assert "check_backward(x, (4,), weight, bias)" in text  # the visible checks are shown
-    assert "dx for x (2, 4) float32" in text and "values are wrong" in text  # and why
+    assert 'check("2.2")' in text  # the visible check is shown
+    assert "dx for x (2, 4) float32" in text and "values are wrong" in text  # and why,
+    assert re.search(r"The case: normkit/checks/unit2\.py:\d+: check_backward\(x, \(4,\)\)",
+                     text)  # and which of its cases
     assert "lines of hidden tests, not shown" in text
     hidden = hidden_only_lines("ex2_2_layer_norm_backward")
     assert len(hidden) > 10
@@ -727,7 +731,7 @@ def test_the_leaker_ran_and_its_feedback_shows_no_hidden_test_nor_its_script(gra
     Its HTML output is sanitized in the feedback."""
     root, *_ = graded
     text = feedback_text(root, "unit1", "leaker")
-    assert "LEAK In:" in text and "LEAK caller:" in text and "check_stats" in text
+    assert "LEAK In:" in text and "LEAK caller:" in text and 'check("1.1")' in text
     page = next((root / "feedback" / "leaker" / "unit1").glob("*.html")).read_text()
     assert "<script>document.title" in LEAK_LAST  # (the source shows it, escaped)
     assert "<script>document.title" not in page and not re.search(r"<img[^>]*onerror", page)
@@ -820,7 +824,7 @@ def hidden_calls():
 
         module.layer_norm_stats = recording
         try:
-            exec(compile(source, "<1.1>", "exec"), {"__name__": "__check__"})
+            exec(compile(source, "<1.1>", "exec"), namespace())
         finally:
             module.layer_norm_stats = reference
         return calls
@@ -837,7 +841,7 @@ def test_the_leakers_feedback_holds_no_hidden_cases_value(graded):
     text = feedback_text(root, "unit1", "leaker")
     grade_id = by_number()["1.2"].grade_id
     assert "failed (0 / 3): an exception of its own class raised by the submission's code, " \
-           "at the check's line" in text
+           "at the check's case normkit/checks/unit1.py:" in text
     calls = hidden_calls()
     assert len(calls) > 15 and all(len(c) > 10 for c in calls)
     for call in calls:

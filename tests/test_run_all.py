@@ -7,7 +7,7 @@ watches it in JupyterLab; the round trip checks the stub submissions' graded not
   only where its stored output shows the error (conftest.py), and the stored errors are
   the demonstrated ones listed here, no other (a broken reference re-run by `make outputs`
   stores its error).
-- normlib.notebook turns a stub's NotImplementedError into one line that names the
+- normkit.notebook turns a stub's NotImplementedError into one line that names the
   exercise and the file, and leaves every other error's traceback alone.
 """
 
@@ -19,9 +19,11 @@ import sys
 
 import pytest
 
-from normlib.notebook import not_yet_implemented
+from normkit.notebook import not_yet_implemented
 from tests.conftest import REPO
 from tools.exercises import SOLUTIONS, exercises, names, notebooks
+
+PACKAGES = ("normlib", "normkit")  # the student's code, and the course's that calls it
 
 # The solution cells whose stored output is an error, on purpose: torch's own refusals.
 DEMONSTRATED = {
@@ -52,12 +54,13 @@ def catches_not_implemented(node):
 
 
 def stub_names():
-    """The names of normlib that reach a stub when called in the student edition: each
-    exercise's function or class, and every function or class of normlib whose code names
+    """The names of normlib and normkit that reach a stub when called in the student
+    edition: each exercise's function or class, and every function or class of either whose code names
     one of those (a fixed point: `last_layer_grad_norms` calls `grad_norms_at_init`, which
     calls Exercise 4.5's `linear2_grad_norms`), but for code that catches the
     NotImplementedError itself (`make bench` leaves an unwritten kernel out)."""
-    defs = {node.name: node for path in (SOLUTIONS / "normlib").glob("*.py")
+    defs = {node.name: node for path in [*(SOLUTIONS / "normlib").glob("*.py"),
+                                         *(REPO / "normkit").rglob("*.py")]
             for node in ast.parse(path.read_text()).body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))
             and not catches_not_implemented(node)}
@@ -91,7 +94,7 @@ def cells_reaching_stubs(notebook_cells, reaching):
     become such code, and so do the functions of a "your turn" cell, stubs in the student
     edition). Names, not calls: a cell that only builds a module whose forward is
     an exercise is found too (NAMES_ONLY)."""
-    imported, modules, tainted, found = {}, {"normlib"}, set(), []
+    imported, modules, tainted, found = {}, set(PACKAGES), set(), []
     for i, c in enumerate(notebook_cells):
         if c["cell_type"] != "code":
             continue
@@ -103,17 +106,17 @@ def cells_reaching_stubs(notebook_cells, reaching):
                         if isinstance(stmt, ast.FunctionDef)}
             continue
         for stmt in ast.parse(source).body:
-            if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("normlib"):
+            if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith(PACKAGES):
                 for alias in stmt.names:
                     local = alias.asname or alias.name
-                    if stmt.module == "normlib":  # from normlib import variance as V
+                    if stmt.module in PACKAGES:  # from normlib import variance as V
                         modules.add(local)
                     else:
                         imported[local] = alias.name
                 continue
             if isinstance(stmt, ast.Import):
                 modules |= {a.asname for a in stmt.names
-                            if a.asname and a.name.startswith("normlib")}
+                            if a.asname and a.name.startswith(PACKAGES)}
                 continue
             reaches = bool(normlib_uses(stmt, imported, modules) & reaching or
                            {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & tainted)
@@ -167,7 +170,7 @@ def test_every_check_cell_lets_run_all_go_on():
                 assert "raises-exception" in c["metadata"].get("tags", []), \
                     f"{path.name}: {c['metadata']['nbgrader']['grade_id']}"
         first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
-        assert "%load_ext normlib.notebook" in "".join(first["source"]), path.name
+        assert "%load_ext normkit.notebook" in "".join(first["source"]), path.name
 
 
 NOTEBOOK = {

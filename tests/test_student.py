@@ -13,9 +13,12 @@ from tools.student import differences, leaks, problems, secret_lines
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)"  # a line of the reference solution
 
 
+HIDDEN = "check_stats(X.astype(dtype), (2, 3, 4))  # the whole tensor is one group"  # 1.1's
+
+
 @pytest.fixture
 def edition(tmp_path):
-    for folder in ("notebooks", "normlib"):
+    for folder in ("notebooks", "normlib", "normkit"):
         shutil.copytree(REPO / folder, tmp_path / folder,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     return tmp_path
@@ -31,8 +34,20 @@ def test_the_committed_edition_is_what_solutions_generate():
 def test_solution_lines_are_secret_and_shared_lines_are_not():
     secret = secret_lines()
     assert RSTD.strip() in secret  # from normlib/layer_norm.py
-    assert "check_stats(x.astype(dtype), (2, 3, 4))  # the whole tensor is one group" in secret
+    assert "check_stats(X.astype(dtype), (2, 3, 4))  # the whole tensor is one group" in secret
     assert "import numpy as np" not in secret  # also outside the blocks: no false alarm
+    # a provided helper's line (normkit/channels.py) that a solution block holds too
+    assert "if weight is not None:" not in secret
+
+
+def test_a_hidden_case_in_the_course_package_is_reported(edition):
+    """normkit/ is released as it is (nbgrader copies .py files verbatim): a hidden test's
+    line there is a leak, however public the rest of the file is."""
+    path = edition / "normkit" / "checks" / "unit1.py"
+    assert not leaks(edition, ("normkit",))
+    path.write_text(path.read_text() + f"\n\ndef more():\n    {HIDDEN}\n")
+    assert leaks(edition, ("normkit",)) == [
+        f"normkit/checks/unit1.py: solution line {HIDDEN!r}"]
 
 
 def test_a_leaked_solution_line_is_reported(edition):
@@ -47,7 +62,7 @@ def test_a_marker_and_a_hidden_test_line_in_a_notebook_are_reported(edition):
     notebook = json.loads(path.read_text())
     notebook["cells"][-1]["source"] += (
         f"\n{BEGIN_HIDDEN}\n"
-        "check_stats(x.astype(dtype), (2, 3, 4))  # the whole tensor is one group\n"
+        "check_stats(X.astype(dtype), (2, 3, 4))  # the whole tensor is one group\n"
     )
     path.write_text(json.dumps(notebook))
     problems = leaks(edition)

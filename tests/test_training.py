@@ -1,4 +1,4 @@
-"""The training experiments' claims (normlib/training.py) hold by a wide margin: each
+"""The training experiments' claims (normkit/training.py) hold by a wide margin: each
 experiment runs again with every initial weight multiplied by (1 + 1e-6 * noise), and every
 claim its notebook asserts must hold in every run. Each run costs seconds, so each is run
 once, in one of three settings:
@@ -13,7 +13,7 @@ once, in one of three settings:
 Training near the edge of stability is chaotic: notebook 03's sweep once asserted that a
 seed diverges at lr 1, which held on one CPU and not on the next. The claims asserted now
 were chosen from runs over more seeds, dozens of jitters and 3 CPU configurations, far from
-their thresholds (normlib/training.py gives the numbers); the chaotic case is shown as such,
+their thresholds (normkit/training.py gives the numbers); the chaotic case is shown as such,
 and only its spread is asserted."""
 
 import os
@@ -21,7 +21,7 @@ import os
 import pytest
 import torch
 
-from normlib import training
+from normkit import training
 from tests.conftest import exercise, failed
 
 # jitter 0 on this machine; jitter 1 in tests/test_machines.py's configuration

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.nn
-from normlib.testing import (
+from normkit.testing import (
     TOLERANCES,
     assert_same_computation,
     encoder_tolerance,

@@ -9,19 +9,21 @@ which exercises pass, fail, or are not yet implemented.
 Exit status: 1 if a check failed, else 0: exercises not yet implemented are work to do, not
 errors (with --all they count as failures too).
 
-The checks are the graded cells of the notebooks, as solutions/ has them
-(tools.exercises), without the hidden tests the grader adds: what your notebook's check
-cells say, whatever you changed in them. They import `normlib` from the working
-directory's normlib/ first (yours, in the repository). A stub that still raises
-NotImplementedError is reported as not yet implemented, without a traceback; a failure
-is reported with its message (for a wrong value: the quantity, the case, the worst element
-and the likely cause, normlib.testing.assert_close) and where to look: the deepest line of
-your own files (normlib/'s files that hold exercises); for a wrong value, your function's
-file and line and the check's line; else the check's line (any other NotImplementedError
-too: torch's "must implement backward" is a mistake, not a stub), and which failed
-exercise it builds on ("It needs Exercise 1.1, which fails"). What the check cells print
-("the visible checks pass") is not repeated: an exercise that passes has one line.
-`make check` works from notebooks/ too (its Makefile forwards to this one).
+The checks are each exercise's check cell as solutions/ has it (tools.exercises): its
+call check("N.M"), which runs the visible cases of normkit/checks/unitN.py, and with
+--hidden its hidden tests too. They import `normlib` from the working directory's
+normlib/ first (yours, in the repository). A stub that still raises NotImplementedError is
+reported as not yet implemented, without a traceback; a failure is reported with its
+message (for a wrong value: the quantity, the case, the worst element and the likely
+cause, normkit.testing.assert_close) and where to look: the deepest line of your own files
+(normlib/'s files that hold exercises); for a wrong value, your function's file and line
+and the case's line (normkit/checks/unit1.py:40); else the case's line (any other
+NotImplementedError too: torch's "must implement backward" is a mistake, not a stub), and
+which failed exercise it builds on ("It needs Exercise 1.1, which fails"). What the checks
+print ("the visible checks pass") is not repeated: an exercise that passes has one line.
+`make check` works from notebooks/ too (its Makefile forwards to this one). A normlib/ that
+still holds a file the course has moved to normkit/ (an older checkout's) is named first,
+with the advice to delete it.
 """
 
 import argparse
@@ -33,15 +35,20 @@ import sys
 import traceback
 from pathlib import Path
 
+from normkit.checks import case, namespace
 from tools.exercises import exercises, needs, student_files
 from tools.markers import EXERCISE, STUB_MESSAGE
+
+# The files normlib/ held before the course's code moved to normkit/ (its own package)
+MOVED = ("_validation.py", "benchmark.py", "channels.py", "diagnosis.py", "gradcheck.py",
+         "language_model.py", "notebook.py", "testing.py", "training.py")
 
 
 def run(source, filename, exercise=None):
     """Run one check cell in a fresh namespace: ("pass" | "todo" | "FAIL", detail)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # (its "... pass" line: ours says it)
-            exec(compile(source, filename, "exec"), {"__name__": "__check__"})
+            exec(compile(source, filename, "exec"), namespace())
     except NotImplementedError as e:
         if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
             return "todo", str(e)
@@ -64,22 +71,35 @@ def _defined(exercise):
 def _failure(e, source, filename, exercise=None):
     """("FAIL", the exception's type and message, and where: the deepest line of the
     student's own files (normlib/layer_norm.py:55), else, for a wrong value that the check
-    found (CheckFailed), the exercise's function, else the check's line)."""
+    found (CheckFailed), the exercise's function and the case (normkit/checks/unit1.py:40),
+    else the case, else the check cell's line (a hidden test's)."""
     frames = traceback.extract_tb(e.__traceback__)
     if isinstance(e, SyntaxError) and e.filename:  # (the file that does not compile)
         frames.append(traceback.FrameSummary(e.filename, e.lineno or 0, "<module>"))
     mine = [f for f in frames if Path(f.filename).parent.name == "normlib"
             and f"normlib/{Path(f.filename).name}" in student_files()]
-    check = [f for f in frames if f.filename == filename]
-    lines = source.splitlines()
+    cell = [f for f in frames if f.filename == filename]
+    found = case(e)
+    at = f"the case is {found[1]}:{found[2]}: {found[3]}" if found else \
+        f"the check's line {cell[-1].lineno}: {source.splitlines()[cell[-1].lineno - 1].strip()}" \
+        if cell else ""
     defined = _defined(exercise) if exercise and type(e).__name__ == "CheckFailed" else ""
     where = f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
-        else f"(your {exercise.name} is at {defined}; the case is the check's line " \
-        f"{check[0].lineno}: {lines[check[0].lineno - 1].strip()})" if defined and check \
-        else f"(the check's line {check[-1].lineno}: {lines[check[-1].lineno - 1].strip()})" \
-        if check else ""
+        else f"(your {exercise.name} is at {defined}; {at})" if defined and at \
+        else f"({at})" if at else ""
     message = str(e).strip().splitlines() or [""]
     return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:6], where])
+
+
+def moved(folder):
+    """The advice for a normlib/ folder that still holds files moved to normkit/ ("" if
+    none does)."""
+    stale = [f"normlib/{name}" for name in MOVED if (Path(folder) / name).is_file()]
+    if not stale:
+        return ""
+    return (f"Delete {', '.join(stale)}: the course's code moved from normlib/ to normkit/, "
+            "its own package, which you import but never edit (your exercise files stay in "
+            "normlib/). Stale copies there are never used, nor graded.")
 
 
 def main(argv=None):
@@ -94,6 +114,9 @@ def main(argv=None):
         print(f"no exercise {' '.join(args.only)}: the course has "
               f"{', '.join(e.number for e in exercises())}")
         return 2
+    advice = moved(Path(importlib.import_module("normlib").__file__).parent)
+    if advice:
+        print(advice + "\n")
     labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
     width = max(len(e.name) for e in todo)  # (the longest name's column)
     counts = {"pass": 0, "todo": 0, "FAIL": 0}

@@ -42,8 +42,8 @@ The layouts read (docs/instructors.md, step 3, has them as tables):
 
 One upload is every entry of a student that the LMS writes with the same id (Moodle's
 participant number, Canvas's user id; Blackboard's and Brightspace's with the same time
-too): its loose files are placed by their own names (a notebook at the top, a module of
-the assignment's normlib/, layer_norm.py, in normlib/; Canvas's "-1" dropped where that
+too): its loose files are placed by their own names (a notebook at the top, an exercise
+file of the assignment, layer_norm.py, in normlib/; Canvas's "-1" dropped where that
 gives one of the assignment's files' names: tools.unpack.place) beside the files of its
 zips and folders (tools/unpack.py). Two of its files for one place: the one of the larger
 Canvas attachment id wins (Canvas numbers uploads in order), and the other is recorded as
@@ -55,7 +55,8 @@ file whose name no LMS writes, a plain entry that is no zip) is rejected, saying
 
 Every entry ends in exactly one of two places:
 
-- collected: its notebooks and normlib/*.py files in submitted/<student>/<assignment>/,
+- collected: its notebooks and exercise files (normlib/layer_norm.py, ...: never the
+  course's own files) in submitted/<student>/<assignment>/,
   with nbgrader's timestamp.txt where the LMS gave its time (autograde puts it in the
   gradebook); what collect read of it in downloaded/<assignment>/collected.json, a
   record per student (Found.record): "entry" (the upload's latest entry), "entries"
@@ -188,12 +189,10 @@ def recorded_at(folder):
 
 
 def places(root, assignment):
-    """The Places of an assignment: its notebooks (course.json) and the modules its
-    source's normlib/ holds."""
+    """The Places of an assignment: its notebooks and its exercise files (course.json)."""
     plan = load_course(root)["assignments"].get(assignment, {})
-    modules = Path(root) / "source" / assignment / "normlib"
     return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.get("notebooks", ())),
-                         frozenset(p.name for p in modules.glob("*.py")))
+                         frozenset(Path(rel).name for rel in plan.get("student_files", ())))
 
 
 def _time(name, student, times):

@@ -4,7 +4,9 @@
     <root>/nbgrader_config_local.py  yours (grading limits, an exchange, a PostgreSQL
                                      db_url): never overwritten
     <root>/course.json               the layout: each assignment's notebooks and student files
-    <root>/source/<assignment>/      solution notebooks + the whole reference normlib/
+    <root>/source/<assignment>/      solution notebooks + the whole reference normlib/ + the
+                                     course's normkit/ (released as it is: no solution and
+                                     no hidden test is in it)
 
 Two layouts (the instructor's choice, `--layout`):
 - "unit": one assignment per unit, unit1 ... unitN, each with its unit's notebook;
@@ -14,9 +16,13 @@ only the student's files holding *its* exercises (tools.exercises.student_files,
 to nbgrader's exclude_overwriting). Its source holds the reference of those files only;
 every other normlib file is there as released (solution blocks stripped: the stubs), and
 at autograde nbgrader puts that copy in place of the student's. So a mistake in Unit 1
-costs no points in Unit 3, tampering with testing.py gains nothing, and the reference of
+costs no points in Unit 3, and the reference of
 another unit is nowhere the submission's code runs (the grading kernel, the judge's
 worker) nor in its feedback. (No exercise calls another unit's file: tests/test_isolation.)
+The course's normkit/ (checks, experiments, provided helpers) is released beside normlib/,
+so that a release runs on its own, and is never the student's: collect keeps none of it,
+and at autograde nbgrader puts the source's copy in place, so tampering with it gains
+nothing.
 """
 
 import json
@@ -29,6 +35,7 @@ from pathlib import Path
 from tools.exercises import REPO, SOLUTIONS, notebooks, student_files, unit
 from tools.markers import strip_solutions
 
+KIT = REPO / "normkit"  # the course's package, released and graded as it is
 COURSE = "normalization"  # the single assignment of the "course" layout
 LAYOUTS = ("unit", "course")
 
@@ -65,6 +72,7 @@ def build_course(root, layout="unit"):
             text = (SOLUTIONS / rel).read_text()
             (source / rel).write_text(text if rel.as_posix() in graded else
                                       strip_solutions(text, rel.as_posix()))
+        shutil.copytree(KIT, source / KIT.name, ignore=shutil.ignore_patterns("__pycache__"))
         plan[name] = {"notebooks": stems, "student_files": graded}
     (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
                                                  indent=1) + "\n")

@@ -9,8 +9,10 @@
 An exercise is two things in solutions/, and the list below is built from them:
 
 - its check cell, in a numbered notebook: a code cell with nbgrader metadata `grade: true`,
-  a `grade_id` and `points`, whose first line is `# Exercise N.M: name (P points)` and
-  whose hidden tests stand between the hidden-test markers (tools/markers.py);
+  a `grade_id` and `points`, whose visible lines are its title `# Exercise N.M: name (P
+  points)` and one call, `check("N.M")` (the visible cases are normkit/checks/unitN.py's),
+  and whose hidden tests stand between the hidden-test markers (tools/markers.py): the
+  instructor's source alone holds them;
 - its solution blocks, in one file of solutions/normlib/, inside one top-level function or
   class whose docstring says `Exercise N.M` (the stubs of the student edition say
   `Exercise N.M: implement name`).
@@ -67,7 +69,8 @@ class Exercise:
     file: str  # the student's file, relative to the repository: "normlib/group_norm.py"
     stubs: tuple  # the names its stubs give: ("TransformerEncoder.__init__", ...)
     source: str  # the check cell, hidden tests included
-    visible: str  # the check cell without its hidden tests (what students see)
+    visible: str  # the check cell without its hidden tests (what students see: its title
+    # and check("N.M"))
     hidden: str  # the hidden tests' lines
     uses: tuple = ()  # the exercises whose functions its reference calls: ("3.1",) for 3.3
 
@@ -165,6 +168,11 @@ def exercises(folder=SOLUTIONS):
                              f"nbgrader metadata {meta['points']} points, {file}'s blocks "
                              f"{', '.join(names)}")
         visible, hidden = split_check(source)
+        call = f'check("{number}")'
+        if [line.strip() for line in visible.splitlines() if line.strip()][1:] != [call]:
+            raise ValueError(f"{notebook}: check {meta['grade_id']} is not its title and "
+                             f"{call} alone, besides its hidden tests (its visible cases go "
+                             f"in normkit/checks/unit{number.split('.')[0]}.py)")
         found.append(Exercise(number, name, meta["grade_id"], points, notebook, file,
                               tuple(names), source, visible, hidden))
     if blocks:

@@ -28,7 +28,7 @@ BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 MARKERS = (BEGIN, END, BEGIN_HIDDEN, END_HIDDEN)
 EXERCISE = re.compile(r"Exercise (\d+\.\d+)")  # the tag, wherever it stands
 TITLE = re.compile(r"#\s*Exercise (\d+\.\d+): (\w+) \((\d+) points?\)")  # a check's line 1
-# what a stub raises (normlib/notebook.py has its own copy: an nbgrader release has no tools/)
+# what a stub raises (normkit/notebook.py has its own copy: an nbgrader release has no tools/)
 STUB_MESSAGE = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")
 STUB = re.compile(rf'NotImplementedError\("{STUB_MESSAGE.pattern}"\)')  # a stub, in the code
 _DEF = re.compile(r"^\s*(?:def|class) (\w+)")

@@ -23,12 +23,13 @@ The refused:
 - either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file);
 - a loose file (one the student uploaded as it is, tools/collect.py): a link, a special
   file, one over BOUNDS.file_bytes, or one that is neither a notebook nor one of the
-  assignment's normlib modules (Places).
+  assignment's exercise files (Places).
 
-The files kept: the notebooks and normlib/*.py of the shallowest folder that holds a
-notebook or normlib/ (however deep the zip holds it), and beside its notebooks a module
-of the assignment's normlib/ (layer_norm.py) that normlib/ does not hold, as
-normlib/<module>; junk (__MACOSX, checkpoints) left out. A module at the top joins
+The files kept: the notebooks and the assignment's exercise files in normlib/ (Places:
+layer_norm.py, ...; the course's own files, normlib/functional.py or normkit/, are never
+the student's) of the shallowest folder that holds a notebook or normlib/ (however deep
+the zip holds it), and beside its notebooks an exercise file (layer_norm.py) that normlib/
+does not hold, as normlib/<module>; junk (__MACOSX, checkpoints) left out. A module at the top joins
 them only where that folder is the top (or where nothing else is kept); beside notebooks
 or normlib/ in a folder, the entry is refused, naming both places. Nothing else of the
 entry is kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
@@ -59,7 +60,7 @@ CANVAS_SUFFIX = re.compile(r"(?P<stem>.+)-(?:[1-9]\d*|[0-9a-f]{8}-(?:[0-9a-f]{4}
 @dataclass(frozen=True)
 class Places:
     """The files an assignment is made of, where a loose file goes: its notebooks' names
-    (at the top) and its normlib modules' (in normlib/), as its source holds them."""
+    (at the top) and its exercise files' (in normlib/: the files the student writes)."""
     notebooks: frozenset = frozenset()
     modules: frozenset = frozenset()
 
@@ -114,9 +115,9 @@ def _with_zip(path, beside, bounds, places):
 
 def place(name, places, canvas=False):
     """(where a loose file of this name goes in the submission, None), or (None, why it
-    goes nowhere): a notebook at the top, a module of the assignment's normlib/ in
-    normlib/. canvas: Canvas's "-1" before the extension is dropped where that gives the
-    name of one of the assignment's files."""
+    goes nowhere): a notebook at the top, an exercise file of the assignment in normlib/.
+    canvas: Canvas's "-1" before the extension is dropped where that gives the name of one
+    of the assignment's files."""
     if canvas and name not in places.notebooks | places.modules:
         plain = CANVAS_SUFFIX.fullmatch(name)
         if plain and plain["stem"] + plain["suffix"] in places.notebooks | places.modules:
@@ -127,7 +128,7 @@ def place(name, places, canvas=False):
         return name, None
     if name in places.modules:
         return f"normlib/{name}", None
-    return None, (f"{name!r} is neither a notebook nor a module of the assignment's normlib/ "
+    return None, (f"{name!r} is neither a notebook nor one of the assignment's exercise files "
                   f"({', '.join(sorted(places.modules)) or 'none'})")
 
 
@@ -282,7 +283,7 @@ def kept_names(names, places=Places()):
             continue
         rel = PurePosixPath(*parts[len(top):])
         if (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
-                len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.suffix == ".py"):
+                len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.name in places.modules):
             found[rel.as_posix()] = name
         elif len(rel.parts) == 1 and rel.name in places.modules:  # beside the notebooks
             found.setdefault(f"normlib/{rel.name}", name)  # (unless normlib/ holds it)

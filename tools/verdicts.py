@@ -80,12 +80,13 @@ def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True):
     folder, default every student file of the course) run in a worker under these Limits,
     with these extra environment variables, in the OS sandbox of tools/sandbox.py
     (sandboxed=False: without it); the checks run in the judge, with the course's other
-    normlib files of folder."""
+    normlib files of folder and its normkit/."""
     folder = Path(folder)
     files = student_files() if files is None else files
     with tempfile.TemporaryDirectory() as tmp:
         judge_dir = Path(tmp) / "judge"
-        shutil.copytree(folder / "normlib", judge_dir / "normlib")
+        for package in ("normlib", "normkit"):
+            shutil.copytree(folder / package, judge_dir / package)
         for rel in files:
             (judge_dir / rel).unlink(missing_ok=True)  # the judge never has student code
         job = {"judge_dir": str(judge_dir), "worker_dir": str(folder), "cells": cells,
@@ -97,11 +98,13 @@ def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True):
 def graded_folder(root, assignment, student, folder):
     """Fill folder with the normlib/ a submission is graded with: the student's files of
     the assignment, and the source's copy of every other file (as released: no reference
-    of another assignment's; see tools.course). A student file missing from the submission
-    (or a link) is missing there too: its checks fail. Returns the missing files."""
+    of another assignment's; see tools.course), beside the source's normkit/. A student
+    file missing from the submission (or a link) is missing there too: its checks fail.
+    Returns the missing files."""
     root, folder = Path(root), Path(folder)
     submission = root / "submitted" / student / assignment
-    shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
+    for package in ("normlib", "normkit"):
+        shutil.copytree(root / "source" / assignment / package, folder / package)
     missing = []
     for rel in load_course(root)["assignments"][assignment]["student_files"]:
         if (submission / rel).is_file() and not (submission / rel).is_symlink():

@@ -5,7 +5,8 @@ every spatial position; the affine is per channel.
 Shapes: x (N, C, *spatial); weight, bias (C,); the saved rstd (N, G, 1).
 """
 
-from .channels import channel_affine, channel_affine_backward
+from normkit.channels import channel_affine, channel_affine_backward
+
 from .norm import normalize_backward, normalize_forward
 
 

@@ -1,29 +1,31 @@
 """The judge: runs the check cells (hidden tests included) in its own process, where no
 student code runs. The student's normlib modules are proxies (tools.judge.peer) of the
 worker's: a check calls the student's function, the call crosses to the worker as values,
-and the values that come back are compared here, with the course's normlib.testing,
+and the values that come back are compared here, with the course's normkit.testing,
 torch and NumPy that the submission cannot reach. So the verdict, its message and the
 hidden tests never exist where the student's code runs.
 
     Judge(judge_dir, worker_dir, student_modules, limits).run([(grade_id, source)])
 
-judge_dir holds the course's normlib/ without the student's files; worker_dir the
-course's normlib/ with the submission's files in their place. A check that runs over
+judge_dir holds the course's normlib/ without the student's files, and normkit/;
+worker_dir the same with the submission's files in their place. A check that runs over
 the time limit, whose worker dies, falls silent, breaks the protocol or answers with an
 error, fails; the worker is started again for the next.
 
 What a verdict says (`explain`): the invariant is that it quotes no text that crossed
 from the worker, whose code has seen every hidden case's arguments by then, and a bounded
 number of bits that it chose (docs/security.md counts them). A failed check shows the
-check's own assertion message (which case, what differs, how far off), or the builtin type
-of an error raised in the submission's code, never its message; for a hidden test, never
-the check's line nor the error's type either, only that a hidden test failed. In the
-message (`_sanitized`): NumPy's dump of the arrays' values is cut, a quoted string the
-check's source does not hold is blanked, the index of the worst value is left out, and of
-the numbers the check's source does not hold, the first NUMBERS are quoted coarsely (a
-float to two significant digits within 1e-6 and 1e6, an integer as it is below 100, else
-its power of ten: "1000+"), the rest not at all ("…"); ALL_NUMBERS in all. (A result's
-shape is quoted only where it reveals nothing: normlib.diagnosis.shape_words.)
+check's own assertion message (which case, what differs, how far off) and the visible
+case's line (normkit/checks/unitN.py), or the builtin type of an error raised in the
+submission's code, never its message; for a hidden test, never the check's line nor the
+error's type either, only that a hidden test failed. In the message (`_sanitized`):
+NumPy's dump of the arrays' values is cut, a quoted string the check's source (the cell
+and the course's visible checks) does not hold is blanked, the index of the worst value is
+left out, and of the numbers the check's source does not hold, the first NUMBERS are
+quoted coarsely (a float to two significant digits within 1e-6 and 1e6, an integer as it
+is below 100, else its power of ten: "1000+"), the rest not at all ("…"); ALL_NUMBERS in
+all. (A result's
+shape is quoted only where it reveals nothing: normkit.diagnosis.shape_words.)
 """
 
 import contextlib
@@ -54,7 +56,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays, in a message
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.12, 1e+30
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-_INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normlib.diagnosis.mismatch's words)
+_INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normkit.diagnosis.mismatch's words)
 NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
 ALL_NUMBERS = 8  # numbers a verdict quotes in all (a number the source holds is quoted as
 # it is: how many could the worker make it quote, to learn which of its guesses are there?)
@@ -99,11 +101,15 @@ def _sanitized(text, source):
 def explain(error, source, filename):
     """The judge's words on a check cell (source, compiled as filename) that raised error:
     see the module's docstring."""
+    from normkit.checks import case  # (the course's: the judge imports normkit afresh)
+
     line = _cell_line(error, filename)
     hidden = line in hidden_line_numbers(source)
-    lines = source.splitlines()
+    lines, found = source.splitlines(), None if hidden else case(error)
     where = "in a hidden test" if hidden else \
+        f"at the check's case {found[1]}:{found[2]}: {found[3]}" if found else \
         f"at the check's line {line}: {lines[line - 1].strip()}" if line else "in the check"
+    source = source + _visible_cases()  # (what the check may quote: it is all public)
     name = type(error).__name__
     if isinstance(error, RemoteError):
         name = "an error" if hidden else name if name != "RemoteError" else \
@@ -112,18 +118,29 @@ def explain(error, source, filename):
             "the check in the notebook to read it)"
         return f"{name} raised by the submission's code, {where}{shown}"
     message = _sanitized(str(error), source)
-    if isinstance(error, AssertionError):  # the check's own words
-        return f"a hidden test failed: {message}" if hidden else f"{name}: {message}"
+    if isinstance(error, AssertionError):  # the check's own words, and its case's line
+        return f"a hidden test failed: {message}" if hidden else f"{name}: {message}" + \
+            (f"\nThe case: {found[1]}:{found[2]}: {found[3]}" if found else "")
     if hidden:  # the check's code, on what the submission returned
         return f"a hidden test failed with an error: {message}"
     return f"{name} {where}: {message}"
 
 
+def _visible_cases():
+    """The text of the course's visible checks (normkit/checks/*.py)."""
+    import normkit.checks
+
+    folder = Path(normkit.checks.__file__).parent
+    return "".join(path.read_text() for path in sorted(folder.glob("*.py")))
+
+
 def check(source, grade_id):
     """(passed, the judge's words) of one check cell, run in a fresh namespace."""
+    from normkit.checks import namespace
+
     filename = f"<{grade_id}>"
     try:
-        exec(compile(source, filename, "exec"), {"__name__": "__check__"})
+        exec(compile(source, filename, "exec"), namespace())
     except Exception as error:
         return False, explain(error, source, filename)
     return True, ""
@@ -243,8 +260,9 @@ class Judge:
     def start(self):
         self.process, self.peer = self._launch()
         self.peer.measurer = self.measure
-        for name in [n for n in sys.modules if n == "normlib" or n.startswith("normlib.")]:
+        for name in [n for n in sys.modules if n.split(".")[0] in ("normlib", "normkit")]:
             del sys.modules[name]  # proxies of a worker that is gone; course modules again
+            # (normkit's too, which may hold them)
         if self.finder not in sys.meta_path:
             sys.meta_path.insert(0, self.finder)
         if self.judge_dir not in sys.path:

@@ -154,14 +154,14 @@ class Remote:
 
     def remote_peak_memory(self, *args):
         """(self(*args), the bytes its process's memory grew by at its peak), measured from
-        outside that process (the judge's `Peer.measurer`; see normlib.testing.peak_memory)."""
+        outside that process (the judge's `Peer.measurer`; see normkit.testing.peak_memory)."""
         if self._peer.measurer is None:
             raise RuntimeError("memory is measured by the judge only")
         return self._peer.measurer(self, args)
 
     def remote_call_updating(self, args, updates):
         """self(*args), where the arrays `updates` (some of args) receive what the call wrote
-        into them (see normlib.testing.call_updating)."""
+        into them (see normkit.testing.call_updating)."""
         return self._peer.call(self, args, {}, updates)
 
     def __repr__(self):  # (not the other side's type name: a string it chose)

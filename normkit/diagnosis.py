@@ -1,4 +1,4 @@
-"""Why a check failed: the short message of normlib.testing.assert_close, and the likely
+"""Why a check failed: the short message of normkit.testing.assert_close, and the likely
 cause where the error has a known signature (not an exercise; at grading the course's copy
 of this file is used, not the student's).
 

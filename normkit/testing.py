@@ -46,7 +46,7 @@ import tracemalloc
 import numpy as np
 import torch
 
-from normlib import diagnosis
+from normkit import diagnosis
 
 ROUNDINGS = 8  # elementwise roundings of one stage
 LAMBDA = 4  # a sum of n terms errs by up to LAMBDA * sqrt(n) roundings
@@ -148,7 +148,7 @@ def encoder_tolerance(x, num_layers, dim_feedforward, eps=1e-5):
 class CheckFailed(AssertionError):
     """A check's comparison failed: its message says which quantity, which case, the worst
     element, expected vs got, and the likely cause where the error has a known signature
-    (normlib.diagnosis). The notebooks show it as that message alone, not a traceback."""
+    (normkit.diagnosis). The notebooks show it as that message alone, not a traceback."""
 
 
 def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistakes=None):
@@ -158,7 +158,7 @@ def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistak
     a difference or a sum of many, carries their rounding. A NaN passes only where expected
     holds one (torch's statistics of an empty input). Raises CheckFailed. over: the axes of
     one normalization group, to recognize errors with a pattern over a group; mistakes:
-    {likely cause: what that mistake computes here} (normlib.diagnosis)."""
+    {likely cause: what that mistake computes here} (normkit.diagnosis)."""
     if not isinstance(actual, np.ndarray):
         raise CheckFailed(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:

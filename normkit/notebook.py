@@ -1,4 +1,4 @@
-"""What the notebooks' first cell loads (`%load_ext normlib.notebook`): an exercise that is
+"""What the notebooks' first cell loads (`%load_ext normkit.notebook`): an exercise that is
 not yet written shows as one line saying so, not as a traceback.
 
 A stub (`raise NotImplementedError("Exercise N.M: implement layer_norm_stats")`, or the
@@ -7,10 +7,10 @@ bare `raise NotImplementedError()` of a "your turn" cell) reached from a cell pr
     NotImplementedError: Exercise N.M is not yet implemented: layer_norm_stats in
     normlib/layer_norm.py still raises NotImplementedError. Write it, then run this cell again.
 
-A check that finds a wrong value (normlib.testing.CheckFailed) prints its message alone,
+A check that finds a wrong value (normkit.testing.CheckFailed) prints its message alone,
 which says the quantity, the case, the worst element and the likely cause, then where to
-look: the exercise's function in your normlib/ file, with its line, and the check's line
-that failed, instead of a traceback through NumPy.
+look: the exercise's function in your normlib/ file, with its line, and the case that
+failed (its line in normkit/checks/), instead of a traceback through NumPy.
 
 A cell whose output would give away what an exercise asks you to predict runs only once that
 exercise's check has passed in this kernel: it starts with `if revealed("2.4"):`, which
@@ -30,20 +30,17 @@ grading the course's copy of this file is used, not the student's.
 """
 
 import ast
+import importlib
 import inspect
 import linecache
 import re
 import traceback
 from pathlib import Path
 
+from normkit import checks
+
 STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
 CHECK = re.compile(r"# Exercise (\d+\.\d+): (\w+) \(")  # a check cell's first line
-
-
-def _shown(filename):
-    """normlib/layer_norm.py for a file of a normlib/ folder, else the file's name."""
-    path = Path(filename)
-    return f"normlib/{path.name}" if path.parent.name == "normlib" else path.name
 
 
 def not_yet_implemented(error):
@@ -54,7 +51,7 @@ def not_yet_implemented(error):
     where = frames[-1]  # the frame that raised
     stub = STUB.fullmatch(str(error))
     if stub:
-        file = _shown(where.filename)
+        file = checks.shown(where.filename)
         return (f"Exercise {stub[1]} is not yet implemented: {stub[2]} in {file} still raises "
                 "NotImplementedError. Write it, then run this cell again.")
     if not str(error) and "ipykernel" in where.filename and where.name != "<module>":
@@ -84,31 +81,34 @@ def revealed(number):
     return False
 
 
-def check_failed(error, namespace):
-    """The message of a failed check (CheckFailed) raised in a check cell: its own words,
-    then where to look: the exercise's function or class (found in namespace, the cell's
-    globals) in its file, and the check's line that failed."""
+def check_failed(error):
+    """The message of a failed check (CheckFailed) raised by a check cell: its own words,
+    then where to look: the exercise's function or class in your file, and the check's
+    case that failed (normkit/checks/unitN.py, or the cell's own line)."""
+    lines, found = [f"{error}"], checks.case(error)
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if "ipykernel" in f.filename or f.filename.startswith("<")]
-    lines = [f"{error}"]
     title = CHECK.match(linecache.getline(frames[0].filename, 1)) if frames else None
-    target = namespace.get(title[2]) if title else None
-    if target is not None:
-        try:  # (a function or class written in a file: a normlib/ exercise)
-            where = f"{_shown(inspect.getsourcefile(target))}, line " \
-                f"{inspect.getsourcelines(target)[1]}"
-            lines.append(f"Exercise {title[1]}: your {title[2]} is in {where}.")
-        except (TypeError, OSError):
-            pass
-    if frames:
-        line = frames[0].line or ""
-        lines.append(f"The case is the check's line {frames[0].lineno}: {line.strip()}")
+    number = found[0] if found else title[1] if title else None
+    try:  # (a function or class written in a file: a normlib/ exercise)
+        module, name = checks.target(number)
+        target = getattr(importlib.import_module(module), name)
+        where = f"{checks.shown(inspect.getsourcefile(target))}, line " \
+            f"{inspect.getsourcelines(target)[1]}"
+        lines.append(f"Exercise {number}: your {name} is in {where}.")
+    except Exception:  # (no exercise, or its module does not import: the error says more)
+        pass
+    if found:
+        lines.append(f"The case is {found[1]}, line {found[2]}: {found[3]}")
+    elif frames:
+        lines.append(f"The case is the check's line {frames[0].lineno}: "
+                     f"{(frames[0].line or '').strip()}")
     return "\n".join(lines)
 
 
 def _show_check(shell, etype, value, tb, tb_offset=None):
     """IPython's handler for a failed check: its message, no traceback."""
-    text = check_failed(value, shell.user_ns)
+    text = check_failed(value)
     stb = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {text}"]
     shell._showtraceback(etype, value, stb)
     return stb
@@ -125,7 +125,7 @@ def import_error(path):
     try:
         code = compile(source, path, "exec")
     except SyntaxError as e:
-        return (f"SyntaxError in {_shown(path)}, line {e.lineno}: {e.msg}\n"
+        return (f"SyntaxError in {checks.shown(path)}, line {e.lineno}: {e.msg}\n"
                 f"    {(e.text or '').strip()}")
     name = f"normlib.{Path(path).stem}" if Path(path).parent.name == "normlib" else "__main__"
     try:  # (the student's own module, run again as its package's, to see what it raises)
@@ -133,8 +133,9 @@ def import_error(path):
                     "__file__": path})
     except Exception as e:
         lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
-        return f"{type(e).__name__} in {_shown(path)}, line {lines[-1] if lines else '?'}: {e}"
-    return f"{_shown(path)} failed to reload"
+        line = lines[-1] if lines else "?"
+        return f"{type(e).__name__} in {checks.shown(path)}, line {line}: {e}"
+    return f"{checks.shown(path)} failed to reload"
 
 
 class _StopIfNotReloaded(ast.NodeTransformer):
@@ -152,7 +153,7 @@ class _StopIfNotReloaded(ast.NodeTransformer):
         why = "\n".join(import_error(path) for path in failed)
         message = (f"{why}\nThis cell did not run: fix that, then run it again (the code from "
                    "before your change is still loaded).")
-        stop = ast.parse("raise __import__('normlib.notebook', fromlist=['NotReloaded'])"
+        stop = ast.parse("raise __import__('normkit.notebook', fromlist=['NotReloaded'])"
                          f".NotReloaded({message!r})")
         return ast.fix_missing_locations(stop)
 
@@ -170,7 +171,7 @@ def _show(shell, etype, value, tb, tb_offset=None):
 
 def _handle(shell, etype, value, tb, tb_offset=None):
     """IPython's handler for the exceptions this extension shortens."""
-    from normlib.testing import CheckFailed  # (torch: imported when a check first fails)
+    from normkit.testing import CheckFailed  # (torch: imported when a check first fails)
 
     if isinstance(value, CheckFailed):
         return _show_check(shell, etype, value, tb, tb_offset)

@@ -13,7 +13,7 @@ Settings travel as one frozen dataclass: Settings() is the notebook's (about a m
 2 cores), Settings.light() what nbval runs (conftest.py sets NORMLIB_LIGHT=1), chosen by
 settings(). The claims the notebook asserts (claims) hold by a wide margin with both: nbval
 runs the light ones as the notebook does; tests/test_language_model.py with every initial
-weight times 1 + 1e-6 * noise (normlib.training's jitter), and tests/test_machines.py so on
+weight times 1 + 1e-6 * noise (normkit.training's jitter), and tests/test_machines.py so on
 torch's generic kernels; claims' docstring gives what was observed.
 
 While an exercise the model needs is still a stub, the model is built from torch's layers
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .training import jitter_
+from normkit.training import jitter_
 
 KINDS = ("Post-LN", "Pre-LN", "Pre-LN, RMSNorm", "no norm")
 NORMS = {"Post-LN": "layer", "Pre-LN": "layer", "Pre-LN, RMSNorm": "rms", "no norm": None}
@@ -67,7 +67,7 @@ def text_path():
     for folder in Path(__file__).resolve().parents:
         if (folder / "data" / "coriolanus.txt").is_file():
             return folder / "data" / "coriolanus.txt"
-    raise FileNotFoundError("data/coriolanus.txt not found above normlib/: the capstone "
+    raise FileNotFoundError("data/coriolanus.txt not found above normkit/: the capstone "
                             "needs the repository's data/ folder")
 
 
@@ -140,7 +140,7 @@ class CharLM(torch.nn.Module):
 
     def __init__(self, vocab, kind, s, layers="yours", dtype=torch.float32):
         super().__init__()
-        from . import transformer
+        from normlib import transformer
 
         self.layers = layers
         self.embed = torch.nn.Embedding(vocab, s.d_model, dtype=dtype)
@@ -168,10 +168,12 @@ class CharLM(torch.nn.Module):
 
 def missing(folder=None):
     """The exercises the capstone needs whose stub is still in your normlib/ (folder, this
-    package's by default): their stub's NotImplementedError("Exercise N.M: implement ...");
+    imported normlib's by default): their stub's NotImplementedError("Exercise N.M: implement ...");
     [] when every one is written."""
     found = set()
-    for path in Path(folder or Path(__file__).parent).glob("*.py"):
+    import normlib  # (yours in notebooks/, the reference in solutions/)
+
+    for path in Path(folder or Path(normlib.__file__).parent).glob("*.py"):
         found.update(STUB.findall(path.read_text(encoding="utf-8")))
     return sorted(found & set(NEEDED), key=lambda n: tuple(map(int, n.split("."))))
 
@@ -292,10 +294,10 @@ def sample(model, corpus, prompt, length, seed=0, temperature=0.8):
 
 
 def loss_tolerance(s, steps=5):
-    """The error model's tolerance (normlib.testing) on a loss after `steps` steps in
+    """The error model's tolerance (normkit.testing) on a loss after `steps` steps in
     float64: rounding through 9 stages a layer, forward and backward, each step, and sums
     over a batch of windows."""
-    from .testing import tolerance
+    from normkit.testing import tolerance
 
     return tolerance(torch.float64, length=s.batch * s.context,
                      depth=2 * 9 * s.num_layers * steps)["rtol"]

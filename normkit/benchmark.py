@@ -3,9 +3,9 @@
 then RMSNorm against LayerNorm (Unit 3's question), torch's and your naive kernels.
 
     make bench                          your normlib/, the table below
-    python -m normlib.benchmark --sizes 1024 --rounds 5
+    python -m normkit.benchmark --sizes 1024 --rounds 5
 
-or, from a notebook, `from normlib.benchmark import run, table; print(table(*run()))`.
+or, from a notebook, `from normkit.benchmark import run, table; print(table(*run()))`.
 
 What it measures, for 4096 rows of H values (float32), H in SIZES:
 - the median time of a forward, and of a forward plus backward (upstream gradient given),

@@ -1,0 +1,17 @@
+"""normkit: the course's code, which you import but never edit or submit (your code is
+normlib/). At grading, the course's copy is used whatever your folder holds.
+
+- ``normkit.checks``          each exercise's visible checks: ``check("1.1")`` in a notebook
+- ``normkit.testing``         what the checks compare against: exact references, the error
+                              model's tolerances, assert_close
+- ``normkit.diagnosis``       why a check failed: the likely cause of a wrong value
+- ``normkit.notebook``        the notebooks' IPython extension: a stub or a failed check
+                              shows as one short message, not a traceback
+- ``normkit.validation``      the argument checks of normlib.functional and normlib.nn
+- ``normkit.channels``        the per-channel affine and running statistics (provided to
+                              BatchNorm, InstanceNorm and GroupNorm)
+- ``normkit.gradcheck``       a central-difference gradient checker for NumPy functions
+- ``normkit.training``        the training experiments of Units 3 and 4, and their claims
+- ``normkit.language_model``  Unit 4's capstone: a character-level language model
+- ``normkit.benchmark``       `make bench`: the LayerNorm kernels timed against torch
+"""
