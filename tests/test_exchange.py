@@ -47,8 +47,15 @@ def test_release_fetch_submit_collect_through_the_exchange(tmp_path, capsys):
     collect(root, ["unit1"], exchange=True)
     submitted = root / "submitted" / getpass.getuser() / "unit1"
     assert (submitted / "normlib" / "layer_norm.py").read_text() == kernel.read_text()
-    assert (submitted / "01_layernorm_forward.ipynb").is_file()
-    assert "collected unit1 from the exchange: 1 submission\n" in capsys.readouterr().out
+    # its notebook and exercise file alone (and nbgrader's files): not normkit/ nor
+    # normlib/'s other files, which the released folder held and nbgrader's collect copied
+    assert sorted(p.relative_to(submitted).as_posix() for p in submitted.rglob("*")) == [
+        "01_layernorm_forward.ipynb", "normlib", "normlib/layer_norm.py",
+        "submission_secret.txt", "timestamp.txt"]
+    released = sum(1 for p in (root / "release" / "unit1").rglob("*") if p.is_file()) - 2
+    assert "collected unit1 from the exchange: 1 submission " \
+           f"({released} files left out: only notebooks and the assignment's exercise files " \
+           "are collected, grading takes the rest from the course)\n" in capsys.readouterr().out
 
 
 def test_the_exchanges_time_is_when_its_files_last_changed_not_what_submit_wrote(

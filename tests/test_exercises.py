@@ -18,6 +18,7 @@ from tools.exercises import (
     Question,
     by_number,
     exercises,
+    notebooks,
     questions,
     readme_table,
     student_files,
@@ -58,6 +59,14 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
         assert e.visible == f'# Exercise {e.number}: {e.name} ({e.points} point' \
             f'{"s" * (e.points != 1)})\ncheck("{e.number}")\n'
     assert sum(e.points for e in found.values()) == 74
+
+
+def test_each_check_cell_of_the_student_edition_is_its_title_and_one_call():
+    cells = [(path.stem, cell) for path in notebooks(REPO / "notebooks")
+             for cell in json.loads(path.read_text())["cells"]
+             if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code"]
+    assert [(stem, "".join(cell["source"]) + "\n") for stem, cell in cells] == [
+        (e.notebook, e.visible) for e in exercises()]
 
 
 def test_each_exercise_s_visible_cases_are_registered_in_normkit_for_its_function():

@@ -624,8 +624,11 @@ def collect(root, names=(), exchange=False, dry_run=False):
             run(root, "collect", name, "--update")
             refused = exchange_times(root, name)
             students = submissions(root, [name])[name]
+            left = sum(exercise_files_only(root, name, student) for student in students)
             print(f"collected {name} from the exchange: {len(students)} submission"
-                  f"{'s' * (len(students) != 1)}")
+                  f"{'s' * (len(students) != 1)}" + (f" ({left} file{'s' * (left != 1)} "
+                  "left out: only notebooks and the assignment's exercise files are "
+                  "collected, grading takes the rest from the course)" if left else ""))
             for student, reason in refused:
                 print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
             _name(root, rows, students)
@@ -647,6 +650,28 @@ def _name(root, rows, students):
     listed = sorted(set(students) & {r["student_id"] for r in rows})
     print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
           "gradebook (formgrader shows them)")
+
+
+def exercise_files_only(root, assignment, student):
+    """Remove from a submission that nbgrader's collect copied from the exchange (the
+    whole released folder: normkit/, every normlib/ file) every file but its notebooks,
+    the assignment's exercise files and nbgrader's own (timestamp.txt, and the
+    submission_secret.txt that its feedback through the exchange needs): what collect keeps
+    of an LMS's download (tools.unpack). Returns how many files it removed."""
+    folder, keep = Path(root) / "submitted" / student / assignment, places(root, assignment)
+    removed = 0
+    for path in sorted(folder.rglob("*"), reverse=True):  # (files before their folders)
+        rel = path.relative_to(folder)
+        kept = rel.as_posix() in (TIMESTAMP, "submission_secret.txt") or \
+            (len(rel.parts) == 1 and path.suffix == ".ipynb") \
+            or (rel.parts[0] == "normlib" and len(rel.parts) == 2 and rel.name in keep.modules)
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif not kept:
+            path.unlink()
+            removed += 1
+    return removed
 
 
 def exchange_times(root, assignment):

@@ -82,6 +82,18 @@ def visible_3_2():
     check_normalize_backward(x, (1, 2))
 
 
+def channel_parameters(x, affine, running, seed):
+    """(weight, bias, running_mean, running_var), each (C,) in x's dtype and drawn from one
+    generator seeded with seed, or None where affine or running is False."""
+    rng = np.random.default_rng(seed)
+    c, dtype = x.shape[1], x.dtype
+    weight = rng.standard_normal(c).astype(dtype) if affine else None  # (C,)
+    bias = rng.standard_normal(c).astype(dtype) if affine else None  # (C,)
+    running_mean = rng.standard_normal(c).astype(dtype) if running else None  # (C,)
+    running_var = (0.5 + rng.random(c)).astype(dtype) if running else None  # (C,)
+    return weight, bias, running_mean, running_var
+
+
 def check_batch_norm(x, training, affine=True, running=True, momentum=0.1, eps=1e-5, seed=0):
     """Your y, x_hat, rstd and running statistics against torch's batch_norm computed
     exactly (float64, rounded to x's dtype), in value, shape and dtype, within the error
@@ -89,12 +101,8 @@ def check_batch_norm(x, training, affine=True, running=True, momentum=0.1, eps=1
     must be updated in place in training."""
     from normlib.batch_norm import batch_norm_forward
 
-    rng = np.random.default_rng(seed)
     c, dtype = x.shape[1], x.dtype
-    weight = rng.standard_normal(c).astype(dtype) if affine else None
-    bias = rng.standard_normal(c).astype(dtype) if affine else None
-    running_mean = rng.standard_normal(c).astype(dtype) if running else None
-    running_var = (0.5 + rng.random(c)).astype(dtype) if running else None
+    weight, bias, running_mean, running_var = channel_parameters(x, affine, running, seed)
     exact = [None if a is None else torch.tensor(a, dtype=torch.float64)
              for a in (x, weight, bias, running_mean, running_var)]
     t, torch_stats = exact[:3], exact[3:]
@@ -173,12 +181,8 @@ def check_instance_norm(x, use_input_stats=True, affine=True, running=True, mome
     updated in place."""
     from normlib.instance_norm import instance_norm_forward
 
-    rng = np.random.default_rng(seed)
-    c, dtype = x.shape[1], x.dtype
-    weight = rng.standard_normal(c).astype(dtype) if affine else None
-    bias = rng.standard_normal(c).astype(dtype) if affine else None
-    running_mean = rng.standard_normal(c).astype(dtype) if running else None
-    running_var = (0.5 + rng.random(c)).astype(dtype) if running else None
+    dtype = x.dtype
+    weight, bias, running_mean, running_var = channel_parameters(x, affine, running, seed)
     exact = [None if a is None else torch.tensor(a, dtype=torch.float64)
              for a in (x, weight, bias, running_mean, running_var)]
     t, torch_stats = exact[:3], exact[3:]

@@ -114,6 +114,16 @@ def visible_5_4():
     check_mixed(rms_norm_mixed, rms_exact, randn(h, 2, 4096, offset=20, scale=3), (4096,))
 
 
+def check_memory(peak, x, normalized_shape, case, output):
+    """The peak allocated during a fast kernel's call: its output (x's size), then half of
+    x or, for a few long rows, 8 rows (a block, row-sized sums), and 1 MiB for the small
+    arrays and what measuring adds."""
+    budget = x.nbytes + max(x.nbytes // 2, 8 * x.itemsize * math.prod(normalized_shape))
+    assert peak <= budget + 2**20, (
+        f"memory {case}: {peak / x.nbytes:.2f} times x's size allocated during the "
+        f"call; at most 1.5 ({output} and half of x) allowed (or 8 rows)")
+
+
 def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Your y, mean and rstd against torch's computed exactly (value, shape, dtype; the
     tolerances of Exercise 1.2); x, weight and bias unchanged; at most |x| / 2 allocated
@@ -132,12 +142,8 @@ def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
         assert_close(actual, wanted, f"{name} {case}", **tol[name])
     untouched(case)
-    if measured:  # y, then half of x or, for a few long rows, 8 rows (a block,
-        # row-sized sums), and 1 MiB for the small arrays and what measuring adds
-        budget = x.nbytes + max(x.nbytes // 2, 8 * x.itemsize * math.prod(normalized_shape))
-        assert peak <= budget + 2**20, (
-            f"memory {case}: {peak / x.nbytes:.2f} times x's size allocated during the "
-            f"call; at most 1.5 (y and half of x) allowed (or 8 rows)")
+    if measured:
+        check_memory(peak, x, normalized_shape, case, "y")
 
 
 @exercise("5.5", "layer_norm_fast.layer_norm_forward_fast")
@@ -177,12 +183,8 @@ def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
         else:
             assert_close(actual, wanted, f"{name} {case}", **tol[name])
     untouched(case)
-    if measured:  # dx, then half of x or, for a few long rows, 8 rows (a block,
-        # row-sized sums), and 1 MiB for the small arrays and what measuring adds
-        budget = x.nbytes + max(x.nbytes // 2, 8 * x.itemsize * math.prod(normalized_shape))
-        assert peak <= budget + 2**20, (
-            f"memory {case}: {peak / x.nbytes:.2f} times x's size allocated during the "
-            f"call; at most 1.5 (dx and half of x) allowed (or 8 rows)")
+    if measured:
+        check_memory(peak, x, normalized_shape, case, "dx")
 
 
 @exercise("5.6", "layer_norm_fast.layer_norm_backward_fast")
