@@ -31,7 +31,8 @@ LAB_ARGS ?=
 	scheduler worker score system-packages-bubblewrap
 
 # Create the virtual environment if missing and install the pinned packages and
-# normlib (editable, so notebooks/ import your normlib/). Redone when pyproject.toml changes.
+# normlib and normkit (editable, so notebooks/ import your normlib/). Redone when
+# pyproject.toml changes.
 # pip first, pinned: the one a venv starts with is Python's bundled pip (23.2 for Debian's
 # 3.11), whose resolver took 23 s of CPU over these pins, and pip 26.3's 10 (it tests each
 # index link's wheel tags faster); the upgrade itself takes a second.

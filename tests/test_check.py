@@ -102,7 +102,7 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     # the check's line that failed, not normkit/testing.py's
     assert re.search(r"\(your layer_norm_stats is at normlib/layer_norm\.py:\d+; the case is "
                      r"normkit/checks/unit1\.py:\d+: check_stats\(X, \(4,\)\)", out), out
-    assert "testing.py" not in out and "Traceback" not in out
+    assert "normkit/testing.py" not in out and "Traceback" not in out
     assert "It needs Exercise 1.1, which fails: fix that first" in out  # 1.2 calls 1.1
     assert "Fix the failures first" in out
     assert "not yet implemented (needs Exercise 3.1)" in out, out
@@ -170,6 +170,17 @@ def test_an_older_checkout_is_told_which_files_to_delete(edition):
     (edition / "normlib" / "testing.py").unlink()
     (edition / "normlib" / "_validation.py").unlink()
     assert "Delete" not in check(edition, "1.1")[1]
+    # an exercise file of the old stubs imports the provided helpers from normlib/
+    path = edition / "normlib" / "batch_norm.py"
+    path.write_text(path.read_text().replace("from normkit.channels import",
+                                             "from .channels import"))
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1)
+                if "from .channels import" in text)
+    code, out = check(edition, "1.1")
+    assert f"In normlib/batch_norm.py, line {line}, write `from normkit.channels import " \
+           "channel_affine, per_channel, update_running` for `from .channels import " \
+           "channel_affine, per_channel, update_running`: it imports what moved to normkit/" \
+           in out, out
 
 
 def test_make_check_works_from_notebooks():

@@ -932,6 +932,22 @@ def test_a_message_quotes_few_and_coarse_numbers_it_does_not_hold(text, shown):
     assert _sanitized(text, "check(randn(1031, 300), eps=1e-5)") == shown
 
 
+def test_a_message_quotes_only_strings_of_its_own_cell_and_unit():
+    """The strings a verdict may quote are the cell's and its unit's visible checks'
+    (normkit/checks/unitN.py), not every unit's: a worker choosing a string to return
+    picks from one file, as it did from one cell."""
+    from tools.judge.judge import explain
+
+    other = "the running statistics are updated in place"  # (unit 3's words)
+    assert other in (KIT / "checks" / "unit3.py").read_text()
+    assert other not in (KIT / "checks" / "unit1.py").read_text()
+    error = AssertionError(f"count: expected 3, got '{other}'")
+    unit1 = next(e.source for e in exercises() if e.number == "1.1")
+    unit3 = next(e.source for e in exercises() if e.number == "3.3")
+    assert "got '…'" in explain(error, unit1, "<ex1_1>")
+    assert f"got '{other}'" in explain(error, unit3, "<ex3_3>")
+
+
 SLEEPER = """
 import time as _time
 _calls, _forwarded = [], []

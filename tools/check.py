@@ -31,6 +31,7 @@ import contextlib
 import importlib
 import inspect
 import io
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -81,8 +82,8 @@ def _failure(e, source, filename, exercise=None):
     cell = [f for f in frames if f.filename == filename]
     found = case(e)
     at = f"the case is {found[1]}:{found[2]}: {found[3]}" if found else \
-        f"the check's line {cell[-1].lineno}: {source.splitlines()[cell[-1].lineno - 1].strip()}" \
-        if cell else ""
+        f"the case is the check's line {cell[0].lineno}: " \
+        f"{source.splitlines()[cell[0].lineno - 1].strip()}" if cell else ""
     defined = _defined(exercise) if exercise and type(e).__name__ == "CheckFailed" else ""
     where = f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
         else f"(your {exercise.name} is at {defined}; {at})" if defined and at \
@@ -91,15 +92,33 @@ def _failure(e, source, filename, exercise=None):
     return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:6], where])
 
 
+# The lines of an exercise file from before normkit/ that import what moved there
+OLD_IMPORT = re.compile(r"from \.(channels|_validation) import|normlib\.(_validation|benchmark|"
+                        r"channels|diagnosis|gradcheck|language_model|notebook|testing|training)\b")
+
+
 def moved(folder):
-    """The advice for a normlib/ folder that still holds files moved to normkit/ ("" if
-    none does)."""
-    stale = [f"normlib/{name}" for name in MOVED if (Path(folder) / name).is_file()]
-    if not stale:
-        return ""
-    return (f"Delete {', '.join(stale)}: the course's code moved from normlib/ to normkit/, "
-            "its own package, which you import but never edit (your exercise files stay in "
-            "normlib/). Stale copies there are never used, nor graded.")
+    """The advice for a normlib/ folder that still holds files moved to normkit/, or
+    exercise files that import them ("" if none does)."""
+    folder, advice = Path(folder), []
+    stale = [f"normlib/{name}" for name in MOVED if (folder / name).is_file()]
+    if stale:
+        advice.append(f"Delete {', '.join(stale)}: the course's code moved from normlib/ to "
+                      "normkit/, its own package, which you import but never edit (your "
+                      "exercise files stay in normlib/). Stale copies there are never used, "
+                      "nor graded.")
+    for path in sorted(folder.glob("*.py")):
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if path.name not in MOVED and OLD_IMPORT.search(line):
+                new = line.replace("from .channels", "from normkit.channels").replace(
+                    "from ._validation", "from normkit.validation").replace(
+                    "normlib._validation", "normkit.validation")
+                new = re.sub(r"normlib\.(benchmark|channels|diagnosis|gradcheck|language_model|"
+                             r"notebook|testing|training)\b", r"normkit.\1", new)
+                advice.append(f"In normlib/{path.name}, line {number}, write "
+                              f"`{new.strip()}` for `{line.strip()}`: it imports what moved "
+                              "to normkit/ (graded as it is, the old line fails).")
+    return "\n".join(advice)
 
 
 def main(argv=None):

@@ -36,6 +36,7 @@ from tools.exercises import REPO, SOLUTIONS, notebooks, student_files, unit
 from tools.markers import strip_solutions
 
 KIT = REPO / "normkit"  # the course's package, released and graded as it is
+KIT_JUNK = shutil.ignore_patterns("__pycache__", ".*", "*.pyc")  # (not released)
 COURSE = "normalization"  # the single assignment of the "course" layout
 LAYOUTS = ("unit", "course")
 
@@ -72,7 +73,7 @@ def build_course(root, layout="unit"):
             text = (SOLUTIONS / rel).read_text()
             (source / rel).write_text(text if rel.as_posix() in graded else
                                       strip_solutions(text, rel.as_posix()))
-        shutil.copytree(KIT, source / KIT.name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(KIT, source / KIT.name, ignore=KIT_JUNK)
         plan[name] = {"notebooks": stems, "student_files": graded}
     (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
                                                  indent=1) + "\n")

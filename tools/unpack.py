@@ -29,9 +29,10 @@ The files kept: the notebooks and the assignment's exercise files in normlib/ (P
 layer_norm.py, ...; the course's own files, normlib/functional.py or normkit/, are never
 the student's) of the shallowest folder that holds a notebook or normlib/ (however deep
 the zip holds it), and beside its notebooks an exercise file (layer_norm.py) that normlib/
-does not hold, as normlib/<module>; junk (__MACOSX, checkpoints) left out. A module at the top joins
-them only where that folder is the top (or where nothing else is kept); beside notebooks
-or normlib/ in a folder, the entry is refused, naming both places. Nothing else of the
+does not hold, as normlib/<module>; junk (__MACOSX, checkpoints) left out. An exercise
+file at the top joins them only where that folder is the top (or where nothing else is
+kept); beside notebooks or normlib/ in a folder, the entry is refused, naming both
+places. Nothing else of the
 entry is kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
 tools/lms.py), nor a file nested in normlib/'s subfolders. A folder holding one zip is
 that zip's files with the kept files beside it (Moodle's folder of a student who uploaded

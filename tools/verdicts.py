@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tools.course import REPO, load_course
+from tools.course import KIT, KIT_JUNK, REPO, load_course
 from tools.exercises import by_number, needs, of_notebooks, student_files
 from tools.preprocessors import JUDGE
 
@@ -98,13 +98,15 @@ def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True):
 def graded_folder(root, assignment, student, folder):
     """Fill folder with the normlib/ a submission is graded with: the student's files of
     the assignment, and the source's copy of every other file (as released: no reference
-    of another assignment's; see tools.course), beside the source's normkit/. A student
+    of another assignment's; see tools.course), beside the course's normkit/. A student
     file missing from the submission (or a link) is missing there too: its checks fail.
     Returns the missing files."""
     root, folder = Path(root), Path(folder)
     submission = root / "submitted" / student / assignment
-    for package in ("normlib", "normkit"):
-        shutil.copytree(root / "source" / assignment / package, folder / package)
+    shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
+    # normkit/ as the repository has it now, like the hidden tests (exercises(), from
+    # solutions/), which import its check functions: the two always agree
+    shutil.copytree(KIT, folder / KIT.name, ignore=KIT_JUNK)
     missing = []
     for rel in load_course(root)["assignments"][assignment]["student_files"]:
         if (submission / rel).is_file() and not (submission / rel).is_symlink():

@@ -1,6 +1,7 @@
-"""normlib: normalization layers written in NumPy, wrapped as torch modules. Every file here
-is yours: the public API (functional, nn) and the exercises. The course's code (checks,
-experiments, provided helpers) is the package normkit, which you import but never edit.
+"""normlib: normalization layers written in NumPy, wrapped as torch modules. Here is what
+you write, the exercises, and the public API around them (functional, nn). The course's
+code (checks, experiments, provided helpers) is the package normkit, which you import but
+never edit.
 
 - ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.2)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)

@@ -20,11 +20,11 @@ case's line (normkit/checks/unitN.py), or the builtin type of an error raised in
 submission's code, never its message; for a hidden test, never the check's line nor the
 error's type either, only that a hidden test failed. In the message (`_sanitized`):
 NumPy's dump of the arrays' values is cut, a quoted string the check's source (the cell
-and the course's visible checks) does not hold is blanked, the index of the worst value is
-left out, and of the numbers the check's source does not hold, the first NUMBERS are
-quoted coarsely (a float to two significant digits within 1e-6 and 1e6, an integer as it
-is below 100, else its power of ten: "1000+"), the rest not at all ("…"); ALL_NUMBERS in
-all. (A result's
+and its unit's visible checks, normkit/checks/unitN.py) does not hold is blanked, the
+index of the worst value is left out, and of the numbers the check's source does not
+hold, the first NUMBERS are quoted coarsely (a float to two significant digits within
+1e-6 and 1e6, an integer as it is below 100, else its power of ten: "1000+"), the rest
+not at all ("…"); ALL_NUMBERS in all. (A result's
 shape is quoted only where it reveals nothing: normkit.diagnosis.shape_words.)
 """
 
@@ -49,7 +49,7 @@ from tools import cgroup, guard, sandbox
 from tools.judge.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
 from tools.judge.wire import NUMPY_KINDS, raw_bytes
 from tools.judge.worker import MEASURED_ENV
-from tools.markers import hidden_line_numbers
+from tools.markers import TITLE, hidden_line_numbers
 
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -109,7 +109,7 @@ def explain(error, source, filename):
     where = "in a hidden test" if hidden else \
         f"at the check's case {found[1]}:{found[2]}: {found[3]}" if found else \
         f"at the check's line {line}: {lines[line - 1].strip()}" if line else "in the check"
-    source = source + _visible_cases()  # (what the check may quote: it is all public)
+    source = source + _visible_cases(source)  # (what the check may quote: all public)
     name = type(error).__name__
     if isinstance(error, RemoteError):
         name = "an error" if hidden else name if name != "RemoteError" else \
@@ -126,12 +126,16 @@ def explain(error, source, filename):
     return f"{name} {where}: {message}"
 
 
-def _visible_cases():
-    """The text of the course's visible checks (normkit/checks/*.py)."""
+def _visible_cases(source):
+    """The text of the check cell's own visible cases: normkit/checks/unitN.py of the
+    exercise its title names ("" without one). One unit's file, not the package: every
+    string of it is one the worker may have a verdict quote."""
     import normkit.checks
 
-    folder = Path(normkit.checks.__file__).parent
-    return "".join(path.read_text() for path in sorted(folder.glob("*.py")))
+    title = TITLE.match(source)
+    path = Path(normkit.checks.__file__).parent / f"unit{title[1].split('.')[0]}.py" \
+        if title else None
+    return path.read_text() if path and path.is_file() else ""
 
 
 def check(source, grade_id):
