@@ -85,7 +85,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from tools import lms, roster, unpack
@@ -661,10 +661,8 @@ def exercise_files_only(root, assignment, student):
     folder, keep = Path(root) / "submitted" / student / assignment, places(root, assignment)
     removed = 0
     for path in sorted(folder.rglob("*"), reverse=True):  # (files before their folders)
-        rel = path.relative_to(folder)
-        kept = rel.as_posix() in (TIMESTAMP, "submission_secret.txt") or \
-            (len(rel.parts) == 1 and path.suffix == ".ipynb") \
-            or (rel.parts[0] == "normlib" and len(rel.parts) == 2 and rel.name in keep.modules)
+        rel = PurePosixPath(path.relative_to(folder).as_posix())
+        kept = str(rel) in (TIMESTAMP, "submission_secret.txt") or unpack.is_kept(rel, keep)
         if path.is_dir() and not path.is_symlink():
             if not any(path.iterdir()):
                 path.rmdir()

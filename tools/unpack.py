@@ -255,6 +255,13 @@ def _listings(infos, bounds):
     return None
 
 
+def is_kept(rel, places):
+    """Whether a file at rel (a PurePosixPath in the submission's folder) is one collect
+    keeps: a notebook at the top, or one of the assignment's exercise files in normlib/."""
+    return (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
+        len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.name in places.modules)
+
+
 def kept_names(names, places=Places()):
     """{path in the submission: path in the entry} of the files kept of an entry's file
     names (see the module's docstring), or why the entry is refused: a module of the
@@ -283,8 +290,7 @@ def kept_names(names, places=Places()):
         if parts[:len(top)] != top:
             continue
         rel = PurePosixPath(*parts[len(top):])
-        if (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
-                len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.name in places.modules):
+        if is_kept(rel, places):
             found[rel.as_posix()] = name
         elif len(rel.parts) == 1 and rel.name in places.modules:  # beside the notebooks
             found.setdefault(f"normlib/{rel.name}", name)  # (unless normlib/ holds it)

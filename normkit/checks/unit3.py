@@ -82,6 +82,19 @@ def visible_3_2():
     check_normalize_backward(x, (1, 2))
 
 
+def float64(*arrays):
+    """Each array as a float64 tensor (the exact reference's input), None as None."""
+    return [None if a is None else torch.tensor(a, dtype=torch.float64) for a in arrays]
+
+
+def check_running(running_mean, running_var, torch_stats, case, tol):
+    """The running statistics (C,), updated in place, against torch's (float64 tensors,
+    rounded to their dtype)."""
+    for name, actual, wanted in zip(("running_mean", "running_var"),
+                                    (running_mean, running_var), torch_stats):
+        assert_close(actual, wanted.numpy().astype(actual.dtype), f"{name} after {case}", **tol)
+
+
 def channel_parameters(x, affine, running, seed):
     """(weight, bias, running_mean, running_var), each (C,) in x's dtype and drawn from one
     generator seeded with seed, or None where affine or running is False."""
@@ -103,8 +116,7 @@ def check_batch_norm(x, training, affine=True, running=True, momentum=0.1, eps=1
 
     c, dtype = x.shape[1], x.dtype
     weight, bias, running_mean, running_var = channel_parameters(x, affine, running, seed)
-    exact = [None if a is None else torch.tensor(a, dtype=torch.float64)
-             for a in (x, weight, bias, running_mean, running_var)]
+    exact = float64(x, weight, bias, running_mean, running_var)
     t, torch_stats = exact[:3], exact[3:]
     expected_y = torch.nn.functional.batch_norm(t[0], *torch_stats, t[1], t[2], training,
                                                 momentum, eps).numpy().astype(dtype)
@@ -128,9 +140,7 @@ def check_batch_norm(x, training, affine=True, running=True, momentum=0.1, eps=1
                  **norm_tolerance(x, axes, eps))
     assert_close(rstd, expected_rstd.astype(dtype), f"rstd {case}", **tol)
     if running:  # the arrays passed in must now hold torch's updated statistics
-        for name, actual, wanted in zip(("running_mean", "running_var"),
-                                        (running_mean, running_var), torch_stats):
-            assert_close(actual, wanted.numpy().astype(dtype), f"{name} after {case}", **tol)
+        check_running(running_mean, running_var, torch_stats, case, tol)
 
 
 @exercise("3.3", "batch_norm.batch_norm_forward")
@@ -146,11 +156,9 @@ def check_group_norm(x, num_groups, affine=True, eps=1e-5, seed=0):
     (normkit.testing; y is one stage after x_hat)."""
     from normlib.group_norm import group_norm_forward
 
-    rng = np.random.default_rng(seed)
-    c, dtype = x.shape[1], x.dtype
-    weight = rng.standard_normal(c).astype(dtype) if affine else None
-    bias = rng.standard_normal(c).astype(dtype) if affine else None
-    t = [None if a is None else torch.tensor(a, dtype=torch.float64) for a in (x, weight, bias)]
+    dtype = x.dtype
+    weight, bias, _, _ = channel_parameters(x, affine, False, seed)
+    t = float64(x, weight, bias)
     expected_y = torch.nn.functional.group_norm(t[0], num_groups, t[1], t[2], eps).numpy()
     groups = x.reshape(x.shape[0], num_groups, -1)  # (N, G, C/G * spatial)
     tol = norm_tolerance(groups, (2,), eps)
@@ -183,8 +191,7 @@ def check_instance_norm(x, use_input_stats=True, affine=True, running=True, mome
 
     dtype = x.dtype
     weight, bias, running_mean, running_var = channel_parameters(x, affine, running, seed)
-    exact = [None if a is None else torch.tensor(a, dtype=torch.float64)
-             for a in (x, weight, bias, running_mean, running_var)]
+    exact = float64(x, weight, bias, running_mean, running_var)
     t, torch_stats = exact[:3], exact[3:]
     expected_y = torch.nn.functional.instance_norm(t[0], *torch_stats, t[1], t[2],
                                                    use_input_stats, momentum, eps)
@@ -204,9 +211,7 @@ def check_instance_norm(x, use_input_stats=True, affine=True, running=True, mome
         assert_close(x_hat, expected_x_hat, f"x_hat {case}", **norm_tolerance(x, axes, eps))
         assert_close(rstd, expected_rstd, f"rstd {case}", **tol)
     if running:  # the arrays passed in must now hold torch's statistics
-        for name, actual, wanted in zip(("running_mean", "running_var"),
-                                        (running_mean, running_var), torch_stats):
-            assert_close(actual, wanted.numpy().astype(dtype), f"{name} after {case}", **tol)
+        check_running(running_mean, running_var, torch_stats, case, tol)
 
 
 @exercise("3.5", "instance_norm.instance_norm_forward")
@@ -224,7 +229,7 @@ def check_rms_norm(x, normalized_shape, weight=None, eps=None):
     from normlib.rms_norm import rms_norm_forward
 
     e = np.finfo(x.dtype).eps if eps is None else eps
-    t, w = (None if a is None else torch.tensor(a, dtype=torch.float64) for a in (x, weight))
+    t, w = float64(x, weight)
     expected_y = torch.nn.functional.rms_norm(t, normalized_shape, w, e)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     expected_rrms = torch.rsqrt(t.pow(2).mean(dim=axes, keepdim=True) + e)
