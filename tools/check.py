@@ -92,9 +92,9 @@ def _failure(e, source, filename, exercise=None):
     return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:6], where])
 
 
-# The lines of an exercise file from before normkit/ that import what moved there
-OLD_IMPORT = re.compile(r"from \.(channels|_validation) import|normlib\.(_validation|benchmark|"
-                        r"channels|diagnosis|gradcheck|language_model|notebook|testing|training)\b")
+# An exercise file's import of what moved, from before normkit/: "from .channels",
+# "normlib.testing" (group 1: how, group 2: the module)
+OLD_IMPORT = re.compile(rf"(from \.|normlib\.)({'|'.join(n[:-3] for n in MOVED)})\b")
 
 
 def moved(folder):
@@ -110,11 +110,8 @@ def moved(folder):
     for path in sorted(folder.glob("*.py")):
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if path.name not in MOVED and OLD_IMPORT.search(line):
-                new = line.replace("from .channels", "from normkit.channels").replace(
-                    "from ._validation", "from normkit.validation").replace(
-                    "normlib._validation", "normkit.validation")
-                new = re.sub(r"normlib\.(benchmark|channels|diagnosis|gradcheck|language_model|"
-                             r"notebook|testing|training)\b", r"normkit.\1", new)
+                new = OLD_IMPORT.sub(lambda m: ("from " if m[1] == "from ." else "") +
+                                     "normkit." + m[2].lstrip("_"), line)
                 advice.append(f"In normlib/{path.name}, line {number}, write "
                               f"`{new.strip()}` for `{line.strip()}`: it imports what moved "
                               "to normkit/ (graded as it is, the old line fails).")
