@@ -17,6 +17,8 @@ The signatures, from the most specific:
   element of a group (a missing or extra mean term).
 """
 
+import itertools
+
 import numpy as np
 
 AGREE = 1e-3  # relative spread below which an error's pattern counts as exact (float32
@@ -50,6 +52,33 @@ def shape_cause(actual, expected):
     if actual.shape == expected.shape[::-1]:
         return "the axes are in the reverse order (a transpose?)"
     return ""
+
+
+def _reduced(actual, x_shape):
+    """The axes of x_shape that a reduction to the shape `actual` went over, and whether it
+    dropped them ((axes, dropped)), or None where no reduction of x gives that shape."""
+    actual, x_shape = tuple(actual), tuple(x_shape)
+    if len(actual) == len(x_shape) and all(a in (1, s) for a, s in zip(actual, x_shape)):
+        return tuple(i for i, (a, s) in enumerate(zip(actual, x_shape)) if a != s), False
+    for r in range(1, len(x_shape) + 1):
+        for axes in itertools.combinations(range(len(x_shape)), r):
+            if tuple(s for i, s in enumerate(x_shape) if i not in axes) == actual:
+                return axes, True
+    return None
+
+
+def axes_cause(actual, x_shape, axes, meaning, keepdims=True):
+    """The likely cause of a reduction's result of the wrong shape (a tuple) from an input
+    of x_shape, where it should go over `axes` (which `meaning` names: "normalized_shape=
+    (3, 4)"), keeping them as size 1 or not: which axes it went over, or "" (it is no
+    reduction of x, or over the right axes: shape_cause says more)."""
+    found = _reduced(actual, x_shape)
+    if found is None or found[0] == tuple(axes):
+        return ""
+    went, dropped = found
+    return (f"the result was reduced over axes {went} where {meaning} means axes "
+            f"{tuple(axes)}" + (" (and it dropped them: keepdims=True)"
+                                if dropped and keepdims else ""))
 
 
 def dtype_cause(actual, expected):
@@ -101,6 +130,18 @@ def group_cause(actual, expected, over):
         return ("the error is the same for every element of a group: a term that is constant "
                 "over the group is missing or extra (in a backward: the mean's path, the mean "
                 "of the upstream gradient)")
+    return ""
+
+
+def error_cause(error):
+    """The likely cause of an exception that your code raised during a check, or ""."""
+    text = str(error)
+    if isinstance(error, ValueError) and "could not be broadcast" in text:
+        return ("two arrays' shapes do not line up: a reduced array lost its axes (keep them "
+                "as size 1 with keepdims=True, so that it broadcasts against x), or an array "
+                "was reduced over the wrong axes")
+    if isinstance(error, (TypeError, ValueError)) and "unpack" in text:
+        return "a result is not the tuple the exercise returns: see its docstring"
     return ""
 
 

@@ -39,7 +39,6 @@ from pathlib import Path
 
 from normkit import checks
 
-STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
 CHECK = re.compile(r"# Exercise (\d+\.\d+): (\w+) \(")  # a check cell's first line
 
 
@@ -49,7 +48,7 @@ def not_yet_implemented(error):
     if not frames:
         return None
     where = frames[-1]  # the frame that raised
-    stub = STUB.fullmatch(str(error))
+    stub = checks.STUB.fullmatch(str(error))
     if stub:
         file = checks.shown(where.filename)
         return (f"Exercise {stub[1]} is not yet implemented: {stub[2]} in {file} still raises "

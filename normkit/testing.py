@@ -151,18 +151,23 @@ class CheckFailed(AssertionError):
     (normkit.diagnosis). The notebooks show it as that message alone, not a traceback."""
 
 
-def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistakes=None):
+def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistakes=None,
+                 reduced=None):
     """Assert that actual is a NumPy array of exactly expected's shape and dtype, and
     equal to it within rtol and atol (default: TOLERANCES of that dtype), atol in units of
     expected's largest magnitude (at least 1): an entry near 0 computed from larger terms,
     a difference or a sum of many, carries their rounding. A NaN passes only where expected
     holds one (torch's statistics of an empty input). Raises CheckFailed. over: the axes of
     one normalization group, to recognize errors with a pattern over a group; mistakes:
-    {likely cause: what that mistake computes here} (normkit.diagnosis)."""
+    {likely cause: what that mistake computes here} (normkit.diagnosis); reduced: for a
+    result that reduces an input, (its shape, the axes reduced, what names them:
+    "normalized_shape=(3, 4)"[, False where the result drops those axes]), so that a wrong
+    shape says which axes it went over (diagnosis.axes_cause)."""
     if not isinstance(actual, np.ndarray):
         raise CheckFailed(f"{name}: expected a numpy.ndarray, got {type(actual).__name__}")
     if actual.shape != expected.shape:
-        cause = diagnosis.shape_cause(actual, expected)
+        cause = (reduced and diagnosis.axes_cause(actual.shape, *reduced)) or \
+            diagnosis.shape_cause(actual, expected)
         raise CheckFailed(f"{name}: expected shape {expected.shape}, got "
                           f"{diagnosis.shape_words(actual.shape, expected.shape)}"
                           + (f".\n  Likely cause: {cause}." if cause else ""))
@@ -208,21 +213,25 @@ def torch_layer_norm_backward(grad_output, x, normalized_shape, weight=None, bia
     return tuple(None if t is None else _rounded(t.grad, x.dtype) for t in (xt, wt, bt))
 
 
-def torch_layer_norm_nodes(grad_output, x, eps=1e-5):
+def torch_layer_norm_nodes(grad_output, x, eps=1e-5, cut=None, ddof=0):
     """torch autograd's gradient at each node of notebook 02's LayerNorm graph (rows x
     (B, N), no weight or bias) under grad_output = dL/dx_hat: the `.grad` of each
     intermediate, computed exactly (float64) and rounded to x's dtype, in the order
-    backprop reaches them: {"drstd", "dvar", "dxc", "dmu", "dx"} (Exercise 2.1)."""
+    backprop reaches them: {"drstd", "dvar", "dxc", "dmu", "dx"} (Exercise 2.1). For the
+    mistakes of a staged backward: cut="mean" or "variance" detaches that node (its path
+    is missing; its own gradient is then 0); ddof=1 divides the variance by N - 1."""
     xt = _exact(x, requires_grad=True)  # (B, N)
     mu = xt.mean(dim=-1, keepdim=True)  # (B, 1)
-    xc = xt - mu  # (B, N)
-    var = (xc * xc).mean(dim=-1, keepdim=True)  # (B, 1)
-    rstd = (var + eps) ** -0.5  # (B, 1)
+    xc = xt - (mu.detach() if cut == "mean" else mu)  # (B, N)
+    var = (xc * xc).sum(dim=-1, keepdim=True) / (x.shape[-1] - ddof)  # (B, 1)
+    rstd = ((var.detach() if cut == "variance" else var) + eps) ** -0.5  # (B, 1)
     nodes = {"drstd": rstd, "dvar": var, "dxc": xc, "dmu": mu}
     for t in nodes.values():
-        t.retain_grad()
+        if t.requires_grad:  # (not a cut node's constant)
+            t.retain_grad()
     (xc * rstd).backward(_exact(grad_output))
-    return {name: _rounded(t.grad, x.dtype) for name, t in {**nodes, "dx": xt}.items()}
+    return {name: _rounded(torch.zeros_like(t) if t.grad is None else t.grad, x.dtype)
+            for name, t in {**nodes, "dx": xt}.items()}
 
 
 
@@ -348,7 +357,7 @@ def guard_inputs(**arrays):
         for name, saved in copies.items():
             if saved is not None and not np.array_equal(arrays[name], saved, equal_nan=True):
                 raise CheckFailed(f"{name} was modified in place {case}: a kernel must "
-                                     "not write into its inputs")
+                                     "not write into its inputs.")
 
     return assert_untouched
 
@@ -401,13 +410,14 @@ def _run(module, x, grad_output):
             + [(f"{name}.grad", p.grad) for name, p in params])
 
 
-def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None):
+def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None, mistakes=None):
     """ours(x) (a module or function of one tensor) gives theirs(x)'s output, input gradient
     and gradient of every parameter (same names) under a random upstream gradient, in
     value, shape and dtype. theirs runs exactly: a float64 copy of it, on x and the upstream
     gradient in float64, rounded back to x's dtype (so theirs must not depend on its dtype
     otherwise: give an RMSNorm inside it an explicit eps, not None). tol: {"rtol", "atol"}
-    from the error model (default TOLERANCES)."""
+    from the error model (default TOLERANCES). mistakes(grad_output): {name: {likely cause:
+    the tensor that mistake gives}} (assert_close's `mistakes`)."""
     gen = torch.Generator().manual_seed(seed)
     grad_output = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
     exact = copy.deepcopy(theirs)
@@ -422,10 +432,12 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None):
     if names[0] != names[1]:
         raise CheckFailed(f"parameters {case}: {names[0][2:]}, expected {names[1][2:]}")
     tol = dict(TOLERANCES[_numpy_dtype(x.dtype)] if tol is None else tol)
+    found = mistakes(grad_output) if mistakes else {}  # {name: {cause: tensor}}
     for (name, a), (_, e) in zip(actual, expected):
         if a is None:
             raise CheckFailed(f"{name} is None {case}: is every parameter used?")
-        torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol)
+        causes = {c: t.detach().to(x.dtype).numpy() for c, t in found.get(name, {}).items()}
+        torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol, mistakes=causes)
 
 
 MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 5.5 and 5.6 measure
@@ -475,20 +487,28 @@ def randn_tensor(dtype, *shape, scale=1.0, offset=0.0, seed=0):
     return (offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype)
 
 
-def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, **kwargs):
+def check_mixed(norm, exact, x, normalized_shape, *params, ulps=2, mistakes=None, **kwargs):
     """norm(x, normalized_shape, *params, **kwargs) is a tensor of x's shape and dtype, and
     close to exact(...) on the same numbers in float64: rtol = atol = ulps * eps, eps =
     torch.finfo(x.dtype).eps, so an error up to ulps * eps * (1 + |y|). Rounding the exact
     result to 16 bits once errs by at most eps * |y| / 2: 2 accepts every correct
-    implementation."""
-    expected = exact(x.double(), normalized_shape,
-                     *(None if p is None else p.double() for p in params), **kwargs)
+    implementation. mistakes: {likely cause: a function like exact, computing in float64
+    what that mistake gives} (assert_close's `mistakes`)."""
+    params64 = [None if p is None else p.double() for p in params]
+    expected = exact(x.double(), normalized_shape, *params64, **kwargs)
     y = norm(x, normalized_shape, *params, **kwargs)
     case = f"for x {tuple(x.shape)} {x.dtype}, normalized_shape={normalized_shape} {kwargs}"
     if not isinstance(y, torch.Tensor):
         raise CheckFailed(f"{case}: expected a torch.Tensor, got {type(y).__name__}")
     if y.shape != x.shape or y.dtype != x.dtype:
         shape = diagnosis.shape_words(y.shape, x.shape)  # (where it reveals nothing)
-        raise CheckFailed(f"{case}: expected {tuple(x.shape)} {x.dtype}, got {shape} {y.dtype}")
+        cause = ("" if y.shape != x.shape or y.dtype.itemsize <= x.dtype.itemsize else
+                 f".\n  Likely cause: the result stayed in {y.dtype}, where it was computed: "
+                 "round it to x's dtype once, at the end.")
+        raise CheckFailed(f"{case}: expected {tuple(x.shape)} {x.dtype}, got {shape} {y.dtype}"
+                          + cause)
     tol = ulps * torch.finfo(x.dtype).eps
-    assert_close(y.double().numpy(), expected.numpy(), f"y {case}", rtol=tol, atol=tol)
+    found = {cause: f(x.double(), normalized_shape, *params64, **kwargs).numpy()
+             for cause, f in (mistakes or {}).items()}  # {cause: float64 (*x.shape)}
+    assert_close(y.double().numpy(), expected.numpy(), f"y {case}", rtol=tol, atol=tol,
+                 mistakes=found)

@@ -50,20 +50,19 @@ def test_untouched_edition_is_not_yet_implemented(edition):
     assert "Traceback" not in out and f"0 passed, 0 failed, {n} not yet implemented" in out
 
 
-ONE_PASS_MERGE = '''
+EDGE_MERGE = '''
 
-def welford_merge(a, b):  # through sums of squares: what only the hidden tests catch
+def welford_merge(a, b):  # right but for an empty part (1 / 0): what only the hidden tests catch
     (na, ma, m2a), (nb, mb, m2b) = a, b
-    n = na + nb
-    mean = (na * ma + nb * mb) / n
-    return n, mean, (m2a + na * ma * ma + m2b + nb * mb * mb) - n * mean * mean
+    delta = mb - ma
+    return na + nb, ma + delta * nb / (na + nb), m2a + m2b + delta * delta / (1 / na + 1 / nb)
 '''
 
 
-def reference_with_one_pass_merge(folder):
+def reference_with_edge_merge(folder):
     use_reference(folder)
     path = folder / "normlib" / "variance.py"
-    path.write_text(path.read_text() + ONE_PASS_MERGE)
+    path.write_text(path.read_text() + EDGE_MERGE)
 
 
 def test_hidden_runs_the_hidden_tests_and_a_broken_file_costs_only_its_exercises(edition):
@@ -72,7 +71,7 @@ def test_hidden_runs_the_hidden_tests_and_a_broken_file_costs_only_its_exercises
     Units 3 and 5 (tests/test_isolation.py runs every file's case the way this command
     runs its checks; tests/test_graders.py passes the reference through every check with
     its hidden tests). The visible checks pass the merge: the next test."""
-    reference_with_one_pass_merge(edition)
+    reference_with_edge_merge(edition)
     path = edition / "normlib" / "instance_norm.py"
     path.write_text(path.read_text() + "\ndef (:\n")
     chosen = [n for n in EXERCISES if n[0] in "35"]
@@ -87,7 +86,7 @@ def test_hidden_runs_the_hidden_tests_and_a_broken_file_costs_only_its_exercises
 
 
 def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
-    reference_with_one_pass_merge(edition)
+    reference_with_edge_merge(edition)
     path = edition / "normlib" / "layer_norm.py"
     path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
     shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
@@ -103,7 +102,8 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     assert re.search(r"\(your layer_norm_stats is at normlib/layer_norm\.py:\d+; the case is "
                      r"normkit/checks/unit1\.py:\d+: check_stats\(X, \(4,\)\)", out), out
     assert "normkit/testing.py" not in out and "Traceback" not in out
-    assert "It needs Exercise 1.1, which fails: fix that first" in out  # 1.2 calls 1.1
+    assert ("Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails its "
+            "check too: fix that first") in out  # 1.2 calls 1.1
     assert "Fix the failures first" in out
     assert "not yet implemented (needs Exercise 3.1)" in out, out
     assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
@@ -150,7 +150,9 @@ def test_a_failure_in_the_students_code_names_their_file_and_line(edition):
     path.write_text("\n".join(lines) + "\n")
     code, out = check(edition, "1.1", "2.5", "4.2")
     assert code == 1
-    assert f"ValueError: my bug\n      (your normlib/layer_norm.py:{row + 1})" in out, out
+    assert (f"CheckFailed: your code raised ValueError: my bug\n      at normlib/layer_norm.py, "
+            f"line {row + 1}: raise ValueError('my bug')\n") in out, out
+    assert "(your normlib" not in out  # (the message says where: not twice)
     assert "visible checks pass" not in out
     names = [line for line in out.splitlines() if line.startswith("Exercise")]
     assert len(names) == 3 and len({len(line) - len(line.split()[-1]) for line in names}) == 1

@@ -5,7 +5,10 @@ given a wrong cause; and a failed check reads, in a notebook, as that message an
 look, not as a NumPy traceback."""
 
 import importlib
+import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import numpy as np
@@ -15,35 +18,14 @@ from nbclient import NotebookClient
 from normkit.checks import namespace
 from normkit.notebook import check_failed
 from normkit.testing import CheckFailed, assert_close, stats_mistakes
-from tests.conftest import REPO
-from tests.variants import RIGHT, WRONG
+from tests.conftest import REPO, exercise_param
+from tests.variants import FEWER, RIGHT, WRONG
+from tests.variants.mistake import Mistake
 from tools.exercises import by_number
 
 EXERCISES = by_number()
 
-# (exercise, the wrong variant's name in tests/variants, what its message must say)
-DIAGNOSED = [
-    ("1.1", "unbiased variance", "Likely cause: the unbiased variance: dividing by N - 1 = 3"),
-    ("1.1", "eps added to the std", "Likely cause: eps is added to the std"),
-    ("1.1", "std instead of rstd", "Likely cause: this is the std, not its reciprocal"),
-    ("1.1", "no keepdims", "expected shape (2, 3, 1), got (2, 3).\n  Likely cause: the "
-     "reduced axes were dropped: keep them as size 1 (keepdims=True)"),
-    ("1.1", "float64 result for float32 input", "Likely cause: a float32 input gives a "
-     "float32 result"),
-    ("2.1", "dvar with the wrong sign", "Likely cause: every value has the wrong sign"),
-    ("2.2", "missing mean term", "Likely cause: the mean's term is missing"),
-    ("2.2", "missing variance term", "Likely cause: the variance's term is missing"),
-    ("3.1", "unbiased variance", "Likely cause: the unbiased variance: dividing by N - 1 = 19"),
-    ("3.1", "eps added to the std", "Likely cause: eps is added to the std"),
-    ("3.2", "missing mean term", "Likely cause: the mean's term is missing"),
-    ("3.2", "missing variance term", "Likely cause: the variance's term is missing"),
-    ("3.6", "subtracts the mean", "Likely cause: the mean is subtracted: RMSNorm does not "
-     "centre"),
-    ("3.7", "LayerNorm's mean term kept", "Likely cause: the error is the same for every "
-     "element"),
-    ("3.8", "missing mean term", "Likely cause: the mean's term is missing"),
-    ("3.8", "missing variance term", "Likely cause: the variance's term is missing"),
-]
+FEWER_ALLOWED = 3  # mistakes a catalogue holds at least, unless tests/variants.FEWER says why
 
 
 def visible_check(monkeypatch, number, implementation):
@@ -54,33 +36,54 @@ def visible_check(monkeypatch, number, implementation):
     exec(compile(exercise.visible, f"<check {number}>", "exec"), namespace())
 
 
-@pytest.mark.parametrize("number, name, cause", DIAGNOSED,
-                         ids=[f"{n} {m}" for n, m, _ in DIAGNOSED])
-def test_a_classic_mistake_is_named_by_the_visible_check(monkeypatch, number, name, cause):
+@pytest.mark.parametrize("number", [exercise_param(n) for n in EXERCISES])
+def test_every_exercise_has_its_catalogue_of_mistakes(number):
+    """At least three classic mistakes, or fewer with the reason (a prediction has few)."""
+    mistakes = WRONG.get(number, {})
+    assert len(mistakes) >= FEWER_ALLOWED or (mistakes and FEWER.get(number)), \
+        f"Exercise {number}: {len(mistakes)} catalogued mistakes (tests/variants)"
+    for name, mistake in mistakes.items():
+        assert isinstance(mistake, Mistake) and mistake.named, (number, name)
+
+
+@pytest.mark.parametrize(
+    "number,name", [exercise_param(n, name) for n in sorted(WRONG) for name in WRONG[n]])
+def test_a_classic_mistake_is_named_by_the_visible_check(monkeypatch, number, name):
+    """The visible check fails, with a CheckFailed (one short message in a notebook), that
+    names the catalogued cause: as the notebook shows it (with where to look)."""
     with pytest.raises(CheckFailed) as failed:
-        visible_check(monkeypatch, number, WRONG[number][name])
-    message = str(failed.value)
-    assert cause in message, message
-    assert re.search(r"\d+ of \d+ values are wrong\.\n  Worst at index \(.*\): expected \S+, "
-                     r"got \S+ \(tolerance \S+\)\.", message) or "expected shape" in message \
-        or "expected dtype" in message, message
-    assert len(message.splitlines()) <= 3, message  # short: no dump of the arrays
+        visible_check(monkeypatch, number, WRONG[number][name].variant)
+    message = check_failed(failed.value)
+    assert WRONG[number][name].named in message, message
+    assert len(message) < 1200 and len(message.splitlines()) <= 10, message  # short
 
 
-@pytest.mark.parametrize("number", sorted({n for n, _, _ in DIAGNOSED}))
-def test_a_correct_variant_passes_the_diagnosing_check(monkeypatch, number):
+def test_the_instructors_catalogue_is_generated_from_the_variants(tmp_path):
+    """docs/mistakes.md is what `python -m tests.variants --catalogue` writes: one line per
+    catalogued mistake, with the cause its check names."""
+    written = tmp_path / "mistakes.md"
+    subprocess.run([sys.executable, "-m", "tests.variants", "--catalogue", str(written)],
+                   cwd=REPO, check=True, capture_output=True)
+    assert written.read_text() == (REPO / "docs" / "mistakes.md").read_text(), \
+        "docs/mistakes.md is stale: run python -m tests.variants --catalogue"
+    lines = [line for line in written.read_text().splitlines() if line.startswith("- ")]
+    assert len(lines) == sum(len(m) for m in WRONG.values())
+
+
+@pytest.mark.parametrize("number", [exercise_param(n) for n in sorted(RIGHT)])
+def test_a_correct_variant_passes_the_visible_check(monkeypatch, number):
     for implementation in RIGHT[number].values():
         visible_check(monkeypatch, number, implementation)
 
 
 @pytest.mark.parametrize("number, name, allowed", [
     ("2.2", "rstd factor missing", "a scale factor is missing"),  # 1/rstd: not sqrt((N-1)/N)
-    ("2.2", "weight ignored in dx", None),  # (its error sums to 0 over a group, as any does)
-    ("3.4", "channels grouped in the wrong order", None),
+    ("2.2", "weight ignored in dx", "dx ignores the weight"),  # (computed: not a group pattern)
+    ("3.4", "channels grouped in the wrong order", "consecutive channels"),  # (computed)
 ])
 def test_no_cause_is_claimed_that_is_not_the_mistake(monkeypatch, number, name, allowed):
     with pytest.raises(CheckFailed) as failed:
-        visible_check(monkeypatch, number, WRONG[number][name])
+        visible_check(monkeypatch, number, WRONG[number][name].variant)
     causes = [line for line in str(failed.value).splitlines() if "Likely cause" in line]
     assert causes == [] if allowed is None else (len(causes) == 1 and allowed in causes[0]), \
         causes
@@ -121,35 +124,75 @@ def layer_norm_stats(x, normalized_shape, eps=1e-5):
     var = x.var(axis=axes, keepdims=True, ddof=1)
     return x.mean(axis=axes, keepdims=True), 1 / np.sqrt(var + eps)
 '''
+FORWARD = '''
+def layer_norm_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    mean, rstd = layer_norm_stats(x, normalized_shape, eps)
+    y = (x - mean) * rstd
+    return y if weight is None else y * weight + (0 if bias is None else bias), mean, rstd
+'''
+RAISES = '''
+def layer_norm_stats(x, normalized_shape, eps=1e-5):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(axis=axes)
+    return mean, 1 / np.sqrt(((x - mean) ** 2).mean(axis=axes) + eps)
+'''
 
 
 def test_a_failed_check_in_a_notebook_is_its_message_and_where_to_look(tmp_path):
-    """Through a real kernel with the notebooks' extension: the short message, the student's
-    function and line, the case's line in normkit/checks/, and no NumPy frame."""
+    """Through a real kernel with the notebooks' setup cell (autoreload, the extension): the
+    short message, the student's function and line, the case's line in normkit/checks/, no
+    NumPy frame; a dependent exercise's check names the failing one it calls; after an edit
+    that moves the function, its new line; an exception of the student's code, its line."""
+    from tests.test_notebook import setup_cell
+
     folder = tmp_path / "normlib"
     folder.mkdir()
     (folder / "__init__.py").write_text("")
-    (folder / "layer_norm.py").write_text("import numpy as np\n\n" + WRONG_STATS)
+    path = folder / "layer_norm.py"
+    path.write_text("import numpy as np\n" + WRONG_STATS + FORWARD)
     setup = (f"import sys; sys.path.insert(0, {str(REPO / 'solutions')!r})\n"
              "import normlib, normlib.layer_norm\n"
              f"normlib.__path__.insert(0, {str(folder)!r})\n"
              "import importlib; importlib.reload(normlib.layer_norm)\n"
-             "%load_ext normkit.notebook\n"
-             "from normkit.checks import check")
+             + setup_cell() + "\nfrom normkit.checks import check")
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(setup),
-                      nbformat.v4.new_code_cell(EXERCISES["1.1"].visible)]
-    NotebookClient(notebook, kernel_name="python3", allow_errors=True, timeout=120,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    assert notebook.cells[0].outputs == [], notebook.cells[0].outputs
-    (error,) = notebook.cells[1].outputs
+    client = NotebookClient(notebook, kernel_name="python3", allow_errors=True, timeout=120,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    outputs = []
+    with client.setup_kernel():
+        for step in [setup, EXERCISES["1.1"].visible, EXERCISES["1.2"].visible, "edit",
+                     EXERCISES["1.1"].visible, "raises", EXERCISES["1.1"].visible]:
+            if step in ("edit", "raises"):
+                mtime = path.stat().st_mtime
+                path.write_text("import numpy as np\n\n\n# two lines added above\n" +
+                                (WRONG_STATS if step == "edit" else RAISES) + FORWARD)
+                os.utime(path, (mtime + 2, mtime + 2))  # (newer, whatever the clock's step)
+                continue
+            notebook.cells.append(nbformat.v4.new_code_cell(step))
+            client.execute_cell(notebook.cells[-1], len(notebook.cells) - 1)
+            outputs.append(notebook.cells[-1].outputs)
+    assert outputs[0] == [], outputs[0]
+    (error,) = outputs[1]
     text = "\n".join(error["traceback"])
     assert error["ename"] == "CheckFailed"
     assert "Likely cause: the unbiased variance: dividing by N - 1 = 3" in text, text
-    assert "Exercise 1.1: your layer_norm_stats is in normlib/layer_norm.py, line 4." in text
+    assert "Exercise 1.1: your layer_norm_stats is in normlib/layer_norm.py, line 3." in text
     assert re.search(r"The case is normkit/checks/unit1\.py, line \d+: check_stats\(X, \(4,\)\)",
                      text), text
     assert "site-packages" not in text and "Traceback" not in text and len(text) < 800, text
+    (error,) = outputs[2]  # 1.2, whose layer_norm_forward calls the failing 1.1
+    text = "\n".join(error["traceback"])
+    assert ("Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails its "
+            "check too: fix that first, then this check again.") in text, text
+    (error,) = outputs[3]  # the same mistake, three lines further down the file
+    assert "your layer_norm_stats is in normlib/layer_norm.py, line 6." in \
+        "\n".join(error["traceback"])
+    (error,) = outputs[4]  # an exception in the student's code: its line, one message
+    text = "\n".join(error["traceback"])
+    assert error["ename"] == "CheckFailed" and "Traceback" not in text, text
+    assert ("your code raised ValueError: operands could not be broadcast together" in text
+            and "at normlib/layer_norm.py, line 9: return mean, 1 / np.sqrt(((x - mean) ** 2)"
+            in text and "Likely cause: two arrays' shapes do not line up" in text), text
 
 
 def test_check_failed_outside_a_check_cell_is_the_message_alone():

@@ -81,7 +81,7 @@ def test_correct_variant_passes(monkeypatch, number, name):
 )
 def test_mistake_is_caught(monkeypatch, number, name):
     with pytest.raises(Exception) as caught:
-        run_check(monkeypatch, number, WRONG[number][name],
+        run_check(monkeypatch, number, WRONG[number][name].variant,
                   tolerance_scale=scales(number)[1])
     # a failure of the check itself, not of the variant's own code
     assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))

@@ -18,8 +18,9 @@ message (for a wrong value: the quantity, the case, the worst element and the li
 cause, normkit.testing.assert_close) and where to look: the deepest line of your own files
 (normlib/'s files that hold exercises); for a wrong value, your function's file and line
 and the case's line (normkit/checks/unit1.py:40); else the case's line (any other
-NotImplementedError too: torch's "must implement backward" is a mistake, not a stub), and
-which failed exercise it builds on ("It needs Exercise 1.1, which fails"). What the checks
+NotImplementedError too: torch's "must implement backward" is a mistake, not a stub). A
+check's message names the failing exercise that your function calls (normkit.checks.failed:
+"Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails"). What the checks
 print ("the visible checks pass") is not repeated: an exercise that passes has one line.
 `make check` works from notebooks/ too (its Makefile forwards to this one). A normlib/ that
 still holds a file the course has moved to normkit/ (an older checkout's) is named first,
@@ -37,7 +38,7 @@ import traceback
 from pathlib import Path
 
 from normkit.checks import case, namespace
-from tools.exercises import exercises, needs, student_files
+from tools.exercises import exercises, student_files
 from tools.markers import EXERCISE, STUB_MESSAGE
 
 # The files normlib/ held before the course's code moved to normkit/ (its own package)
@@ -85,11 +86,12 @@ def _failure(e, source, filename, exercise=None):
         f"the case is the check's line {cell[0].lineno}: " \
         f"{source.splitlines()[cell[0].lineno - 1].strip()}" if cell else ""
     defined = _defined(exercise) if exercise and type(e).__name__ == "CheckFailed" else ""
-    where = f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
+    where = "" if str(e).startswith("your code raised") else \
+        f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
         else f"(your {exercise.name} is at {defined}; {at})" if defined and at \
         else f"({at})" if at else ""
     message = str(e).strip().splitlines() or [""]
-    return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:6], where])
+    return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:10], where])
 
 
 # An exercise file's import of what moved, from before normkit/: "from .channels",
@@ -136,7 +138,6 @@ def main(argv=None):
     labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
     width = max(len(e.name) for e in todo)  # (the longest name's column)
     counts = {"pass": 0, "todo": 0, "FAIL": 0}
-    failed = set()  # the exercises that failed so far (a check builds on earlier ones)
     for e in todo:
         status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>", e)
         counts[status] += 1
@@ -144,11 +145,6 @@ def main(argv=None):
         note = f" (needs Exercise {stub.group(1)})" if stub and stub.group(1) != e.number else ""
         print(f"Exercise {e.number}  {e.name:<{width}}  {labels[status]}{note}")
         if status == "FAIL":
-            failed.add(e.number)
-            before = needs(e.number, failed)
-            if before:
-                detail += (f"\nIt needs Exercise {', '.join(before)}, which "
-                           f"fail{'s' * (len(before) == 1)}: fix that first, then this again.")
             print("\n".join(f"      {line.strip()}" for line in detail.splitlines() if line))
     which = "with the hidden tests" if args.hidden else \
         "the visible checks; grading adds hidden ones"

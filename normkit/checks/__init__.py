@@ -4,10 +4,13 @@
     check("1.1")
 
 which runs the exercise's visible cases against your normlib/ and prints that they pass, or
-raises the first failure: a CheckFailed (which quantity and case, how far off, the likely
-cause; normkit.testing.assert_close), or what your code raised (a stub's
-NotImplementedError). The notebooks' extension (normkit.notebook) shows either as one short
-message, with where your function is and which case failed.
+raises the first failure as a CheckFailed: which quantity and case, how far off, the likely
+cause (normkit.testing.assert_close); or what your code raised, with its line in your file.
+Where your function calls another exercise's (1.2's layer_norm_forward calling 1.1's
+layer_norm_stats) and that exercise's check fails too, the message ends by saying so. A
+stub's NotImplementedError ("Exercise N.M: implement ...") is raised as it is: not yet
+written is not a failure. The notebooks' extension (normkit.notebook) shows either as one
+short message, with where your function is and which case failed.
 
 The cases of Exercise N.M are the function registered with @exercise("N.M", ...) in this
 package's unitN.py, beside the check functions they call (check_stats, ...). The hidden
@@ -16,11 +19,15 @@ hidden-test markers of the check cell), call the same check functions on other c
 reach the judge from there; the release and the student edition never hold them.
 """
 
+import ast
 import importlib
+import inspect
 import linecache
+import re
 import traceback
 from pathlib import Path
 
+STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
 CHECKS = {}  # {"1.1": (the function running its visible cases, what it checks)}
 KIT = Path(__file__).resolve().parents[1]  # normkit/
 
@@ -49,10 +56,91 @@ def _registered(number):
 
 def check(number):
     """Run Exercise `number`'s visible cases ("1.1"): print that they pass, or raise the
-    first failure."""
+    first failure as a CheckFailed (failed())."""
     function, _ = _registered(number)
-    function()
+    try:
+        function()
+    except Exception as error:
+        raise failed(number, error) from None
     print(f"Exercise {number}: the visible checks pass")
+
+
+def failed(number, error):
+    """error, raised by Exercise `number`'s visible cases, as the exception to raise: a
+    check's own CheckFailed, or its plain assert as one; an exception raised in your
+    normlib/ as a CheckFailed saying so, where, and its likely cause; either one ending, if
+    your function calls other exercises' functions whose checks fail, with which. Anything
+    else as it is: a stub's NotImplementedError (not yet written: no failure), or an error
+    raised elsewhere (at grading, your code runs in another process and the judge words
+    what it raised)."""
+    from normkit import diagnosis
+    from normkit.testing import CheckFailed
+
+    frames = traceback.extract_tb(error.__traceback__)
+    where = yours(frames, _file(number))
+    if isinstance(error, CheckFailed) or (isinstance(error, AssertionError) and not where
+                                          and frames and _in_checks(frames[-1].filename)):
+        message = str(error)
+    elif where and not STUB.fullmatch(str(error)):
+        cause = diagnosis.error_cause(error)
+        message = (f"your code raised {type(error).__name__}: {error}\n  at {where}"
+                   + (f"\n  Likely cause: {cause}." if cause else ""))
+    else:
+        return error
+    for other in failing_calls(number):
+        message += (f"\nYour {target(number)[1]} calls {target(other)[1]} (Exercise {other}), "
+                    "which fails its check too: fix that first, then this check again.")
+    return CheckFailed(message).with_traceback(error.__traceback__)
+
+
+def _in_checks(filename):
+    """Whether a file is one of this package's (a check's own code)."""
+    return Path(__file__).parent in Path(filename).resolve().parents
+
+
+def yours(frames, file=None):
+    """The deepest line of normlib/ (or of `file`, where the exercise's function is) among a
+    traceback's frames, as "normlib/x.py, line 22: its text", or ""."""
+    found = [f for f in frames if Path(f.filename).parent.name == "normlib"
+             or f.filename == file]
+    return f"{shown(found[-1].filename)}, line {found[-1].lineno}: " \
+        f"{(found[-1].line or '').strip()}" if found else ""
+
+
+def _file(number):
+    """The file of Exercise `number`'s function or class as it is now, or None."""
+    try:
+        module, name = target(number)
+        return inspect.getsourcefile(getattr(importlib.import_module(module), name))
+    except Exception:  # (a module that does not import, an object without a file)
+        return None
+
+
+def failing_calls(number):
+    """The other exercises whose function or class your Exercise `number` names in its
+    source (its calls), and whose visible checks fail, in order."""
+    for path in sorted((KIT / "checks").glob("unit*.py")):
+        importlib.import_module(f"{__name__}.{path.stem}")
+    try:
+        module, name = target(number)
+        source = inspect.getsource(getattr(importlib.import_module(module), name))
+        names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)}
+    except Exception:  # (its source cannot be read: it names none)
+        return []
+    found = []
+    for other, (function, what) in sorted(CHECKS.items(), key=lambda c: _order(c[0])):
+        if other != number and what.rpartition(".")[2] in names:
+            try:
+                function()
+            except Exception:
+                found.append(other)
+    return found
+
+
+def _order(number):
+    """An exercise number's sort key: "3.10" after "3.9"."""
+    return tuple(int(part) for part in number.split("."))
 
 
 def target(number):

@@ -1,12 +1,17 @@
 """Implementations of each exercise other than the reference, by exercise number:
 
     RIGHT[number][description]   correct, written differently: the check must pass them
-    WRONG[number][description]   a realistic mistake: the check must fail them
+    WRONG[number][description]   a classic mistake (a Mistake: the wrong implementation, and
+                                 what the visible check's message names as its cause): the
+                                 visible check must fail it and name the cause, the whole
+                                 check must fail it (tests/test_diagnosis.py, test_graders.py)
+    FEWER[number]                why an exercise has fewer than three classic mistakes
 
 one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 4,
 numerics: Unit 5), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
-runs every check on every variant; `python -m tests.variants` counts them.
+runs every check on every variant; `python -m tests.variants` counts them, and
+`python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).
 """
 
 from tests.variants import (
@@ -24,3 +29,4 @@ RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_transformer.RIG
          **right_numerics.RIGHT}
 WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG,
          **wrong_numerics.WRONG}
+FEWER = {}  # {number: why it has fewer than three classic mistakes}

@@ -65,6 +65,26 @@ class LayerInline(reference.TransformerEncoderLayer):
         return x
 
 
+class LayerFunctionalDropout(reference.TransformerEncoderLayer):
+    """F.dropout with the modules' probabilities and training=self.training: off in eval."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+
+        def drop(h, module):  # (N, S, *)
+            return F.dropout(h, module.p, training=self.training)
+
+        def attention(x):
+            return drop(self.self_attn(x), self.dropout1)
+
+        def feed_forward(x):
+            h = drop(self.activation(self.linear1(x)), self.dropout)  # (N, S, F)
+            return drop(self.linear2(h), self.dropout2)
+
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
+
+
 # Exercise 4.3: TransformerEncoder -----------------------------------------------------------
 
 
@@ -166,7 +186,8 @@ RIGHT = {
     "4.1": {"explicit if/else": add_norm_if_else,
             "one residual line, norm placed by conditionals": add_norm_one_path},
     "4.2": {"through AddNorm modules": LayerThroughAddNorm,
-            "torch's forward written inline": LayerInline},
+            "torch's forward written inline": LayerInline,
+            "F.dropout with training=self.training": LayerFunctionalDropout},
     "4.3": {"deep copies of one layer, torch.nn.Sequential": StackOfDeepCopies,
             "appended in a loop, forward by index": StackBuiltInALoop},
     "4.4": {"the spectral norm of the closed-form Jacobian": gain_from_the_jacobian,

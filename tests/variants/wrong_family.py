@@ -5,9 +5,11 @@ import numpy as np
 
 from normkit.channels import channel_affine, per_channel, update_running
 from normlib.norm import normalize_forward
+from tests.variants.mistake import Mistake
 
 
 def _stats(x, axes, eps, ddof=0):
+    """x_hat, mean, var (biased) and rstd (with ddof) of x over axes."""
     mean = x.mean(axis=axes, keepdims=True)
     var = x.var(axis=axes, keepdims=True)
     rstd = 1 / np.sqrt(x.var(axis=axes, keepdims=True, ddof=ddof) + eps)
@@ -18,30 +20,36 @@ def _stats(x, axes, eps, ddof=0):
 
 
 def normalize_unbiased(x, axes, eps):
+    """Divides by N - 1 (ddof=1)."""
     x_hat, mean, _, rstd = _stats(x, axes, eps, ddof=1)
     return x_hat, mean, x.var(axis=axes, keepdims=True, ddof=1), rstd
 
 
 def normalize_eps_on_std(x, axes, eps):
+    """Adds eps to the std, outside the square root."""
     mean, std = x.mean(axis=axes, keepdims=True), x.std(axis=axes, keepdims=True)
     return (x - mean) / (std + eps), mean, std**2, 1 / (std + eps)
 
 
 def normalize_no_keepdims(x, axes, eps):
+    """Returns the statistics without their reduced axes."""
     x_hat, mean, var, rstd = _stats(x, axes, eps)
     return x_hat, mean.squeeze(axes), var.squeeze(axes), rstd.squeeze(axes)
 
 
 def normalize_std_for_var(x, axes, eps):
+    """Returns the std where var is asked for."""
     x_hat, mean, var, rstd = _stats(x, axes, eps)
     return x_hat, mean, np.sqrt(var), rstd
 
 
 def normalize_last_axis(x, axes, eps):
+    """Ignores `axes`: normalizes over the last axis, as LayerNorm over one dim does."""
     return _stats(x, (x.ndim - 1,), eps)
 
 
 def normalize_in_place(x, axes, eps):
+    """Centres x in place (x -= mean), overwriting the caller's array."""
     mean = x.mean(axis=axes, keepdims=True)
     x -= mean  # overwrites the caller's x
     var = (x * x).mean(axis=axes, keepdims=True)
@@ -49,14 +57,24 @@ def normalize_in_place(x, axes, eps):
     return x * rstd, mean, var, rstd
 
 
+def normalize_float64(x, axes, eps):
+    """Accumulates the mean in float64 (dtype=np.float64) and never casts back to x's dtype."""
+    mean = x.mean(axis=axes, keepdims=True, dtype=np.float64)  # (1 on axes), float64
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    return (x - mean) * rstd, mean, var, rstd
+
+
 # Exercise 3.2: normalize_backward -----------------------------------------------------------
 
 
 def _normalize_backward(mistake):
+    """The compact backward with `mistake`: a term missing, means over every axis, sums."""
     def backward(grad_x_hat, x_hat, rstd, axes):
         means = tuple(range(x_hat.ndim)) if mistake == "all axes" else axes
-        g_mean = 0 if mistake == "no mean" else grad_x_hat.mean(axis=means, keepdims=True)
-        gx = 0 if mistake == "no var" else (grad_x_hat * x_hat).mean(axis=means, keepdims=True)
+        reduce = np.sum if mistake == "sums" else np.mean
+        g_mean = 0 if mistake == "no mean" else reduce(grad_x_hat, axis=means, keepdims=True)
+        gx = 0 if mistake == "no var" else reduce(grad_x_hat * x_hat, axis=means, keepdims=True)
         return (1 if mistake == "no rstd" else rstd) * (grad_x_hat - g_mean - x_hat * gx)
 
     return backward
@@ -66,6 +84,7 @@ def _normalize_backward(mistake):
 
 
 def _batch_norm(mistake):
+    """BatchNorm's forward with `mistake` (its catalogue entry in WRONG says which)."""
     def forward(x, running_mean=None, running_var=None, weight=None, bias=None, training=False,
                 momentum=0.1, eps=1e-5):
         axes = (0,) if mistake == "axis 0 only" else (0, *range(2, x.ndim))
@@ -74,6 +93,9 @@ def _batch_norm(mistake):
             if mistake == "normalizes with unbiased var":
                 n = x.size // np.prod(mean.shape)
                 rstd = (1 / np.sqrt(var * n / (n - 1) + eps)).astype(x.dtype)
+                x_hat = (x - mean) * rstd
+            if mistake == "eps on std":
+                rstd = 1 / (np.sqrt(var) + eps)
                 x_hat = (x - mean) * rstd
             if running_mean is not None and training:
                 n = x.size // x.shape[1]
@@ -94,6 +116,8 @@ def _batch_norm(mistake):
                 update_running(running_mean, x.mean(axis=(0, *range(2, x.ndim))), momentum)
             mean = per_channel(running_mean, x.ndim)
             rstd = 1.0 / np.sqrt(per_channel(running_var, x.ndim) + eps)
+            if mistake == "eval stats (C,)":  # (C,): they broadcast against (N, C) alone
+                mean, rstd = running_mean, 1.0 / np.sqrt(running_var + eps)
             x_hat = (x - mean) * rstd
         return channel_affine(x_hat, weight, bias), x_hat, rstd
 
@@ -133,21 +157,45 @@ def group_norm_affine_per_group(x, num_groups, weight=None, bias=None, eps=1e-5)
     return y.reshape(x.shape), x_hat.reshape(x.shape), rstd
 
 
+def _group_norm(mistake):
+    """GroupNorm's forward on the grouped view with `mistake`: ddof=1, eps on the std, or
+    num_groups taken as the number of channels in a group."""
+    def forward(x, num_groups, weight=None, bias=None, eps=1e-5):
+        n, c = x.shape[:2]
+        groups = c // num_groups if mistake == "group size" else num_groups
+        view = x.reshape(n, groups, -1)  # (N, G, C/G * spatial)
+        mean = view.mean(axis=2, keepdims=True)  # (N, G, 1)
+        std = view.std(axis=2, keepdims=True, ddof=1 if mistake == "unbiased" else 0)
+        rstd = 1 / (std + eps) if mistake == "eps on std" else 1 / np.sqrt(std**2 + eps)
+        x_hat = ((view - mean) * rstd).reshape(x.shape)
+        return channel_affine(x_hat, weight, bias), x_hat, rstd
+
+    return forward
+
+
 # Exercise 3.5: instance_norm_forward --------------------------------------------------------
 
 
 def _instance_norm(mistake):
+    """InstanceNorm's forward with `mistake` (its catalogue entry in WRONG says which)."""
     def forward(x, running_mean=None, running_var=None, weight=None, bias=None,
                 use_input_stats=True, momentum=0.1, eps=1e-5):
         axes = (0, *range(2, x.ndim)) if mistake == "batch axis included" else tuple(
             range(2, x.ndim))
         if use_input_stats or mistake == "eval uses input stats":
             x_hat, mean, var, rstd = normalize_forward(x, axes, eps)
+            if mistake == "eps on std":
+                rstd = 1 / (np.sqrt(var) + eps)
+                x_hat = (x - mean) * rstd
             if running_mean is not None and use_input_stats:
                 n = int(np.prod(x.shape[2:]))
                 unbiased = 1 if mistake == "running_var biased" else n / (n - 1)
                 batch_mean = mean.mean(axis=0).ravel()
                 batch_var = (var * unbiased).mean(axis=0).ravel()
+                if mistake == "pooled running_var":  # the whole batch's, as BatchNorm's
+                    batch_var = x.var(axis=(0, *axes), ddof=1)
+                if mistake == "momentum reversed":
+                    momentum = 1 - momentum
                 if mistake == "not in place":
                     running_mean = (1 - momentum) * running_mean + momentum * batch_mean
                     running_var = (1 - momentum) * running_var + momentum * batch_var
@@ -167,6 +215,7 @@ def _instance_norm(mistake):
 
 
 def _rms_norm(mistake):
+    """RMSNorm's forward with `mistake` (its catalogue entry in WRONG says which)."""
     def forward(x, normalized_shape, weight=None, eps=None):
         axes = (x.ndim - 1,) if mistake == "last axis only" else tuple(
             range(x.ndim - len(normalized_shape), x.ndim))
@@ -174,7 +223,7 @@ def _rms_norm(mistake):
             eps = 1e-5 if mistake == "eps 1e-5 when None" else np.finfo(x.dtype).eps
         if mistake == "subtracts the mean":
             x = x - x.mean(axis=axes, keepdims=True)
-        ms = (x * x).mean(axis=axes, keepdims=True)
+        ms = (x * x).mean(axis=axes, keepdims=mistake != "no keepdims")
         rrms = 1 / (np.sqrt(ms) + eps) if mistake == "eps outside sqrt" else 1 / np.sqrt(ms + eps)
         y = x * rrms
         if weight is not None:
@@ -187,6 +236,7 @@ def _rms_norm(mistake):
 
 
 def _rms_norm_backward(mistake):
+    """RMSNorm's backward with `mistake` (its catalogue entry in WRONG says which)."""
     def backward(grad_output, x, normalized_shape, rrms, weight=None):
         axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
         lead = (0,) if mistake == "dweight over axis 0 only" else tuple(
@@ -206,15 +256,19 @@ def _rms_norm_backward(mistake):
 
 
 def _bn_backward(grad_output, x_hat, rstd, weight, bias, training, mistake):
+    """BatchNorm's backward with `mistake` (its catalogue entry in WRONG says which)."""
     axes = (0, *range(2, x_hat.ndim))
     sum_axes = (0,) if mistake == "batch_axis_only" else axes
     if mistake == "channel_axis":
         axes = tuple(range(1, x_hat.ndim))
     shape = (1, -1) + (1,) * (x_hat.ndim - 2)
-    dweight = None if weight is None else (grad_output * x_hat).sum(axis=sum_axes)
-    dbias = None if bias is None else grad_output.sum(axis=sum_axes)
+    reduce = np.mean if mistake == "averaged" else np.sum
+    dweight = None if weight is None else reduce(grad_output * x_hat, axis=sum_axes)
+    dbias = None if bias is None else reduce(grad_output, axis=sum_axes)
     g = grad_output if weight is None or mistake == "weight_ignored" else (
         grad_output * weight.reshape(shape))
+    if mistake == "weighted dweight" and weight is not None:
+        dweight = (g * x_hat).sum(axis=sum_axes)
     if mistake == "batch_axis_only":
         axes = (0,)
     if not training and mistake != "eval_like_training":
@@ -225,6 +279,7 @@ def _bn_backward(grad_output, x_hat, rstd, weight, bias, training, mistake):
 
 
 def _bn_backward_with(mistake):
+    """batch_norm_backward with `mistake`."""
     def batch_norm_backward(grad_output, x_hat, rstd, weight=None, bias=None, training=False):
         return _bn_backward(grad_output, x_hat, rstd, weight, bias, training, mistake)
 
@@ -233,59 +288,72 @@ def _bn_backward_with(mistake):
 
 WRONG = {
     "3.1": {
-        "unbiased variance": normalize_unbiased,
-        "eps added to the std": normalize_eps_on_std,
-        "no keepdims": normalize_no_keepdims,
-        "std returned as var": normalize_std_for_var,
-        "axes ignored (last axis)": normalize_last_axis,
-        "writes into x": normalize_in_place,
+        "unbiased variance": Mistake(normalize_unbiased, 'the unbiased variance: dividing by N - 1 = 19'),
+        "eps added to the std": Mistake(normalize_eps_on_std, 'eps is added to the std'),
+        "no keepdims": Mistake(normalize_no_keepdims, "keep them as size 1 (keepdims=True)"),
+        "std returned as var": Mistake(normalize_std_for_var, "this is the std, not the variance"),
+        "axes ignored (last axis)": Mistake(normalize_last_axis, "reduced over axes (2,) where the argument axes=(0, 2)"),
+        "writes into x": Mistake(normalize_in_place, "x was modified in place"),
+        "statistics left in float64": Mistake(normalize_float64, "NumPy promotes to float64"),
     },
     "3.2": {
-        "missing mean term": _normalize_backward("no mean"),
-        "missing variance term": _normalize_backward("no var"),
-        "means over every axis": _normalize_backward("all axes"),
-        "rstd factor missing": _normalize_backward("no rstd"),
+        "missing mean term": Mistake(_normalize_backward("no mean"), "the mean's term is missing"),
+        "missing variance term": Mistake(_normalize_backward("no var"), "the variance's term is missing"),
+        "means over every axis": Mistake(_normalize_backward("all axes"), "the means were taken over every axis of x"),
+        "rstd factor missing": Mistake(_normalize_backward("no rstd"), "dx lacks the factor rstd"),
+        "sums where the means go": Mistake(_normalize_backward("sums"), "sums where the backward takes means"),
     },
     "3.3": {
-        "normalizes with the unbiased variance": _batch_norm("normalizes with unbiased var"),
-        "running_var updated with the biased variance": _batch_norm("running_var biased"),
-        "running stats not updated in place": _batch_norm("not in place"),
-        "eval mode uses batch statistics": _batch_norm("eval uses batch stats"),
-        "momentum reversed": _batch_norm("momentum reversed"),
-        "running stats updated in eval mode": _batch_norm("updates running stats in eval"),
-        "statistics over axis 0 only": _batch_norm("axis 0 only"),
+        "normalizes with the unbiased variance": Mistake(_batch_norm("normalizes with unbiased var"), "the unbiased variance: dividing by N - 1 = 7"),
+        "running_var updated with the biased variance": Mistake(_batch_norm("running_var biased"), "running_var is updated with the biased variance"),
+        "running stats not updated in place": Mistake(_batch_norm("not in place"), "still holds the values passed in"),
+        "eval mode uses batch statistics": Mistake(_batch_norm("eval uses batch stats"), "BatchNorm normalizes with running_mean and running_var"),
+        "momentum reversed": Mistake(_batch_norm("momentum reversed"), "momentum's direction is reversed"),
+        "running stats updated in eval mode": Mistake(_batch_norm("updates running stats in eval"), "updated in evaluation mode"),
+        "statistics over axis 0 only": Mistake(_batch_norm("axis 0 only"), "taken over the batch axis alone"),
+        "eps added to the std": Mistake(_batch_norm("eps on std"), "eps is added to the std"),
+        "evaluation statistics not kept per channel": Mistake(_batch_norm("eval stats (C,)"), "keep them as size 1 (keepdims=True)"),
     },
     "3.4": {
-        "channels grouped in the wrong order": group_norm_interleaved,
-        "spatial axes not normalized together": group_norm_channels_only,
-        "affine per group, not per channel": group_norm_affine_per_group,
+        "channels grouped in the wrong order": Mistake(group_norm_interleaved, "consecutive channels"),
+        "spatial axes not normalized together": Mistake(group_norm_channels_only, "each spatial position was normalized alone"),
+        "affine per group, not per channel": Mistake(group_norm_affine_per_group, "one value per channel"),
+        "unbiased variance": Mistake(_group_norm("unbiased"), "the unbiased variance: dividing by N - 1 = 9"),
+        "eps added to the std": Mistake(_group_norm("eps on std"), "eps is added to the std"),
+        "num_groups taken as the group size": Mistake(_group_norm("group size"), "not the size of a group"),
     },
     "3.5": {
-        "batch axis included": _instance_norm("batch axis included"),
-        "running_var updated with the biased variance": _instance_norm("running_var biased"),
-        "running stats not updated in place": _instance_norm("not in place"),
-        "use_input_stats=False still uses the input": _instance_norm("eval uses input stats"),
+        "batch axis included": Mistake(_instance_norm("batch axis included"), "the statistics include the batch axis"),
+        "running_var updated with the biased variance": Mistake(_instance_norm("running_var biased"), "running_var is updated with the biased variance"),
+        "running stats not updated in place": Mistake(_instance_norm("not in place"), "still holds the values passed in"),
+        "use_input_stats=False still uses the input": Mistake(_instance_norm("eval uses input stats"), "use_input_stats=False normalizes with running_mean"),
+        "momentum reversed": Mistake(_instance_norm("momentum reversed"), "momentum's direction is reversed"),
+        "eps added to the std": Mistake(_instance_norm("eps on std"), "eps is added to the std"),
+        "running_var of the whole batch": Mistake(_instance_norm("pooled running_var"), "not the variance of the whole batch"),
     },
     "3.6": {
-        "subtracts the mean": _rms_norm("subtracts the mean"),
-        "adds a bias": _rms_norm("adds a bias"),
-        "eps=None taken as 1e-5": _rms_norm("eps 1e-5 when None"),
-        "eps outside the sqrt": _rms_norm("eps outside sqrt"),
-        "last axis only": _rms_norm("last axis only"),
+        "subtracts the mean": Mistake(_rms_norm("subtracts the mean"), 'the mean is subtracted: RMSNorm does not centre'),
+        "adds a bias": Mistake(_rms_norm("adds a bias"), "RMSNorm has no bias"),
+        "eps=None taken as 1e-5": Mistake(_rms_norm("eps 1e-5 when None"), "eps=None means the machine epsilon"),
+        "eps outside the sqrt": Mistake(_rms_norm("eps outside sqrt"), "it belongs under the square root, added to the mean square"),
+        "last axis only": Mistake(_rms_norm("last axis only"), "reduced over axes (2,) where normalized_shape=(3, 4)"),
+        "no keepdims": Mistake(_rms_norm("no keepdims"), "keep them as size 1 with keepdims=True"),
     },
     "3.7": {
-        "LayerNorm's mean term kept": _rms_norm_backward("LayerNorm's mean term"),
-        "missing the x_hat term": _rms_norm_backward("no x_hat term"),
-        "dweight from x, not x_hat": _rms_norm_backward("dweight from x"),
-        "dweight summed over axis 0 only": _rms_norm_backward("dweight over axis 0 only"),
-        "weight ignored in dx": _rms_norm_backward("weight ignored"),
+        "LayerNorm's mean term kept": Mistake(_rms_norm_backward("LayerNorm's mean term"), 'the error is the same for every element'),
+        "missing the x_hat term": Mistake(_rms_norm_backward("no x_hat term"), "the path through rrms is missing"),
+        "dweight from x, not x_hat": Mistake(_rms_norm_backward("dweight from x"), "dweight multiplies the upstream gradient by x"),
+        "dweight summed over axis 0 only": Mistake(_rms_norm_backward("dweight over axis 0 only"), "reduced over axes (0,) where the leading dims"),
+        "weight ignored in dx": Mistake(_rms_norm_backward("weight ignored"), "dx ignores the weight"),
     },
     "3.8": {
-        "evaluation mode with the batch terms": _bn_backward_with("eval_like_training"),
-        "missing mean term": _bn_backward_with("no_mean_term"),
-        "missing variance term": _bn_backward_with("no_variance_term"),
-        "means over the batch axis only, not the positions": _bn_backward_with("batch_axis_only"),
-        "means over the channels (LayerNorm's group)": _bn_backward_with("channel_axis"),
-        "weight ignored in dx": _bn_backward_with("weight_ignored"),
+        "evaluation mode with the batch terms": Mistake(_bn_backward_with("eval_like_training"), "the running statistics are constants"),
+        "missing mean term": Mistake(_bn_backward_with("no_mean_term"), "the mean's term is missing"),
+        "missing variance term": Mistake(_bn_backward_with("no_variance_term"), "the variance's term is missing"),
+        "means over the batch axis only, not the positions": Mistake(_bn_backward_with("batch_axis_only"), "taken over the batch axis alone"),
+        "means over the channels (LayerNorm's group)": Mistake(_bn_backward_with("channel_axis"), "the means were taken over the channels"),
+        "weight ignored in dx": Mistake(_bn_backward_with("weight_ignored"), "dx ignores the weight"),
+        "parameter gradients averaged, not summed": Mistake(_bn_backward_with("averaged"), "not their mean"),
+        "dweight from the weighted gradient": Mistake(_bn_backward_with("weighted dweight"), "already multiplied by the weight"),
     },
 }

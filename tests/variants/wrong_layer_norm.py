@@ -5,13 +5,16 @@ import numpy as np
 import torch
 
 from normlib.nn import to_numpy, to_tensor
+from tests.variants.mistake import Mistake
 
 
 def _axes(x, normalized_shape):
+    """The axes normalized_shape means in x."""
     return tuple(range(x.ndim - len(normalized_shape), x.ndim))
 
 
 def _lead(x, normalized_shape):
+    """The leading axes of x, before those of normalized_shape."""
     return tuple(range(x.ndim - len(normalized_shape)))
 
 
@@ -19,44 +22,58 @@ def _lead(x, normalized_shape):
 
 
 def stats_unbiased_variance(x, normalized_shape, eps=1e-5):
+    """The unbiased variance (ddof=1) where LayerNorm divides by N."""
     axes = _axes(x, normalized_shape)
     var = x.var(axis=axes, keepdims=True, ddof=1)
     return x.mean(axis=axes, keepdims=True), 1 / np.sqrt(var + eps)
 
 
 def stats_eps_outside_sqrt(x, normalized_shape, eps=1e-5):
+    """eps added to the std instead of the variance."""
     axes = _axes(x, normalized_shape)
     return x.mean(axis=axes, keepdims=True), 1 / (x.std(axis=axes, keepdims=True) + eps)
 
 
 def stats_last_axis_only(x, normalized_shape, eps=1e-5):
+    """The statistics over the last axis alone, whatever normalized_shape says."""
     mean = x.mean(axis=-1, keepdims=True)
     return mean, 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
 
 
 def stats_all_but_first_axis(x, normalized_shape, eps=1e-5):
+    """The statistics over every axis but the first, whatever normalized_shape says."""
     axes = tuple(range(1, x.ndim)) or (0,)
     mean = x.mean(axis=axes, keepdims=True)
     return mean, 1 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
 
 
 def stats_no_keepdims(x, normalized_shape, eps=1e-5):
+    """The reduced axes dropped (no keepdims)."""
     axes = _axes(x, normalized_shape)
     return x.mean(axis=axes), 1 / np.sqrt(x.var(axis=axes) + eps)
 
 
+def stats_eps_hard_coded(x, normalized_shape, eps=1e-5):
+    """Ignores the eps argument: 1e-5 hard-coded."""
+    axes = _axes(x, normalized_shape)
+    return x.mean(axis=axes, keepdims=True), 1 / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5)
+
+
 def stats_std_not_rstd(x, normalized_shape, eps=1e-5):
+    """The std returned for rstd."""
     axes = _axes(x, normalized_shape)
     return x.mean(axis=axes, keepdims=True), np.sqrt(x.var(axis=axes, keepdims=True) + eps)
 
 
 def stats_float64_not_cast_back(x, normalized_shape, eps=1e-5):
+    """Computes in float64 and never casts back to x's dtype."""
     axes = _axes(x, normalized_shape)
     x = x.astype(np.float64)
     return x.mean(axis=axes, keepdims=True), 1 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
 
 
 def stats_one_pass_variance(x, normalized_shape, eps=1e-5):
+    """The one-pass variance E[x^2] - E[x]^2, which cancels at a large offset."""
     axes = _axes(x, normalized_shape)
     mean = x.mean(axis=axes, keepdims=True)
     var = (x * x).mean(axis=axes, keepdims=True) - mean * mean  # E[x^2] - E[x]^2
@@ -64,6 +81,7 @@ def stats_one_pass_variance(x, normalized_shape, eps=1e-5):
 
 
 def stats_writes_into_x(x, normalized_shape, eps=1e-5):
+    """Centres x in place (x -= mean), overwriting the caller's array."""
     axes = _axes(x, normalized_shape)
     mean = x.mean(axis=axes, keepdims=True)
     xc = x
@@ -75,25 +93,33 @@ def stats_writes_into_x(x, normalized_shape, eps=1e-5):
 
 
 def _x_hat(x, normalized_shape, eps):
+    """x_hat, mean and rstd, correct."""
     axes = _axes(x, normalized_shape)
     mean = x.mean(axis=axes, keepdims=True)
     rstd = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
     return (x - mean) * rstd, mean, rstd
 
 
-def forward_one_pass_variance(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """The statistics of E[x^2] - E[x]^2, which cancels catastrophically at a large offset."""
-    mean, rstd = stats_one_pass_variance(x, normalized_shape, eps)
+def stats_forward(stats, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The forward on the statistics that stats(x, normalized_shape, eps) returns."""
+    mean, rstd = stats(x, normalized_shape, eps)
     y = (x - mean) * rstd
     y = y if weight is None else y * weight
     return (y if bias is None else y + bias), mean, rstd
 
 
+def forward_one_pass_variance(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics of E[x^2] - E[x]^2, which cancels catastrophically at a large offset."""
+    return stats_forward(stats_one_pass_variance, x, normalized_shape, weight, bias, eps)
+
+
 def forward_no_affine(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Weight and bias never applied."""
     return _x_hat(x, normalized_shape, eps)
 
 
 def forward_weight_bias_swapped(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Scales by the bias and shifts by the weight."""
     y, mean, rstd = _x_hat(x, normalized_shape, eps)
     if bias is not None:
         y = y * bias
@@ -103,6 +129,7 @@ def forward_weight_bias_swapped(x, normalized_shape, weight=None, bias=None, eps
 
 
 def forward_bias_before_scale(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Adds the bias before scaling by the weight."""
     y, mean, rstd = _x_hat(x, normalized_shape, eps)
     if bias is not None:
         y = y + bias
@@ -112,6 +139,7 @@ def forward_bias_before_scale(x, normalized_shape, weight=None, bias=None, eps=1
 
 
 def forward_affine_before_normalizing(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Scales and shifts x before normalizing it."""
     if weight is not None:
         x = x * weight
     if bias is not None:
@@ -120,10 +148,31 @@ def forward_affine_before_normalizing(x, normalized_shape, weight=None, bias=Non
 
 
 def forward_bias_only_with_weight(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Adds the bias only when there is a weight too."""
     y, mean, rstd = _x_hat(x, normalized_shape, eps)
     if weight is not None:
         y = y * weight + (0 if bias is None else bias)
     return y, mean, rstd
+
+
+def forward_eps_on_std_inline(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics inline, eps added to the std instead of the variance."""
+    return stats_forward(stats_eps_outside_sqrt, x, normalized_shape, weight, bias, eps)
+
+
+def forward_unbiased_inline(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics inline, with np.var's ddof=1 (the unbiased variance)."""
+    return stats_forward(stats_unbiased_variance, x, normalized_shape, weight, bias, eps)
+
+
+def forward_eps_hard_coded(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics inline, ignoring the eps argument: 1e-5 hard-coded."""
+    return stats_forward(stats_eps_hard_coded, x, normalized_shape, weight, bias, eps)
+
+
+def forward_last_axis_only(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalizes over the last axis alone, whatever normalized_shape says."""
+    return stats_forward(stats_last_axis_only, x, normalized_shape, weight, bias, eps)
 
 
 # Exercise 2.1: layer_norm_backward_staged ---------------------------------------------------
@@ -148,6 +197,7 @@ def _staged(grad_output, x, eps, mistake):
 
 
 def _staged_with(mistake):
+    """The staged backward with one mistake."""
     def layer_norm_backward_staged(grad_output, x, eps=1e-5):
         return _staged(grad_output, x, eps, mistake)
 
@@ -155,6 +205,7 @@ def _staged_with(mistake):
 
 
 def staged_returns_tuple(grad_output, x, eps=1e-5):
+    """The five gradients as a tuple, not a dict."""
     result = _staged(grad_output, x, eps, None)
     return tuple(result.values())
 
@@ -163,6 +214,7 @@ def staged_returns_tuple(grad_output, x, eps=1e-5):
 
 
 def _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias, mistake):
+    """The backward kernel with one mistake (None: correct)."""
     axes, lead = _axes(x, normalized_shape), _lead(x, normalized_shape)
     x_hat = (x - mean) * rstd
     source = x if mistake == "dweight_from_x" else x_hat
@@ -180,6 +232,7 @@ def _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias, mistak
 
 def backward_writes_into_grad_output(grad_output, x, normalized_shape, mean, rstd, weight=None,
                                      bias=None):
+    """Multiplies grad_output by the weight in place (g *= weight)."""
     dbias = None if bias is None else grad_output.sum(axis=_lead(x, normalized_shape))
     dweight = None if weight is None else (
         (grad_output * (x - mean) * rstd).sum(axis=_lead(x, normalized_shape)))
@@ -192,12 +245,14 @@ def backward_writes_into_grad_output(grad_output, x, normalized_shape, mean, rst
 
 def backward_no_dbias_without_weight(grad_output, x, normalized_shape, mean, rstd, weight=None,
                                      bias=None):
+    """Returns no dbias when there is no weight."""
     dx, dweight, dbias = _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias,
                                    None)
     return (dx, None, None) if weight is None else (dx, dweight, dbias)
 
 
 def _backward_with(mistake):
+    """The backward kernel with one mistake."""
     def backward(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
         return _backward(grad_output, x, normalized_shape, mean, rstd, weight, bias, mistake)
 
@@ -208,6 +263,7 @@ def _backward_with(mistake):
 
 
 def _jacobian(x, eps, mistake):
+    """The Jacobian with one mistake (None: correct)."""
     n = x.shape[-1]
     xc = x - x.mean(axis=-1, keepdims=True)
     var = (xc * xc).sum(axis=-1, keepdims=True) / (n - 1 if mistake == "unbiased" else n)
@@ -219,12 +275,14 @@ def _jacobian(x, eps, mistake):
     if mistake == "no_variance_term":
         outer = 0.0 * outer
     if mistake == "outer_over_batch":
-        outer = np.einsum("...i,...j->ij", x_hat, x_hat)
+        rows = x_hat.reshape(-1, n)
+        outer = rows.T @ rows  # summed over the rows
     scale = 1.0 if mistake == "no_rstd" else rstd[..., None]
     return scale * (eye - mean_term - outer / n)
 
 
 def _jacobian_with(mistake):
+    """The Jacobian with one mistake."""
     def layer_norm_jacobian(x, eps=1e-5):
         return _jacobian(x, eps, mistake)
 
@@ -244,6 +302,7 @@ def _predictions(x, eps, variance, mean):
 
 
 def _predictions_with(variance, mean):
+    """The predictions with the two bugs' given."""
     def predicted_sum_gradients(x, eps=1e-5):
         return _predictions(x, eps, variance, mean)
 
@@ -251,6 +310,7 @@ def _predictions_with(variance, mean):
 
 
 def predictions_rstd_not_broadcast(x, eps=1e-5):
+    """rstd for the detached mean, one value per row, not broadcast."""
     result = _predictions(x, eps, np.zeros_like, lambda full: full)
     result["detached mean"] = result["detached mean"][..., :1]  # (*B, 1)
     return result
@@ -289,6 +349,8 @@ class _Function(torch.autograd.Function):
 
 
 class FunctionSwapsParamGrads(_Function):
+    """Returns dbias for weight and dweight for bias."""
+
     @staticmethod
     def backward(ctx, grad_output):
         dx, dw, db = FunctionSwapsParamGrads.grads(ctx, grad_output)
@@ -296,12 +358,16 @@ class FunctionSwapsParamGrads(_Function):
 
 
 class FunctionThreeGrads(_Function):
+    """Returns the kernel's three gradients for forward's five arguments."""
+
     @staticmethod
     def backward(ctx, grad_output):
         return FunctionThreeGrads.grads(ctx, grad_output)
 
 
 class FunctionNoParamGrads(_Function):
+    """Returns None for the weight's and bias's gradients."""
+
     @staticmethod
     def backward(ctx, grad_output):
         dx, _, _ = FunctionNoParamGrads.grads(ctx, grad_output)
@@ -309,6 +375,7 @@ class FunctionNoParamGrads(_Function):
 
 
 class FunctionWeightNotPassed(_Function):
+    """Does not pass the weight to the backward kernel."""
     mistake = "weight_not_passed"
 
     @staticmethod
@@ -318,6 +385,8 @@ class FunctionWeightNotPassed(_Function):
 
 
 class FunctionReturnsNumpy(_Function):
+    """Forward returns the kernel's NumPy array, not a tensor."""
+
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
         return _Function.forward(ctx, input, normalized_shape, weight, bias, eps).numpy()
@@ -329,6 +398,8 @@ class FunctionReturnsNumpy(_Function):
 
 
 class FunctionUsesDefaultEps(_Function):
+    """Ignores the eps argument: always 1e-5."""
+
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
         return _Function.forward(ctx, input, normalized_shape, weight, bias, 1e-5)
@@ -344,19 +415,20 @@ class FunctionStateOnClass(_Function):
 
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
-        y = _Function.forward(ctx, input, normalized_shape, weight, bias, eps)
-        FunctionStateOnClass.saved = ctx.saved_tensors, normalized_shape
-        return y
+        from normlib.layer_norm import layer_norm_forward
+
+        x, w, b = to_numpy(input), to_numpy(weight), to_numpy(bias)
+        y, mean, rstd = layer_norm_forward(x, normalized_shape, w, b, eps)
+        FunctionStateOnClass.saved = x, normalized_shape, mean, rstd, w, b
+        return to_tensor(y)
 
     @staticmethod
     def backward(ctx, grad_output):
         from normlib.layer_norm import layer_norm_backward
 
-        (input, weight, bias, mean, rstd), normalized_shape = FunctionStateOnClass.saved
-        dx, dw, db = layer_norm_backward(
-            to_numpy(grad_output), to_numpy(input), normalized_shape,
-            to_numpy(mean), to_numpy(rstd), to_numpy(weight), to_numpy(bias),
-        )
+        x, normalized_shape, mean, rstd, w, b = FunctionStateOnClass.saved
+        dx, dw, db = layer_norm_backward(to_numpy(grad_output), x, normalized_shape, mean,
+                                         rstd, w, b)
         return to_tensor(dx), None, to_tensor(dw), to_tensor(db), None
 
 
@@ -399,73 +471,78 @@ class FunctionShapeFromWeight(_Function):
 
 WRONG = {
     "1.1": {
-        "unbiased variance": stats_unbiased_variance,
-        "eps added to the std": stats_eps_outside_sqrt,
-        "last axis only": stats_last_axis_only,
-        "all axes but the first": stats_all_but_first_axis,
-        "no keepdims": stats_no_keepdims,
-        "std instead of rstd": stats_std_not_rstd,
-        "float64 result for float32 input": stats_float64_not_cast_back,
-        "one-pass variance E[x^2]-E[x]^2": stats_one_pass_variance,
-        "writes into its input x": stats_writes_into_x,
+        "unbiased variance": Mistake(stats_unbiased_variance, 'the unbiased variance: dividing by N - 1 = 3'),
+        "eps added to the std": Mistake(stats_eps_outside_sqrt, 'eps is added to the std'),
+        "last axis only": Mistake(stats_last_axis_only, "reduced over axes (2,) where normalized_shape=(3, 4) means axes (1, 2)"),
+        "all axes but the first": Mistake(stats_all_but_first_axis, "reduced over axes (1, 2) where normalized_shape=(4,) means axes (2,)"),
+        "no keepdims": Mistake(stats_no_keepdims, 'the reduced axes were dropped: keep them as size 1 (keepdims=True)'),
+        "eps argument ignored (1e-5 hard-coded)": Mistake(stats_eps_hard_coded, "eps=1e-05 is used, not the eps=0.1 given"),
+        "std instead of rstd": Mistake(stats_std_not_rstd, 'this is the std, not its reciprocal'),
+        "float64 result for float32 input": Mistake(stats_float64_not_cast_back, 'a float32 input gives a float32 result'),
+        "one-pass variance E[x^2]-E[x]^2": Mistake(stats_one_pass_variance, "the one-pass variance E[x^2] - E[x]^2"),
+        "writes into its input x": Mistake(stats_writes_into_x, "x was modified in place"),
     },
     "1.2": {
-        "one-pass variance E[x^2]-E[x]^2": forward_one_pass_variance,
-        "no affine": forward_no_affine,
-        "weight and bias swapped": forward_weight_bias_swapped,
-        "bias added before scaling": forward_bias_before_scale,
-        "affine before normalizing": forward_affine_before_normalizing,
-        "bias ignored without weight": forward_bias_only_with_weight,
+        "one-pass variance E[x^2]-E[x]^2": Mistake(forward_one_pass_variance, "the one-pass variance E[x^2] - E[x]^2"),
+        "no affine": Mistake(forward_no_affine, "weight and bias are not applied"),
+        "weight and bias swapped": Mistake(forward_weight_bias_swapped, "weight and bias are swapped"),
+        "bias added before scaling": Mistake(forward_bias_before_scale, "the bias is added before the weight scales"),
+        "affine before normalizing": Mistake(forward_affine_before_normalizing, "applied to x before normalizing"),
+        "bias ignored without weight": Mistake(forward_bias_only_with_weight, "the bias is not added when weight is None"),
+        "eps added to the std (statistics inline)": Mistake(forward_eps_on_std_inline, "eps is added to the std"),
+        "unbiased variance (statistics inline)": Mistake(forward_unbiased_inline, "the unbiased variance: dividing by N - 1 = 3"),
+        "eps argument ignored (1e-5 hard-coded)": Mistake(forward_eps_hard_coded, "eps=1e-05 is used, not the eps=0.1 given"),
+        "statistics over the last axis only": Mistake(forward_last_axis_only, "reduced over axes (2,) where normalized_shape=(3, 4) means axes (1, 2)"),
     },
     "2.2": {
-        "missing mean term": _backward_with("no_mean_term"),
-        "missing variance term": _backward_with("no_variance_term"),
-        "dweight from x, not x_hat": _backward_with("dweight_from_x"),
-        "dweight/dbias summed over axis 0 only": _backward_with("first_axis_only"),
-        "weight ignored in dx": _backward_with("weight_ignored"),
-        "rstd factor missing": _backward_with("no_rstd"),
-        "dweight/dbias returned when absent": _backward_with("params_when_absent"),
-        "writes into grad_output": backward_writes_into_grad_output,
-        "dbias lost when there is no weight": backward_no_dbias_without_weight,
+        "missing mean term": Mistake(_backward_with("no_mean_term"), "the mean's term is missing"),
+        "missing variance term": Mistake(_backward_with("no_variance_term"), "the variance's term is missing"),
+        "dweight from x, not x_hat": Mistake(_backward_with("dweight_from_x"), "dweight multiplies the upstream gradient by x"),
+        "dweight/dbias summed over axis 0 only": Mistake(_backward_with("first_axis_only"), "reduced over axes (0,) where summing over the rows of normalized_shape=(4,) means axes (0, 1)"),
+        "weight ignored in dx": Mistake(_backward_with("weight_ignored"), "dx ignores the weight"),
+        "rstd factor missing": Mistake(_backward_with("no_rstd"), "dx lacks the factor rstd"),
+        "dweight/dbias returned when absent": Mistake(_backward_with("params_when_absent"), "dweight must be None"),
+        "writes into grad_output": Mistake(backward_writes_into_grad_output, "grad_output was modified in place"),
+        "dbias lost when there is no weight": Mistake(backward_no_dbias_without_weight, "bias was given, so its gradient is due"),
     },
     "2.1": {
-        "dxc without the path through the variance": _staged_with("no_var_path"),
-        "dx without the path through the mean": _staged_with("no_mean_path"),
-        "dvar with the wrong sign": _staged_with("dvar_sign"),
-        "dvar with rstd squared, not cubed": _staged_with("dvar_rstd_squared"),
-        "the 2/N of the mean of squares missing": _staged_with("no_2_over_n"),
-        "dmu not divided by N into dx": _staged_with("dmu_not_divided"),
-        "drstd not summed over the row": _staged_with("drstd_not_summed"),
-        "dmu not summed over the row": _staged_with("dmu_not_summed"),
-        "unbiased variance in the forward": _staged_with("unbiased"),
-        "a tuple, not a dict": staged_returns_tuple,
+        "dxc without the path through the variance": Mistake(_staged_with("no_var_path"), "dxc lacks the path through the variance"),
+        "dx without the path through the mean": Mistake(_staged_with("no_mean_path"), "dx lacks the path through the mean"),
+        "dvar with the wrong sign": Mistake(_staged_with("dvar_sign"), "dvar has the wrong sign"),
+        "dvar with rstd squared, not cubed": Mistake(_staged_with("dvar_rstd_squared"), "dvar is off by a factor rstd"),
+        "the 2/N of the mean of squares missing": Mistake(_staged_with("no_2_over_n"), "the path through the variance lacks d var / d xc"),
+        "dmu not divided by N into dx": Mistake(_staged_with("dmu_not_divided"), "the path through the mean is not divided by N"),
+        "drstd not summed over the row": Mistake(_staged_with("drstd_not_summed"), "drstd is not summed over the row"),
+        "dmu not summed over the row": Mistake(_staged_with("dmu_not_summed"), "dmu is not summed over the row"),
+        "unbiased variance in the forward": Mistake(_staged_with("unbiased"), "the unbiased variance in the forward: var divides by N - 1 = 3"),
+        "a tuple, not a dict": Mistake(staged_returns_tuple, "return a dict of the gradients"),
     },
     "2.3": {
-        "missing the mean term (11^T / N)": _jacobian_with("no_mean_term"),
-        "missing the variance term (x_hat x_hat^T / N)": _jacobian_with("no_variance_term"),
-        "rstd factor missing": _jacobian_with("no_rstd"),
-        "unbiased variance": _jacobian_with("unbiased"),
-        "outer product summed over the batch": _jacobian_with("outer_over_batch"),
-        "float64 np.eye makes a float32 input's J float64": _jacobian_with("eye_float64"),
+        "missing the mean term (11^T / N)": Mistake(_jacobian_with("no_mean_term"), "the mean's term is missing (the path through the mean)"),
+        "missing the variance term (x_hat x_hat^T / N)": Mistake(_jacobian_with("no_variance_term"), "the variance's term is missing (the path through the variance)"),
+        "rstd factor missing": Mistake(_jacobian_with("no_rstd"), "J lacks the factor rstd"),
+        "unbiased variance": Mistake(_jacobian_with("unbiased"), "the unbiased variance: dividing by N - 1 = 3"),
+        "outer product summed over the batch": Mistake(_jacobian_with("outer_over_batch"), "the outer product of x_hat is summed over the rows"),
+        "float64 np.eye makes a float32 input's J float64": Mistake(_jacobian_with("eye_float64"), "a float32 input gives a float32 result"),
     },
     "2.4": {
-        "zero for all three (.sum() shows nothing)": _predictions_with(np.zeros_like,
-                                                                       np.zeros_like),
-        "rstd for both bugs": _predictions_with(lambda full: full, lambda full: full),
-        "the two bugs swapped": _predictions_with(lambda full: full, np.zeros_like),
-        "ones, without rstd, for the detached mean": _predictions_with(np.zeros_like,
-                                                                       np.ones_like),
-        "rstd not broadcast over the row": predictions_rstd_not_broadcast,
+        "zero for all three (.sum() shows nothing)": Mistake(_predictions_with(np.zeros_like,
+                                                                       np.zeros_like), "with the mean detached it is gone"),
+        "rstd for both bugs": Mistake(_predictions_with(lambda full: full, lambda full: full), "rstd is not .sum()'s gradient once the variance is detached"),
+        "the two bugs swapped": Mistake(_predictions_with(lambda full: full, np.zeros_like), "rstd is not .sum()'s gradient once the variance is detached"),
+        "ones, without rstd, for the detached mean": Mistake(_predictions_with(np.zeros_like,
+                                                                       np.ones_like), "the factor rstd of x_hat = (x - mean) * rstd is missing"),
+        "rstd not broadcast over the row": Mistake(predictions_rstd_not_broadcast, "one value per row, where dx has one per element"),
     },
     "2.5": {
-        "dweight and dbias swapped": FunctionSwapsParamGrads,
-        "three gradients for five inputs": FunctionThreeGrads,
-        "no parameter gradients": FunctionNoParamGrads,
-        "weight not passed to the backward kernel": FunctionWeightNotPassed,
-        "forward returns a NumPy array": FunctionReturnsNumpy,
-        "eps argument ignored": FunctionUsesDefaultEps,
-        "saved state on the class, not ctx": FunctionStateOnClass,
-        "torch computes it, not the NumPy kernels": FunctionInTorch,
-        "normalized_shape taken from weight or the last dim": FunctionShapeFromWeight,
+        "dweight and dbias swapped": Mistake(FunctionSwapsParamGrads, "weight.grad and bias.grad are swapped"),
+        "three gradients for five inputs": Mistake(FunctionThreeGrads, "one gradient per argument of forward"),
+        "no parameter gradients": Mistake(FunctionNoParamGrads, "bias.grad is None"),
+        "weight not passed to the backward kernel": Mistake(FunctionWeightNotPassed, "input.grad ignores the weight"),
+        "forward returns a NumPy array": Mistake(FunctionReturnsNumpy, "expected the output to be a torch.Tensor"),
+        "eps argument ignored": Mistake(FunctionUsesDefaultEps, "not the eps=0.25 given"),
+        "saved state on the class, not ctx": Mistake(FunctionStateOnClass, "the two calls share what forward saved"),
+        "torch computes it, not the NumPy kernels": Mistake(FunctionInTorch, "it must compute with your NumPy kernels"),
+        "normalized_shape taken from weight or the last dim": Mistake(FunctionShapeFromWeight, "normalized over the last axis alone"),
     },
 }

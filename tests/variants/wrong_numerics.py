@@ -13,6 +13,7 @@ from normlib.layer_norm_fast import (
     rows_per_block,
 )
 from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
+from tests.variants.mistake import Mistake
 
 # Exercise 5.1: welford ----------------------------------------------------------------------
 
@@ -31,6 +32,15 @@ def welford_old_mean_twice(x):
         delta = x[..., k] - mean
         mean += delta / (k + 1)
         m2 += delta * delta
+    return x.shape[-1], mean, m2
+
+
+def welford_new_mean_twice(x):
+    """m2 += (x_k - mean) ** 2 after the mean's update: both factors use the new mean."""
+    mean, m2 = np.zeros(x.shape[:-1], x.dtype), np.zeros(x.shape[:-1], x.dtype)
+    for k in range(x.shape[-1]):
+        mean += (x[..., k] - mean) / (k + 1)
+        m2 += (x[..., k] - mean) ** 2
     return x.shape[-1], mean, m2
 
 
@@ -57,6 +67,22 @@ def merge_unweighted_mean(a, b):
     (na, ma, m2a), (nb, mb, m2b) = a, b
     n = na + nb
     return n, (ma + mb) / 2, m2a + m2b + (mb - ma) ** 2 * (na * nb / n)
+
+
+def merge_counts_swapped(a, b):
+    """The mean moves towards b's by count_a / count: the counts swapped."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    delta = mb - ma
+    return n, ma + delta * (na / n), m2a + m2b + delta**2 * (na * nb / n)
+
+
+def merge_weighted_m2(a, b):
+    """The m2s weighted by their counts like the means, as if m2 were a mean."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    delta = mb - ma
+    return n, ma + delta * (nb / n), (m2a * na + m2b * nb) / n + delta**2 * (na * nb / n)
 
 
 def merge_without_between_term(a, b):
@@ -108,6 +134,26 @@ def layer_norm_mean_in_dtype(x, normalized_shape, weight=None, bias=None, eps=1e
     return (y if bias is None else y + bias.float()).to(x.dtype)
 
 
+def layer_norm_eps_on_std(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """In float32, but eps added to the std: (x - mean) / (std + eps)."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    x32 = x.float()
+    var, mean = torch.var_mean(x32, dim=dims, unbiased=False, keepdim=True)
+    y = (x32 - mean) / (var.sqrt() + eps)
+    y = y if weight is None else y * weight.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype)
+
+
+def layer_norm_last_axis(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The statistics over dim=-1, whatever normalized_shape says."""
+    x32 = x.float()
+    mean = x32.mean(dim=-1, keepdim=True)
+    xc = x32 - mean
+    y = xc * torch.rsqrt((xc * xc).mean(dim=-1, keepdim=True) + eps)
+    y = y if weight is None else y * weight.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype)
+
+
 def rms_norm_in_dtype(x, normalized_shape, weight=None, eps=None):
     eps = torch.finfo(torch.float32).eps if eps is None else eps
     dims = tuple(range(-len(normalized_shape), 0))
@@ -124,6 +170,23 @@ def rms_norm_eps_of_input_dtype(x, normalized_shape, weight=None, eps=None):
 def rms_norm_no_cast_back(x, normalized_shape, weight=None, eps=None):
     return rms_norm_mixed(x.float(), normalized_shape,
                           None if weight is None else weight.float(), eps)
+
+
+def rms_norm_eps_on_rms(x, normalized_shape, weight=None, eps=None):
+    """In float32, but eps added to the RMS: x / (rms + eps)."""
+    eps = torch.finfo(torch.float32).eps if eps is None else eps
+    dims = tuple(range(-len(normalized_shape), 0))
+    x32 = x.float()
+    y = x32 / (x32.pow(2).mean(dim=dims, keepdim=True).sqrt() + eps)
+    return (y if weight is None else y * weight.float()).to(x.dtype)
+
+
+def rms_norm_last_axis(x, normalized_shape, weight=None, eps=None):
+    """The mean square over dim=-1, whatever normalized_shape says."""
+    eps = torch.finfo(torch.float32).eps if eps is None else eps
+    x32 = x.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (y if weight is None else y * weight.float()).to(x.dtype)
 
 
 # Exercises 5.5 and 5.6: fast LayerNorm ------------------------------------------------------
@@ -165,6 +228,27 @@ def forward_flat_statistics(x, normalized_shape, weight=None, bias=None, eps=1e-
     return y, mean.reshape(-1), rstd.reshape(-1)
 
 
+def forward_eps_on_std(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """In blocks and in place, but rstd = 1 / (std + eps): eps added to the std."""
+    h = math.prod(normalized_shape)
+    x2 = x.reshape(-1, h)
+    y = np.empty_like(x2)
+    mean = x2.mean(axis=1, keepdims=True)
+    rstd = np.empty_like(mean)
+    step = rows_per_block(h, x.itemsize)
+    for i in range(0, len(x2), step):
+        yb = y[i:i + step]
+        np.subtract(x2[i:i + step], mean[i:i + step], out=yb)
+        rstd[i:i + step] = 1 / (np.sqrt(np.vecdot(yb, yb)[:, None] / h) + eps)
+        yb *= rstd[i:i + step]
+    if weight is not None:
+        y *= weight.reshape(h)
+    if bias is not None:
+        y += bias.reshape(h)
+    stats = x.shape[: x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
+    return y.reshape(x.shape), mean.reshape(stats), rstd.reshape(stats)
+
+
 def backward_naive_renamed(grad_output, x, normalized_shape, mean, rstd, weight=None, bias=None):
     return layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)
 
@@ -195,25 +279,90 @@ def backward_missing_mean_term(grad_output, x, normalized_shape, mean, rstd, wei
     return dx, dw, db
 
 
+def backward_drops_partial_block(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                                 bias=None):
+    """The loop stops before a last block shorter than the others: dx's last rows unwritten
+    (zeros), dweight and dbias without them."""
+    h = math.prod(normalized_shape)
+    dy, x2 = grad_output.reshape(-1, h), x.reshape(-1, h)
+    mean2, rstd2 = mean.reshape(-1, 1), rstd.reshape(-1, 1)
+    w = None if weight is None else weight.reshape(h)
+    b = None if bias is None else bias.reshape(h)
+    dx, dw, db = np.zeros_like(x2), np.zeros(h, x.dtype), np.zeros(h, x.dtype)
+    step = rows_per_block(h, x.itemsize)
+    for i in range(0, len(x2) - step + 1, step):  # the bug: a partial last block is skipped
+        rows = slice(i, i + step)
+        dx[rows], dwb, dbb = layer_norm_backward_fast(dy[rows], x2[rows], (h,), mean2[rows],
+                                                      rstd2[rows], w, b)
+        dw += 0 if dwb is None else dwb
+        db += 0 if dbb is None else dbb
+    shape = tuple(normalized_shape)
+    return (dx.reshape(x.shape), None if weight is None else dw.reshape(shape),
+            None if bias is None else db.reshape(shape))
+
+
+def backward_missing_variance_term(grad_output, x, normalized_shape, mean, rstd, weight=None,
+                                   bias=None):
+    """dx = rstd (g - mean(g)): the x_hat mean(g x_hat) term forgotten, in blocks."""
+    h = math.prod(normalized_shape)
+    dx, dw, db = layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight,
+                                          bias)
+    g = grad_output.reshape(-1, h) * (1 if weight is None else weight.reshape(h))
+    x_hat = (x.reshape(-1, h) - mean.reshape(-1, 1)) * rstd.reshape(-1, 1)
+    dx.reshape(-1, h)[...] += rstd.reshape(-1, 1) * x_hat * (g * x_hat).mean(axis=1,
+                                                                              keepdims=True)
+    return dx, dw, db
+
+
 WRONG = {
-    "5.1": {"one-pass shortcut": welford_one_pass, "old mean twice": welford_old_mean_twice,
-            "float64 state for float32 x": welford_float64_state,
-            "variance returned as m2": welford_variance_for_m2},
-    "5.2": {"unweighted mean": merge_unweighted_mean,
-            "missing between-group term": merge_without_between_term,
-            "n squared in the denominator": merge_n_squared,
-            "one-pass merge through sums of squares": merge_through_sums_of_squares},
-    "5.3": {"computed in the 16-bit dtype": layer_norm_in_dtype,
-            "no cast back": layer_norm_no_cast_back,
-            "mean in the 16-bit dtype": layer_norm_mean_in_dtype},
-    "5.4": {"computed in the 16-bit dtype": rms_norm_in_dtype,
-            "eps of the input's dtype": rms_norm_eps_of_input_dtype,
-            "no cast back": rms_norm_no_cast_back},
-    "5.5": {"the naive kernel": forward_naive_renamed,
-            "centres x in place": forward_centres_x_in_place,
-            "drops the partial last block": forward_drops_partial_block,
-            "statistics without their singleton dims": forward_flat_statistics},
-    "5.6": {"the naive kernel": backward_naive_renamed,
-            "dweight and dbias of the last block only": backward_last_block_sums,
-            "missing mean term": backward_missing_mean_term},
+    "5.1": {"one-pass shortcut": Mistake(welford_one_pass, "cancellation"),
+            "old mean twice": Mistake(welford_old_mean_twice,
+                                      "the mean before the update in both factors"),
+            "new mean twice": Mistake(welford_new_mean_twice,
+                                      "the mean after the update in both factors"),
+            "float64 state for float32 x": Mistake(welford_float64_state,
+                                                   "NumPy promotes to float64"),
+            "variance returned as m2": Mistake(welford_variance_for_m2,
+                                               "this is the variance, m2 / count")},
+    "5.2": {"unweighted mean": Mistake(merge_unweighted_mean, "averaged without their counts"),
+            "counts swapped in the mean": Mistake(merge_counts_swapped,
+                                                  "the counts are swapped"),
+            "missing between-group term": Mistake(merge_without_between_term,
+                                                  "the between-group term is missing"),
+            "n squared in the denominator": Mistake(merge_n_squared,
+                                                    "divided by count once too often"),
+            "m2s weighted like the means": Mistake(merge_weighted_m2,
+                                                   "m2s are weighted by their counts"),
+            "one-pass merge through sums of squares": Mistake(merge_through_sums_of_squares,
+                                                              "cancellation")},
+    "5.3": {"computed in the 16-bit dtype": Mistake(layer_norm_in_dtype,
+                                                    "the squares overflow float16"),
+            "no cast back": Mistake(layer_norm_no_cast_back, "round it to x's dtype once"),
+            "mean in the 16-bit dtype": Mistake(layer_norm_mean_in_dtype,
+                                                "the mean was rounded to float16"),
+            "eps added to the std": Mistake(layer_norm_eps_on_std, "eps is added to the std"),
+            "last axis only": Mistake(layer_norm_last_axis, "over the last axis alone")},
+    "5.4": {"computed in the 16-bit dtype": Mistake(rms_norm_in_dtype,
+                                                    "the squares overflow float16"),
+            "eps of the input's dtype": Mistake(rms_norm_eps_of_input_dtype,
+                                                "eps=None was read as float16's eps"),
+            "no cast back": Mistake(rms_norm_no_cast_back, "round it to x's dtype once"),
+            "eps added to the RMS": Mistake(rms_norm_eps_on_rms, "eps is added to the RMS"),
+            "last axis only": Mistake(rms_norm_last_axis, "over the last axis alone")},
+    "5.5": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
+            "centres x in place": Mistake(forward_centres_x_in_place, "x was modified in place"),
+            "drops the partial last block": Mistake(
+                forward_drops_partial_block, "the loop over blocks stops before the last one"),
+            "statistics without their singleton dims": Mistake(
+                forward_flat_statistics, "the reduced axes were dropped"),
+            "eps added to the std": Mistake(forward_eps_on_std, "eps is added to the std")},
+    "5.6": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
+            "dweight and dbias of the last block only": Mistake(
+                backward_last_block_sums, "each block's share must be added"),
+            "drops the partial last block": Mistake(
+                backward_drops_partial_block, "the loop over blocks stops before the last one"),
+            "missing mean term": Mistake(backward_missing_mean_term,
+                                         "the mean's term is missing"),
+            "missing variance term": Mistake(backward_missing_variance_term,
+                                             "the variance's term is missing")},
 }

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.transformer as reference
+from tests.variants.mistake import Mistake
 
 # Exercise 4.1: add_norm ---------------------------------------------------------------------
 
@@ -44,6 +45,25 @@ def add_norm_swapped(x, sublayer, norm, norm_first=False):
     if norm_first:
         return norm(x + sublayer(x))
     return x + sublayer(norm(x))
+
+
+def add_norm_without_residual(x, sublayer, norm, norm_first=False):
+    """The residual connection forgotten: the sublayer's output alone."""
+    if norm_first:
+        return sublayer(norm(x))
+    return norm(sublayer(x))
+
+
+def add_norm_always_post_ln(x, sublayer, norm, norm_first=False):
+    """norm_first ignored: Post-LN whatever it says."""
+    return norm(x + sublayer(x))
+
+
+def add_norm_pre_ln_normalizes_sum(x, sublayer, norm, norm_first=False):
+    """Pre-LN normalizing the sum too, as Post-LN does: two norms on one path."""
+    if norm_first:
+        return norm(x + sublayer(norm(x)))
+    return norm(x + sublayer(x))
 
 
 # Exercise 4.2: TransformerEncoderLayer.forward ----------------------------------------------
@@ -117,6 +137,53 @@ class LayerDropoutAlwaysOn(reference.TransformerEncoderLayer):
         return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
 
 
+class _Layer(reference.TransformerEncoderLayer):
+    """The reference's forward through self.mistake(x, attention, feed_forward), the
+    mistaken wiring of the two sublayers; feed_forward uses self.act."""
+
+    def act(self, h):
+        return self.activation(h)
+
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+
+        def attention(x):
+            return self.dropout1(self.self_attn(x))
+
+        def feed_forward(x):
+            return self.dropout2(self.linear2(self.dropout(self.act(self.linear1(x)))))
+
+        return self.mistake(src, attention, feed_forward)
+
+
+class LayerIgnoringNormFirst(_Layer):
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, attention, self.norm1)  # norm_first not passed on
+        return reference.add_norm(x, feed_forward, self.norm2)
+
+
+class LayerNormsSwapped(_Layer):
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, attention, self.norm2, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm1, self.norm_first)
+
+
+class LayerReluHardCoded(_Layer):
+    def act(self, h):
+        return F.relu(h)  # not self.activation
+
+
+class LayerResidualTwice(_Layer):
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, lambda h: h + attention(h), self.norm1, self.norm_first)
+        return reference.add_norm(x, lambda h: h + feed_forward(h), self.norm2,
+                                  self.norm_first)  # add_norm adds h already
+
+
 # Exercise 4.3: TransformerEncoder -----------------------------------------------------------
 
 
@@ -186,6 +253,35 @@ class StackWithFinalNormAlways(_Stack):
         self.norm = final()  # Post-LN too: a second norm after the last layer's own
 
 
+class StackFinalNormWithDefaults(_Stack):
+    def build(self, num_layers, layer, final):
+        self.layers = torch.nn.ModuleList(layer() for _ in range(num_layers))
+        norm = "rms" if isinstance(final(), reference.norm_classes()["rms"]) else "layer"
+        dtype = self.layers[0].linear1.weight.dtype
+        self.norm = reference.make_norm(norm, self.d_model, dtype=dtype) \
+            if self.norm_first else None  # layer_norm_eps and bias not passed on
+
+
+class StackFinalNormNotApplied(reference.TransformerEncoder):
+    """The final norm built, but forward returns the last layer's output."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+        for layer in self.layers:
+            src = layer(src)
+        return src
+
+
+class StackFeedingSrcToEachLayer(reference.TransformerEncoder):
+    """Every layer applied to src: the loop never chains them."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+        for layer in self.layers:
+            x = layer(src)
+        return x if self.norm is None else self.norm(x)
+
+
 # Exercise 4.4: final_norm_gain ---------------------------------------------------------------
 
 
@@ -215,6 +311,15 @@ def gain_keepdim(stream, eps=1e-5):
 
 def gain_without_eps(stream, eps=1e-5):
     return torch.rsqrt(stream.var(dim=-1, unbiased=False))
+
+
+def gain_eps_on_std(stream, eps=1e-5):
+    return 1 / (stream.var(dim=-1, unbiased=False).sqrt() + eps)
+
+
+def gain_over_the_batch(stream, eps=1e-5):
+    """The variance over axis 0, the batch, not over E."""
+    return torch.rsqrt(stream.var(dim=0, unbiased=False) + eps)
 
 
 # Exercise 4.5: linear2_grad_norms ------------------------------------------------------------
@@ -250,38 +355,73 @@ def profile_as_list(encoder, x, target):
 
 WRONG = {
     "4.1": {
-        "norm in the wrong place": add_norm_post_ln_norms_the_sublayer,
-        "residual added after the norm in Pre-LN": add_norm_pre_ln_residual_normalized,
-        "post and pre swapped": add_norm_swapped,
+        "norm in the wrong place": Mistake(add_norm_post_ln_norms_the_sublayer,
+                                           "the norm was applied to the sublayer's output"),
+        "residual added after the norm in Pre-LN": Mistake(add_norm_pre_ln_residual_normalized,
+                                                           "the residual carries norm(x)"),
+        "post and pre swapped": Mistake(add_norm_swapped, "this is Pre-LN"),
+        "residual connection forgotten": Mistake(add_norm_without_residual,
+                                                 "the residual connection is missing"),
+        "norm_first ignored (always Post-LN)": Mistake(add_norm_always_post_ln,
+                                                       "this is Post-LN"),
+        "Pre-LN normalizes the sum too": Mistake(add_norm_pre_ln_normalizes_sum,
+                                                 "the sum was normalized too"),
     },
     "4.2": {
-        "norm over the wrong axis": LayerNormOverSequence,
-        "feed-forward without its activation": LayerWithoutActivation,
-        "same norm for both sublayers": LayerNorm1Twice,
-        "dropout left on in evaluation mode": LayerDropoutAlwaysOn,
+        "norm over the wrong axis": Mistake(LayerNormOverSequence, "over (S, E) together"),
+        "feed-forward without its activation": Mistake(LayerWithoutActivation,
+                                                       "the feed-forward has no activation"),
+        "same norm for both sublayers": Mistake(LayerNorm1Twice, "norm1 serves both sublayers"),
+        "dropout left on in evaluation mode": Mistake(LayerDropoutAlwaysOn,
+                                                      "dropout is still on in evaluation mode"),
+        "norm_first not passed to add_norm": Mistake(LayerIgnoringNormFirst,
+                                                     "self.norm_first must reach add_norm"),
+        "norm1 and norm2 swapped": Mistake(LayerNormsSwapped, "norm1 and norm2 are swapped"),
+        "ReLU hard-coded, activation ignored": Mistake(LayerReluHardCoded,
+                                                       "use self.activation"),
+        "residual added inside the sublayer too": Mistake(LayerResidualTwice,
+                                                          "the residual is added twice"),
     },
     "4.3": {
-        "missing final norm in a Pre-LN stack": StackWithoutFinalNorm,
-        "one norm module shared across layers": StackSharingOneNorm,
-        "one layer repeated": StackOfOneLayer,
-        "final norm in Post-LN too": StackWithFinalNormAlways,
-        "layer options not passed on": StackDroppingOptions,
+        "missing final norm in a Pre-LN stack": Mistake(StackWithoutFinalNorm,
+                                                        "a Pre-LN stack ends with a final norm"),
+        "one norm module shared across layers": Mistake(StackSharingOneNorm,
+                                                        "one module is used by several layers"),
+        "one layer repeated": Mistake(StackOfOneLayer, "one layer module stands several times"),
+        "final norm in Post-LN too": Mistake(StackWithFinalNormAlways,
+                                             "a Post-LN stack has no final norm"),
+        "layer options not passed on": Mistake(StackDroppingOptions,
+                                               "did not reach every layer and the final norm"),
+        "final norm built with the defaults": Mistake(
+            StackFinalNormWithDefaults, "did not reach every layer and the final norm"),
+        "final norm built but not applied": Mistake(StackFinalNormNotApplied,
+                                                    "the final norm was built but not applied"),
+        "every layer given src": Mistake(StackFeedingSrcToEachLayer,
+                                         "each layer was given src"),
     },
     "4.4": {
-        "1 / ||x - mean||, sqrt(E) forgotten": gain_inverse_norm,
-        "1 / RMS without centring": gain_inverse_rms,
-        "unbiased variance": gain_unbiased,
-        "rstd squared": gain_squared,
-        "keepdim: (*B, 1)": gain_keepdim,
-        "eps left out": gain_without_eps,
+        "1 / ||x - mean||, sqrt(E) forgotten": Mistake(gain_inverse_norm,
+                                                       "the inverse length of the centred token"),
+        "1 / RMS without centring": Mistake(gain_inverse_rms, "the token's mean was not subtracted"),
+        "unbiased variance": Mistake(gain_unbiased, "dividing by E - 1 = 15"),
+        "rstd squared": Mistake(gain_squared, "the square root is missing"),
+        "keepdim: (*B, 1)": Mistake(gain_keepdim, "keeps size-1 axes that it should not have"),
+        "eps left out": Mistake(gain_without_eps, "eps is left out"),
+        "eps added to the std": Mistake(gain_eps_on_std, "eps is added to the std"),
+        "variance over the batch axis": Mistake(gain_over_the_batch,
+                                                "the result was reduced over axes (0,)"),
     },
     "4.5": {
-        "gradients accumulate over calls (no zero_grad)": _profile_with("accumulates"),
-        "summed loss, not mean": _profile_with("sum_loss"),
-        "linear1 instead of linear2": _profile_with("linear1"),
-        "norms of the weights, not their gradients": _profile_with("weights"),
-        "last layer first": _profile_with("reversed"),
-        "the last layer only": _profile_with("last_only"),
-        "a list, not a NumPy array": profile_as_list,
+        "gradients accumulate over calls (no zero_grad)": Mistake(
+            _profile_with("accumulates"), "the first call's gradients are still in .grad"),
+        "summed loss, not mean": Mistake(_profile_with("sum_loss"),
+                                         "the loss was summed, not averaged"),
+        "linear1 instead of linear2": Mistake(_profile_with("linear1"),
+                                              "these are the gradients of linear1.weight"),
+        "norms of the weights, not their gradients": Mistake(
+            _profile_with("weights"), "the norms of the weights, not of their gradients"),
+        "last layer first": Mistake(_profile_with("reversed"), "the layers are in reverse order"),
+        "the last layer only": Mistake(_profile_with("last_only"), "one value per layer"),
+        "a list, not a NumPy array": Mistake(profile_as_list, "return them as a NumPy array"),
     },
 }
