@@ -196,22 +196,36 @@ def test_a_students_first_hour(lab, tmp_path):
         check = page.locator(f"{PANEL} .jp-CodeCell").nth(graded[0]).locator(".jp-OutputArea")
         shoot(page, shots, "3-run-all-on-the-stubs", check)
 
-        # 4. The reference normlib/ dropped in (autoreload picks it up), Run All, Validate.
+        # 4. A classic mistake, the unbiased variance in 1.1's statistics: its check names
+        # the cause, and 1.2's, whose forward calls those statistics, says that 1.1 fails.
+        reference = (REPO / "solutions" / "normlib" / "layer_norm.py").read_text()
+        mistaken = reference.replace("var = (xc * xc).mean(axis=axes, keepdims=True)",
+                                     "var = x.var(axis=axes, keepdims=True, ddof=1)")
+        assert mistaken != reference
+        (course / "normlib" / "layer_norm.py").write_text(mistaken)
+        cells = run_all(page)
+        first, second = (cells[i][1] for i in graded[:2])
+        assert "Likely cause: the unbiased variance" in first and "Traceback" not in first, first
+        assert ("Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails "
+                "its check too") in second and "Traceback" not in second, second
+        shoot(page, shots, "4-a-mistake-named", check)
+
+        # 5. The reference normlib/ dropped in (autoreload picks it up), Run All, Validate.
         for path in (REPO / "solutions" / "normlib").glob("*.py"):
             shutil.copy(path, course / "normlib" / path.name)
         cells = run_all(page)
         for i in graded:
             assert "the visible checks pass" in cells[i][1], cells[i][1]
-        shoot(page, shots, "4-checks-pass", check)
+        shoot(page, shots, "5-checks-pass", check)
         answer_written_questions(page)
         page.click(f"{PANEL} .jp-Toolbar :text-is('Validate')")
         dialog = page.wait_for_selector(".jp-Dialog-content:has-text('Success')",
                                         timeout=TIMEOUT_MS)
         assert "Your notebook passes all the tests" in dialog.text_content()
-        shoot(page, shots, "5-validate")
+        shoot(page, shots, "6-validate")
         page.click(".jp-Dialog-button:has-text('OK')")
 
-        # 5. No broken panel: no Nbgrader menu (its panels are the formgrader's, the course
+        # 6. No broken panel: no Nbgrader menu (its panels are the formgrader's, the course
         # list and the assignment list, none of which works here), no news pop-up.
         menus = page.eval_on_selector_all(".lm-MenuBar-itemLabel",
                                           "e => e.map(x => x.textContent)")

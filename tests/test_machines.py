@@ -3,7 +3,9 @@ same float32 computation differs in its last bits between CPUs, so every graded 
 hold on any of them (normkit.testing's error model), and so must every claim a training run
 asserts (normkit.training). Each configuration re-runs, in a subprocess,
 tests/test_graders.py, where correct variants must pass at a tenth of every tolerance and
-every mistake must fail at ten times it; the first (FARTHEST from this machine's) also
+every mistake must fail at ten times it, and the visible checks' naming of each catalogued
+mistake (DIAGNOSIS: the cause is matched within the tolerance, so the match must hold on
+any CPU too); the first (FARTHEST from this machine's) also
 the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main
 run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
 seconds; and the edge of stability with its own jitters) and the capstone's
@@ -61,6 +63,9 @@ EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
 # from this machine's alone (their seconds count; the notebooks run them on its own)
 FARTHEST = "torch generic, NumPy baseline, 1 thread"
 CAPSTONE = ["tests/test_language_model.py::test_the_claims_hold[jitter1]"]
+DIAGNOSIS = [f"tests/test_diagnosis.py::{test}" for test in (
+    "test_a_classic_mistake_is_named_by_the_visible_check",
+    "test_a_correct_variant_passes_the_visible_check")]
 assert FARTHEST in CONFIGURATIONS  # (a name that matches none would run nothing)
 PROBE = """
 import ctypes, glob, json, os, numpy, torch
@@ -147,7 +152,7 @@ def test_graders_and_experiments_hold_in_configuration(name, native):
     seen = configured(settings)
     assert unmet(settings, seen, native) == [], f"{name}: {seen}, natively {native}"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_graders.py",
+        [sys.executable, "-m", "pytest", "tests/test_graders.py", *DIAGNOSIS,
          *(EXPERIMENTS + CAPSTONE if name == FARTHEST else []), "-q",
          "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
         cwd=REPO, env={**os.environ, **settings, "COURSE_CONFIGURATION": name},

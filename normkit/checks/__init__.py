@@ -123,11 +123,10 @@ def failing_calls(number):
         importlib.import_module(f"{__name__}.{path.stem}")
     try:
         module, name = target(number)
-        source = inspect.getsource(getattr(importlib.import_module(module), name))
-        names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)} | \
-            {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)}
+        tree = ast.parse(inspect.getsource(getattr(importlib.import_module(module), name)))
     except Exception:  # (its source cannot be read: it names none)
         return []
+    names = {getattr(node, "id", getattr(node, "attr", None)) for node in ast.walk(tree)}
     found = []
     for other, (function, what) in sorted(CHECKS.items(), key=lambda c: _order(c[0])):
         if other != number and what.rpartition(".")[2] in names:
