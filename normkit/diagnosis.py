@@ -141,7 +141,8 @@ def error_cause(error):
                 "as size 1 with keepdims=True, so that it broadcasts against x), or an array "
                 "was reduced over the wrong axes")
     if isinstance(error, (TypeError, ValueError)) and "unpack" in text:
-        return "a result is not the tuple the exercise returns: see its docstring"
+        return ("a value unpacked on this line does not hold the number of items assumed (a "
+                "function's result, or an argument such as a state tuple: see its docstring)")
     return ""
 
 

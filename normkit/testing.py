@@ -183,6 +183,13 @@ def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistak
         raise CheckFailed(f"{name}: {message}")
 
 
+def close(actual, expected, rtol, atol):
+    """Whether actual equals expected within rtol and atol as assert_close reads them: atol in
+    units of expected's largest finite magnitude (at least 1), NaN equal to NaN."""
+    scale = max(1.0, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
+    return bool(np.allclose(actual, expected, rtol=rtol, atol=atol * scale, equal_nan=True))
+
+
 def _exact(a, requires_grad=False):
     """a (NumPy) as a float64 tensor: the exact computation's input (None stays None)."""
     if a is None:
@@ -234,7 +241,6 @@ def torch_layer_norm_nodes(grad_output, x, eps=1e-5, cut=None, ddof=0):
             for name, t in {**nodes, "dx": xt}.items()}
 
 
-
 def torch_layer_norm_jacobian(x, eps=1e-5):
     """torch.autograd.functional.jacobian of LayerNorm without weight or bias, row by row,
     over the last axis of x (NumPy or torch, (*B, N)), computed in float64: a float64
@@ -245,6 +251,7 @@ def torch_layer_norm_jacobian(x, eps=1e-5):
     layer_norm = lambda row: torch.nn.functional.layer_norm(row, (n,), eps=eps)  # noqa: E731
     J = torch.stack([torch.autograd.functional.jacobian(layer_norm, row) for row in rows])
     return J.reshape(*x.shape, n)  # (*B, N, N)
+
 
 def x_hat_detached_variance(x, eps=1e-5):
     """x_hat over the last axis of the tensor x, with a bug: the variance is detached from
@@ -345,6 +352,15 @@ def call_updating(fn, *args, updates):
     if hasattr(fn, "remote_call_updating"):
         return fn.remote_call_updating(args, [a for a in updates if a is not None])
     return fn(*args)
+
+
+def counted(fn, calls, name):
+    """fn, appending name to the list calls at every call (which functions a check's case
+    reached: the sublayer and the norm of 4.1, the NumPy kernels of 2.5)."""
+    def wrapper(*args, **kwargs):
+        calls.append(name)
+        return fn(*args, **kwargs)
+    return wrapper
 
 
 def guard_inputs(**arrays):

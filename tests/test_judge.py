@@ -920,6 +920,7 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
     ("got 1e+300 and -3e-200", "got >1e+06 and -<1e-06"),
     ("got 'a secret' for x (1031, 300)", "got '…' for x (1031, 300)"),
     ("2 times x's size; m2's digits, 'a secret'", "2 times x's size; m2's digits, '…'"),
+    ("expected the int 1, got 486123456.", "expected the int 1, got 100000000+."),
     # a number the source holds is quoted as it is, but eight numbers at most in all: the
     # worker cannot have its guesses at the hidden source's numbers told apart by the dozen
     ("got " + str([1031, 300] * 5), "got [1031, 300, 1031, 300, 1031, 300, 1031, 300, …, …]"),

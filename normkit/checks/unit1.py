@@ -48,10 +48,16 @@ def rstd_mistakes(x, axes, eps=1e-5):
 
 
 def normalized_axes(x, normalized_shape):
-    """(the axes normalized_shape means in x, how the check names them) for assert_close's
-    `reduced`."""
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))  # (the groups' axes)
-    return x.shape, axes, f"normalized_shape={tuple(normalized_shape)}"
+    """The axes of x (NumPy or torch) that normalized_shape means: its last
+    len(normalized_shape)."""
+    return tuple(range(x.ndim - len(normalized_shape), x.ndim))
+
+
+def reduced_over(x, normalized_shape):
+    """(x's shape, the axes normalized_shape means in it, how the check names them) for
+    assert_close's `reduced`."""
+    return x.shape, normalized_axes(x, normalized_shape), \
+        f"normalized_shape={tuple(normalized_shape)}"
 
 
 def check_stats(x, normalized_shape, eps=1e-5):
@@ -63,9 +69,9 @@ def check_stats(x, normalized_shape, eps=1e-5):
     tol = layer_norm_tolerances(x, normalized_shape, eps)
     untouched = guard_inputs(x=x)
     result = layer_norm_stats(x, normalized_shape, eps)
-    assert isinstance(result, tuple) and len(result) == 2, "return the tuple (mean, rstd)"
+    assert isinstance(result, tuple) and len(result) == 2, "return the tuple (mean, rstd)."
     case = f"for x {x.shape} {x.dtype}, normalized_shape={normalized_shape}, eps={eps}"
-    reduced = normalized_axes(x, normalized_shape)
+    reduced = reduced_over(x, normalized_shape)
     assert_close(result[0], mean, f"mean {case}", reduced=reduced, **tol["mean"])
     assert_close(result[1], rstd, f"rstd {case}", mistakes=rstd_mistakes(x, reduced[1], eps),
                  reduced=reduced, **tol["rstd"])
@@ -89,25 +95,25 @@ def visible_1_1():
     check_stats(1000 + X / 4, (4,))
 
 
-def affine(x_hat, weight, bias):
-    """x_hat * weight + bias in float64 (an absent parameter left out)."""
-    y = x_hat.astype(np.float64)  # (*B, *S)
-    y = y if weight is None else y * weight
-    return y if bias is None else y + bias
+def affine(x_hat, weight=None, bias=None):
+    """x_hat * weight + bias (NumPy or torch), an absent parameter left out: in x_hat's
+    dtype, so give float64 for an exact result."""
+    y = x_hat if weight is None else x_hat * weight  # (*B, *S)
+    return y if bias is None else y + bias  # (*B, *S)
 
 
 def forward_mistakes(x, normalized_shape, weight, bias, eps):
     """{likely cause: the y that mistake gives} for LayerNorm's forward, computed in float64
     from the exact x_hat, or the mistake's (normkit.testing.stats_mistakes, the one-pass
     variance, the default eps), and rounded to x's dtype."""
-    axes = normalized_axes(x, normalized_shape)[1]
-    x_hat, mean, _ = torch_layer_norm(x.astype(np.float64), normalized_shape, eps=eps)
+    axes, x64 = normalized_axes(x, normalized_shape), x.astype(np.float64)  # x64 (*B, *S)
+    x_hat, mean, _ = torch_layer_norm(x64, normalized_shape, eps=eps)  # (*B, *S), (*B, 1s)
     found = {cause: affine(value, weight, bias)
-             for cause, value in stats_mistakes(x, axes, eps)["x_hat"].items()}
-    found[ONE_PASS] = affine((x - mean) * one_pass_rstd(x, axes, eps), weight, bias)
+             for cause, value in stats_mistakes(x64, axes, eps)["x_hat"].items()}
+    found[ONE_PASS] = affine((x64 - mean) * one_pass_rstd(x, axes, eps), weight, bias)
     if eps != 1e-5:
-        found[eps_ignored(eps)] = affine(torch_layer_norm(x.astype(np.float64),
-                                                          normalized_shape)[0], weight, bias)
+        found[eps_ignored(eps)] = affine(torch_layer_norm(x64, normalized_shape)[0], weight,
+                                         bias)
     if weight is not None and bias is not None:
         found["weight and bias are not applied: y is x_hat itself"] = x_hat
         found["weight and bias are swapped: the weight scales x_hat, the bias shifts it"] = \
@@ -119,7 +125,7 @@ def forward_mistakes(x, normalized_shape, weight, bias, eps):
               "own"] = x_hat
     if weight is not None or bias is not None:
         found["weight and bias were applied to x before normalizing: they scale and shift "
-              "x_hat, after it"] = torch_layer_norm(affine(x, weight, bias), normalized_shape,
+              "x_hat, after it"] = torch_layer_norm(affine(x64, weight, bias), normalized_shape,
                                                     eps=eps)[0]
     return {cause: value.astype(x.dtype) for cause, value in found.items()}
 
@@ -133,10 +139,10 @@ def check_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     tol = layer_norm_tolerances(x, normalized_shape, eps)
     untouched = guard_inputs(x=x, weight=weight, bias=bias)
     result = layer_norm_forward(x, normalized_shape, weight, bias, eps)
-    assert isinstance(result, tuple) and len(result) == 3, "return the tuple (y, mean, rstd)"
+    assert isinstance(result, tuple) and len(result) == 3, "return the tuple (y, mean, rstd)."
     given = [n for n, a in (("weight", weight), ("bias", bias)) if a is not None]
     case = f"for x {x.shape} {x.dtype}, normalized_shape={normalized_shape}, affine {given}"
-    reduced = normalized_axes(x, normalized_shape)
+    reduced = reduced_over(x, normalized_shape)
     for name, actual, wanted in zip(("mean", "rstd"), result[1:], expected[1:]):
         if isinstance(actual, np.ndarray) and actual.shape != wanted.shape:
             assert_close(actual, wanted, f"{name} {case}", reduced=reduced, **tol[name])

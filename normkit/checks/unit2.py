@@ -14,12 +14,14 @@ import numpy as np
 import torch
 
 from normkit.checks import exercise
+from normkit.checks.unit1 import normalized_axes
 from normkit.testing import (
     X_HAT,
     CheckFailed,
     assert_close,
     assert_same_computation,
     backward_mistakes,
+    counted,
     guard_inputs,
     layer_norm_backward_tolerances,
     norm_tolerance,
@@ -27,6 +29,7 @@ from normkit.testing import (
     torch_layer_norm_backward,
     torch_layer_norm_jacobian,
     torch_layer_norm_nodes,
+    torch_normalize,
     torch_tensor_close,
 )
 
@@ -39,7 +42,7 @@ def staged_mistakes(grad_output, x, eps=1e-5):
     exact = torch_layer_norm_nodes(grad_output, x64, eps)  # {node: (B, 1) or (B, N)}
     no_var = torch_layer_norm_nodes(grad_output, x64, eps, cut="variance")
     no_mean = torch_layer_norm_nodes(grad_output, x64, eps, cut="mean")
-    rstd = 1 / np.sqrt(x64.var(axis=-1, keepdims=True) + eps)  # (B, 1)
+    rstd = torch_normalize(x64, (-1,), eps)[3]  # (B, 1)
     via_var = exact["dxc"] - no_var["dxc"]  # (B, N): dxc's path through the variance
     via_mean = exact["dx"] - no_mean["dx"]  # (B, N): dx's path through the mean
     found = {
@@ -51,8 +54,9 @@ def staged_mistakes(grad_output, x, eps=1e-5):
         "dxc": {
             "dxc lacks the path through the variance: xc reaches x_hat directly and through "
             "var (Unit 2, section 2)": no_var["dxc"],
-            "the path through the variance lacks d var / d xc: var is the mean of xc ** 2, "
-            "so each xc gets its share of dvar": no_var["dxc"] + n / 2 * via_var},
+            "the path through the variance lacks the factor 2/N of d var / d xc: var is the "
+            "mean of xc ** 2, 2 from the square, 1/N from the mean":
+                no_var["dxc"] + n / 2 * via_var},
         "dx": {
             "dx lacks the path through the mean: x reaches xc directly and through mu "
             "(Unit 2, section 2)": no_mean["dx"],
@@ -90,9 +94,9 @@ def check_staged(x, eps=1e-5, seed=0):
     result = layer_norm_backward_staged(grad_output, x, eps)
     case = f"for x {x.shape} {x.dtype}, eps={eps}"
     assert isinstance(result, dict), \
-        f"return a dict of the gradients {{node: gradient}}, got {type(result).__name__}"
+        f"return a dict of the gradients {{node: gradient}}, got {type(result).__name__}."
     missing = [name for name in expected if name not in result]
-    assert not missing, f"the dict has no {missing} {case}"
+    assert not missing, f"the dict has no {missing} {case}."
     tol = norm_tolerance(x, (-1,), eps, depth=2)
     mistakes = staged_mistakes(grad_output, x, eps)
     for name, wanted in expected.items():
@@ -114,12 +118,12 @@ def backward_kernel_mistakes(grad_output, x, normalized_shape, weight, bias, eps
     dx without the mean's or the variance's term (normkit.testing.backward_mistakes),
     without the weight, without rstd; dweight from x instead of x_hat. Computed exactly
     (float64) from torch autograd's gradients, rounded to x's dtype."""
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))  # (the groups' axes)
+    axes = normalized_axes(x, normalized_shape)  # (the groups' axes)
     g = grad_output if weight is None else grad_output * weight  # dL/dx_hat
     found = {"dx": backward_mistakes(g, x, axes, eps), "dweight": {}}
     x64, g64 = x.astype(np.float64), grad_output.astype(np.float64)  # (*B, *S)
     dx = torch_layer_norm_backward(g64, x64, normalized_shape, eps=eps)[0]  # (*B, *S)
-    rstd = torch_layer_norm(x64, normalized_shape, eps=eps)[2]  # (*B, 1..1)
+    rstd = torch_normalize(x64, axes, eps)[3]  # (*B, 1..1)
     found["dx"]["a scale factor is missing: dx lacks the factor rstd"] = (dx / rstd).astype(
         x.dtype)
     if weight is not None:
@@ -147,19 +151,19 @@ def check_backward(x, normalized_shape, weight=None, bias=None, eps=1e-5, seed=0
     untouched = guard_inputs(grad_output=grad_output, x=x, mean=mean, rstd=rstd, weight=weight,
                              bias=bias)
     result = layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, bias)
-    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)"
+    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
     given = [n for n, a in (("weight", weight), ("bias", bias)) if a is not None]
     case = f"for x {x.shape} {x.dtype}, normalized_shape={normalized_shape}, affine {given}"
     tol = layer_norm_backward_tolerances(x, normalized_shape, eps)
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))  # (the groups' axes)
-    rows = (x.shape, tuple(range(x.ndim - len(axes))), "summing over the rows of "
-            f"normalized_shape={tuple(normalized_shape)}", False)  # (assert_close's reduced)
+    axes = normalized_axes(x, normalized_shape)  # (the groups' axes)
+    leading = tuple(range(x.ndim - len(axes)))  # (the rows' axes)
     mistakes = backward_kernel_mistakes(grad_output, x, normalized_shape, weight, bias, eps)
     for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
         param = name[1:]
+        rows = (x.shape, leading, f"{name}'s sum over the rows", False)  # (reduced)
         if wanted is None:
             assert actual is None, \
-                f"{name} must be None {case}: there is no {param}, so no gradient for it"
+                f"{name} must be None {case}: there is no {param}, so no gradient for it."
         elif actual is None:
             raise CheckFailed(f"{name} is None {case}: {param} was given, so its gradient is "
                               "due, whether the other parameter is there or not.")
@@ -185,34 +189,35 @@ def visible_2_2():
     check_backward(X, (3, 4), w12, w12[::-1, ::-1] / 2)  # a 2-D normalized_shape
 
 
-def jacobians(x, eps=1e-5):
-    """{graph: its Jacobian, float64 (*B, N, N)}: torch's for x_hat over the last axis of x,
-    as normkit.testing.X_HAT computes it ("correct", "detached variance", "detached
+def cut_jacobians(x, eps=1e-5):
+    """{graph: its Jacobian, float64 (*B, N, N)}: torch's for x_hat over the last axis of x
+    with a path cut, as normkit.testing.X_HAT computes it ("detached variance", "detached
     mean"), row by row."""
     rows = torch.tensor(x, dtype=torch.float64).reshape(-1, x.shape[-1])  # (rows, N)
     return {name: torch.stack([torch.autograd.functional.jacobian(
         lambda r, f=f: f(r, eps), row) for row in rows]).reshape(*x.shape, x.shape[-1]).numpy()
-        for name, f in X_HAT.items()}
+        for name, f in X_HAT.items() if name != "correct"}
 
 
-def jacobian_mistakes(x, eps=1e-5):
+def jacobian_mistakes(x, exact, eps=1e-5):
     """{likely cause: the J that mistake gives} for Exercise 2.3, from the exact Jacobians
-    (float64) of the full graph and of the graphs with the mean's or the variance's path
-    cut, rounded to x's dtype."""
+    (float64) of the full graph (exact, (*B, N, N)) and of the graphs with the mean's or the
+    variance's path cut, rounded to x's dtype."""
     n, x64 = x.shape[-1], x.astype(np.float64)  # (*B, N)
-    J = jacobians(x, eps)  # {graph: (*B, N, N)}
-    rstd = 1 / np.sqrt(x64.var(axis=-1, keepdims=True) + eps)[..., None]  # (*B, 1, 1)
+    J = cut_jacobians(x, eps)  # {graph: (*B, N, N)}
+    _, _, var, rstd = torch_normalize(x64, (-1,), eps)  # (*B, 1) each
+    rstd = rstd[..., None]  # (*B, 1, 1)
     direct = J["detached variance"]  # (*B, N, N): all but the variance's term
-    var_term = direct - J["correct"]  # (*B, N, N), rstd times one row's outer product
+    var_term = direct - exact  # (*B, N, N), rstd times one row's outer product
     batch = (var_term / rstd).reshape(-1, n, n).sum(axis=0)  # (N, N): over every row
     found = {
         "the mean's term is missing (the path through the mean)": J["detached mean"],
         "the variance's term is missing (the path through the variance)": direct,
-        "J lacks the factor rstd": J["correct"] / rstd,
+        "J lacks the factor rstd": exact / rstd,
         "the outer product of x_hat is summed over the rows: each row's J uses its own x_hat "
         "alone": direct - rstd * batch}
     if n > 1:  # rstd and x_hat from the unbiased variance: each c times the exact ones
-        var = x64.var(axis=-1) + eps  # (*B,)
+        var = var[..., 0] + eps  # (*B,)
         c = np.sqrt(var / (x64.var(axis=-1, ddof=1) + eps))[..., None, None]  # (*B, 1, 1)
         found[f"the unbiased variance: dividing by N - 1 = {n - 1} where LayerNorm divides "
               f"by N = {n}"] = c * (direct - c**2 * var_term)
@@ -228,8 +233,8 @@ def check_jacobian(x, eps=1e-5):
     untouched = guard_inputs(x=x)
     J = layer_norm_jacobian(x, eps)
     case = f"for x {x.shape} {x.dtype}, eps={eps}"
-    expected = torch_layer_norm_jacobian(x, eps).numpy().astype(x.dtype)  # (*B, N, N)
-    assert_close(J, expected, f"J {case}", mistakes=jacobian_mistakes(x, eps),
+    exact = torch_layer_norm_jacobian(x, eps).numpy()  # (*B, N, N), float64
+    assert_close(J, exact.astype(x.dtype), f"J {case}", mistakes=jacobian_mistakes(x, exact, eps),
                  **norm_tolerance(x, (-1,), eps, depth=2))
     untouched(case)
 
@@ -244,7 +249,7 @@ def prediction_mistakes(x, eps=1e-5):
     """{implementation: {likely cause: the dx that mistake predicts}} for Exercise 2.4:
     zeros, ones and rstd (broadcast over the row, float64), rounded to x's dtype, each named
     where it is not .sum()'s gradient."""
-    rstd = 1 / np.sqrt(x.astype(np.float64).var(axis=-1, keepdims=True) + eps)  # (*B, 1)
+    rstd = torch_normalize(x.astype(np.float64), (-1,), eps)[3]  # (*B, 1)
     full = np.broadcast_to(rstd, x.shape).astype(x.dtype)  # (*B, N)
     return {"detached variance": {
                 "rstd is not .sum()'s gradient once the variance is detached: the mean's path "
@@ -265,11 +270,11 @@ def check_prediction(x, eps=1e-5):
     untouched = guard_inputs(x=x)
     predicted = predicted_sum_gradients(x, eps)
     case = f"for x {x.shape} {x.dtype}, eps={eps}"
-    assert isinstance(predicted, dict), f"return a dict, got {type(predicted)}"
+    assert isinstance(predicted, dict), f"return a dict, got {type(predicted).__name__}."
     tol = norm_tolerance(x, (-1,), eps, depth=2)
     mistakes = prediction_mistakes(x, eps)
     for name, x_hat in X_HAT.items():
-        assert name in predicted, f"the dict has no {name!r} {case}"
+        assert name in predicted, f"the dict has no {name!r} {case}."
         xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
         x_hat(xt, eps).sum().backward()
         wanted = xt.grad.numpy().astype(x.dtype)
@@ -289,45 +294,44 @@ def visible_2_4():
     check_prediction(np.array([[0.5, -1.0, 2.0]], dtype=np.float32))
 
 
-def exact_layer_norm(x, normalized_shape, weight, bias, eps, grad_output):
-    """torch's LayerNorm on float64 copies of the tensors given (None stays None): (y, dx,
-    dweight, dbias) under grad_output, float64 tensors."""
-    leaves = [None if t is None else t.detach().double().requires_grad_()
-              for t in (x, weight, bias)]
-    y = torch.nn.functional.layer_norm(leaves[0], list(normalized_shape), leaves[1],
-                                       leaves[2], eps)
-    y.backward(grad_output.double())
-    return (y.detach(), *(None if t is None else t.grad for t in leaves))
+def float64_arrays(*tensors):
+    """The tensors given as float64 NumPy arrays (None stays None): the inputs of
+    normkit.testing's exact computations."""
+    return [None if t is None else t.detach().double().numpy() for t in tensors]
 
 
 def module_mistakes(x, normalized_shape, weight, bias, eps):
     """mistakes(grad_output) for assert_same_computation: {name: {likely cause: the tensor
-    that mistake of a LayerNormFunction gives}}, exactly (float64): the eps argument
-    ignored, normalized_shape taken from the last axis, the weight not passed to the
-    backward kernel, dweight and dbias swapped."""
+    that mistake of a LayerNormFunction gives}}, exactly (float64, normkit.testing's
+    torch_layer_norm and torch_layer_norm_backward): the eps argument ignored,
+    normalized_shape taken from the last axis, the weight not passed to the backward
+    kernel, dweight and dbias swapped."""
     shape = tuple(normalized_shape)
+    x64, w64, b64 = float64_arrays(x, weight, bias)  # (*B, *S), (*S), (*S)
 
     def mistakes(grad_output):
+        g64 = float64_arrays(grad_output)[0]  # (*B, *S)
         found = {"output": {}, "input.grad": {}, "weight.grad": {}, "bias.grad": {}}
         if eps != 1e-5:
             found["output"][f"the output is LayerNorm's with the default eps=1e-05, not the "
                             f"eps={eps} given: pass eps on to layer_norm_forward"] = \
-                exact_layer_norm(x, shape, weight, bias, 1e-5, grad_output)[0]
+                torch_layer_norm(x64, shape, w64, b64)[0]  # (*B, *S)
         if len(shape) > 1 and weight is None:
             found["output"][f"the output is normalized over the last axis alone, where "
                             f"normalized_shape={shape} means the last {len(shape)} axes: use "
                             "the normalized_shape given"] = \
-                exact_layer_norm(x, shape[-1:], None, None, eps, grad_output)[0]
+                torch_layer_norm(x64, shape[-1:], eps=eps)[0]  # (*B, *S)
         if weight is not None:
             found["input.grad"]["input.grad ignores the weight: pass the weight to "
                                 "layer_norm_backward, whose dx depends on it"] = \
-                exact_layer_norm(x, shape, None, None, eps, grad_output)[1]
+                torch_layer_norm_backward(g64, x64, shape, eps=eps)[0]  # (*B, *S)
         if weight is not None and bias is not None:
-            _, _, dweight, dbias = exact_layer_norm(x, shape, weight, bias, eps, grad_output)
+            _, dweight, dbias = torch_layer_norm_backward(g64, x64, shape, w64, b64, eps)  # (*S)
             swapped = ("weight.grad and bias.grad are swapped: backward returns one gradient "
                        "per argument of forward, in its order")
             found["weight.grad"][swapped], found["bias.grad"][swapped] = dbias, dweight
-        return found
+        return {name: {cause: torch.from_numpy(v) for cause, v in causes.items()}
+                for name, causes in found.items()}
 
     return mistakes
 
@@ -358,7 +362,7 @@ def check_module(shape, normalized_shape, dtype=torch.float32, seed=0, offset=0.
     size = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     rows = x.numel() // math.prod(size)  # the parameter gradients sum over the rows
     eps = kwargs.get("eps", 1e-5)
-    tol = norm_tolerance(x, tuple(range(-len(size), 0)), eps, depth=2, length=rows)
+    tol = norm_tolerance(x, normalized_axes(x, size), eps, depth=2, length=rows)
     mistakes = module_mistakes(x, size, theirs.weight, theirs.bias, eps)
     try:
         assert_same_computation(ours, theirs, x, case, seed, tol, mistakes)
@@ -380,12 +384,15 @@ def check_two_calls(shape, eps=1e-5, seed=0):
     y = LayerNormFunction.apply(inputs[0], shape[-1:], None, None, eps) + \
         2 * LayerNormFunction.apply(inputs[1], shape[-1:], None, None, eps)
     grads = torch.autograd.grad(y, inputs, g)
-    wanted = [exact_layer_norm(x1, shape[-1:], None, None, eps, g)[1],
-              exact_layer_norm(x2, shape[-1:], None, None, eps, 2 * g)[1]]
+
+    def dx(grad, x):
+        """dx of LayerNorm over x's last axis under grad, exactly (float64 (*shape))."""
+        return torch_layer_norm_backward(grad.numpy(), x.numpy(), shape[-1:], eps=eps)[0]
+
+    wanted = [torch.from_numpy(dx(g, x1)), torch.from_numpy(dx(2 * g, x2))]  # (*shape) each
     shared = {"x1.grad is what backward gives with the second call's saved tensors: the two "
               "calls share what forward saved: keep it on ctx (ctx.save_for_backward), not "
-              "on the class or in a global":
-                  exact_layer_norm(x2, shape[-1:], None, None, eps, g)[1].numpy()}
+              "on the class or in a global": dx(g, x2)}  # (*shape)
     tol = norm_tolerance(torch.cat([x1, x2]), (-1,), eps, depth=2)
     for name, actual, exact in zip(("x1.grad", "x2.grad"), grads, wanted):
         torch_tensor_close(actual, exact, f"{name} for y = f(x1) + 2 f(x2), x1 and x2 {shape}",
@@ -403,18 +410,11 @@ def counted_kernels():
     import normlib.nn
 
     calls = []
-
-    def counted(name, kernel):
-        def wrapper(*args, **kwargs):
-            calls.append(name)
-            return kernel(*args, **kwargs)
-        return wrapper
-
     kernels = [(module, name, getattr(module, name)) for module in (normlib.layer_norm,
                normlib.nn) for name in KERNELS if hasattr(module, name)]
     try:
         for module, name, kernel in kernels:
-            setattr(module, name, counted(name, kernel))
+            setattr(module, name, counted(kernel, calls, name))
         yield calls
     finally:
         for module, name, kernel in kernels:

@@ -78,34 +78,54 @@ def visible_3_1():
     check_normalize(1e-3 * x, (2,))  # variances below eps: where eps goes shows (Unit 1)
 
 
-def compact_dx(g, x_hat, rstd, axes, reduce=np.mean):
-    """rstd * (g - m(g) - x_hat * m(g * x_hat)), m = `reduce` over axes kept as size 1,
-    in float64 from the arrays given: the compact backward of a normalization whose output
-    x_hat receives g, or (other axes, sums) what a mistake in it gives."""
-    g, x_hat, rstd = (np.asarray(a, dtype=np.float64) for a in (g, x_hat, rstd))
-
-    def m(a):
-        return reduce(a, axis=axes, keepdims=True)  # (1 on axes)
-
-    return rstd * (g - m(g) - x_hat * m(g * x_hat))  # (*x.shape)
+def through_statistics(grad_x_hat, x_hat, rstd, axes):
+    """What the upstream gradient grad_x_hat becomes at x, in float64, where x_hat and rstd
+    are the ones given (rounded to their dtype) and the statistics' paths run over `axes`:
+    rstd times the backward of torch's LayerNorm node (torch.ops.aten.
+    native_layer_norm_backward, the kernel autograd runs) over axes, at x_hat with its saved
+    mean 0 and rstd 1. Over other axes than x_hat's own: what a backward that reduces
+    over the wrong axes gives (autograd over those axes would normalize x anew)."""
+    g, h = float64(grad_x_hat, x_hat)  # (*x.shape)
+    axes = sorted_axes(x_hat, axes)
+    order = [a for a in range(h.ndim) if a not in axes] + list(axes)  # the group's axes last
+    n = int(np.prod([h.shape[a] for a in axes]))  # the group's size
+    rows = h.permute(order).reshape(-1, n)  # (groups, n)
+    saved = torch.zeros(rows.shape[0], 1, dtype=torch.float64)  # (groups, 1)
+    dx = torch.ops.aten.native_layer_norm_backward(
+        g.permute(order).reshape(-1, n), rows, [n], saved, saved + 1, None, None,
+        [True, False, False])[0]  # (groups, n)
+    dx = dx.reshape([h.shape[a] for a in order]).permute(np.argsort(order).tolist())
+    return np.asarray(rstd, dtype=np.float64) * dx.numpy()  # (*x.shape)
 
 
 def normalize_backward_mistakes(grad_x_hat, x_hat, rstd, x, axes, eps=1e-5):
     """{likely cause: the dx that mistake gives} for normalize_backward: without the mean's
     or the variance's term (backward_mistakes), its means over every axis, sums for means,
-    without the factor rstd; exact (float64), rounded to x's dtype."""
+    without the factor rstd; from torch autograd (float64), rounded to x's dtype."""
     found = backward_mistakes(grad_x_hat, x, axes, eps)
     every = tuple(range(x.ndim))
     if sorted_axes(x, axes) != every:
         found.update(rounded({f"the means were taken over every axis of x, not over the "
-                              f"group's axes {axes}": compact_dx(grad_x_hat, x_hat, rstd,
-                                                                 every)}, x.dtype))
+                              f"group's axes {axes}": through_statistics(
+                                  grad_x_hat, x_hat, rstd, every)}, x.dtype))
     n = x.size // rstd.size  # the group's size
-    exact = compact_dx(grad_x_hat, x_hat, rstd, axes)  # (*x.shape)
+    x64, g = x.astype(np.float64), grad_x_hat.astype(np.float64)  # (*x.shape)
+    exact = torch_grads(lambda t: normalized(t, axes, eps), g, x64)[0]  # (*x.shape)
+    direct = torch_grads(lambda t: normalized(t, axes, eps, cut=True), g, x64)[0]  # rstd * g
     return {**found, **rounded({
         f"sums where the backward takes means: each reduction over a group divides by its "
-        f"size N = {n}": compact_dx(grad_x_hat, x_hat, rstd, axes, reduce=np.sum),
+        f"size N = {n}": direct + n * (exact - direct),
         "a scale factor is missing: dx lacks the factor rstd": exact / rstd}, x.dtype)}
+
+
+def normalized(t, axes, eps, cut=False):
+    """x_hat of the float64 tensor t over axes; cut: with the mean and the variance
+    detached (only the direct path left, as torch_layer_norm_nodes' cut)."""
+    mean = t.mean(dim=axes, keepdim=True)  # (1 on axes)
+    var = t.var(dim=axes, unbiased=False, keepdim=True)  # (1 on axes)
+    if cut:
+        mean, var = mean.detach(), var.detach()
+    return (t - mean) / (var + eps).sqrt()  # (*t.shape)
 
 
 def check_normalize_backward(x, axes, eps=1e-5, seed=0):
@@ -118,11 +138,7 @@ def check_normalize_backward(x, axes, eps=1e-5, seed=0):
     grad_x_hat = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
     x_hat, _, _, rstd = torch_normalize(x, axes, eps)
 
-    def normalize(t):
-        mean = t.mean(dim=axes, keepdim=True)
-        return (t - mean) / (t.var(dim=axes, unbiased=False, keepdim=True) + eps).sqrt()
-
-    (expected,) = torch_grads(normalize, grad_x_hat, x)
+    (expected,) = torch_grads(lambda t: normalized(t, axes, eps), grad_x_hat, x)
     dx = normalize_backward(grad_x_hat, x_hat, rstd, axes)
     assert_close(dx, expected, f"dx for x {x.shape} {x.dtype}, axes={axes}", over=axes,
                  mistakes=normalize_backward_mistakes(grad_x_hat, x_hat, rstd, x, axes, eps),
@@ -440,16 +456,17 @@ def rms_norm_mistakes(x, normalized_shape, weight, eps):
 
 
 def shifted(actual, expected):
-    """{likely cause: expected shifted by actual's mean error} where actual is an array of
+    """{an observation: expected shifted by actual's mean error} where actual is an array of
     expected's shape with finite values: it matches where every value is off by the same
-    constant (a bias added), else {}."""
+    constant c, else {}. (Built from your own output, it names no mistake: it only says
+    what the error is.)"""
     if not isinstance(actual, np.ndarray) or actual.shape != expected.shape:
         return {}
-    shift = np.mean(actual.astype(np.float64) - expected)
+    shift = np.mean(actual.astype(np.float64) - expected)  # () the mean error
     if not np.isfinite(shift):  # (NaN or inf: a shift says nothing)
         return {}
-    return rounded({"every value is off by the same constant: RMSNorm has no bias, nothing is "
-                    "added after the weight": expected + shift}, expected.dtype)
+    return rounded({f"every value is off by the same c = {shift:.4g}: something is added "
+                    "after the weight": expected + shift}, expected.dtype)  # (*x.shape)
 
 
 def check_rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -489,17 +506,31 @@ def visible_3_6():
     check_rms_norm(small, (8,))  # eps=None: float32's eps, 1.2e-7, far below it
 
 
+MEAN_TERM_KEPT = ("LayerNorm's mean term was kept: RMSNorm subtracts no mean in its forward, "
+                  "so no path of its backward runs through one")
+
+
 def rms_backward_mistakes(grad_output, x, normalized_shape, weight, e):
     """{"dx": {cause: value}, "dweight": {...}} for RMSNorm's backward under its classic
-    mistakes, exact (float64), rounded to x's dtype: without the path through rrms, dx
-    without the weight, dweight from x."""
+    mistakes, from torch autograd (float64), rounded to x's dtype: without the path through
+    rrms (detached), with LayerNorm's mean term, dx without the weight, dweight from x."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))  # the dims of S
     lead = tuple(range(x.ndim - len(normalized_shape)))  # the dims of B
     x64, go = x.astype(np.float64), grad_output.astype(np.float64)  # (*B, *S)
-    rrms = 1 / np.sqrt((x64 * x64).mean(axis=axes, keepdims=True) + e)  # (*B, 1..1)
+
+    def rms_norm(t, w, cut=False):  # (*B, *S)
+        rrms = torch.rsqrt(t.pow(2).mean(dim=axes, keepdim=True) + e)  # (*B, 1..1)
+        y = t * (rrms.detach() if cut else rrms)  # (*B, *S)
+        return y if w is None else y * w
+
+    exact, direct = (torch_grads(lambda t, w, cut=cut: rms_norm(t, w, cut), go, x64, weight)[0]
+                     for cut in (False, True))  # (*B, *S): dx, and rrms * g alone
     g = go if weight is None else go * weight  # (*B, *S), dL/d(x * rrms)
+    rrms = 1 / np.sqrt((x64 * x64).mean(axis=axes, keepdims=True) + e)  # (*B, 1..1)
     found = {"dx": {"the path through rrms is missing: rrms depends on x too (through the "
-                    "mean square)": rrms * g}, "dweight": {}}
+                    "mean square)": direct,
+                    MEAN_TERM_KEPT: exact - rrms * g.mean(axis=axes, keepdims=True)},
+             "dweight": {}}
     if weight is not None:
         found["dx"][IGNORES_WEIGHT] = torch_grads(
             lambda x: torch.nn.functional.rms_norm(x, normalized_shape, None, e),
@@ -564,18 +595,18 @@ def bn_backward_mistakes(grad_output, x_hat, rstd, weight, x, training, eps=1e-5
         dx.update(backward_mistakes(g, x, axes, eps))
         if x.ndim > 2:
             dx["the means were taken over the batch axis alone: a channel's statistics run "
-               f"over the batch and every position, axes {axes}"] = compact_dx(g, x_hat, rstd,
-                                                                               (0,))
+               f"over the batch and every position, axes {axes}"] = through_statistics(
+                g, x_hat, rstd, (0,))
         dx["the means were taken over the channels (LayerNorm's group): BatchNorm's run over "
-           f"every axis but the channels, axes {axes}"] = compact_dx(
+           f"every axis but the channels, axes {axes}"] = through_statistics(
             g, x_hat, rstd, tuple(range(1, x.ndim)))
         if weight is not None:
-            dx[IGNORES_WEIGHT] = compact_dx(go, x_hat, rstd, axes)
-    else:
+            dx[IGNORES_WEIGHT] = through_statistics(go, x_hat, rstd, axes)
+    else:  # torch's training-mode backward, with the running statistics as the saved ones
         dx["in evaluation mode the running statistics are constants: dx has no terms "
-           "through the batch's mean and variance"] = compact_dx(g, x_hat, rstd, axes)
+           "through the batch's mean and variance"] = through_statistics(g, x_hat, rstd, axes)
         if weight is not None:
-            dx[IGNORES_WEIGHT] = go * rstd
+            dx[IGNORES_WEIGHT] = go * rstd  # (N, C, *)
     xh = x_hat.astype(np.float64)  # (N, C, *)
     found = {"dx": dx, "dweight": {NOT_MEANS: (go * xh).mean(axis=axes)},
              "dbias": {NOT_MEANS: go.mean(axis=axes)}}

@@ -17,12 +17,14 @@ import numpy as np
 import torch
 
 from normkit.checks import exercise
+from normkit.checks.unit1 import affine, forward_mistakes, normalized_axes, rstd_mistakes
 from normkit.testing import (
     MEASURED,
     CheckFailed,
     assert_close,
     backward_mistakes,
     check_mixed,
+    close,
     exact_welford_state,
     guard_inputs,
     layer_norm_backward_tolerances,
@@ -30,10 +32,10 @@ from normkit.testing import (
     no_measure,
     norm_tolerance,
     peak_memory,
-    stats_mistakes,
     tolerance,
     torch_layer_norm,
     torch_layer_norm_backward,
+    torch_normalize,
 )
 from normkit.testing import randn_tensor as randn
 
@@ -57,27 +59,27 @@ def assert_diagnosed(actual, expected, name, mistakes=dict, signature=None, **to
             raise
 
 
-def within(actual, expected, tol):
-    """Whether actual equals expected (float64) within tol as assert_close reads it: atol in
-    units of expected's largest magnitude."""
-    atol = tol["atol"] * max(1.0, float(np.abs(expected).max(initial=0.0)))
-    return bool(np.allclose(actual, expected, rtol=tol["rtol"], atol=atol))
-
-
-def one_pass_cause(m2, x):
-    """The one-pass shortcut's signature: m2 (*B,) off by more than the check allows, but
-    within the rounding of sum(x ** 2) over the rows of x (*B, N), which it subtracts
-    n mean ** 2 from: the error model with cond = sum(x ** 2) / m2 (the cancellation); or
-    ""."""
-    x64 = x.astype(np.float64)  # (*B, N)
-    exact = ((x64 - x64.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)  # (*B,)
-    squares = (x64 * x64).sum(axis=-1)  # (*B,)
-    cond = float(np.max(squares / np.maximum(exact, np.finfo(np.float64).tiny)))
-    if not within(m2.astype(np.float64), exact, tolerance(x.dtype, x.shape[-1], cond=cond)):
+def one_pass_cause(m2_of, x):
+    """The one-pass formula's signature, for an m2 found wrong on the rows of x (*B, N):
+    m2_of(x), your m2 (*B,), is right for the same rows shifted near 0 (x minus its mean
+    rounded to an integer, exactly: m2 does not change), where sum(x ** 2) - n mean ** 2
+    has little to cancel; or "" (also where there is no offset to remove)."""
+    shift = np.round(x.astype(np.float64).mean(axis=-1, keepdims=True))  # (*B, 1)
+    if not shift.any():
         return ""
-    return (f"m2 carries the rounding error of sum(x ** 2) ({squares.max():.3g} here), not "
-            f"of m2 ({exact.max():.3g}): subtracting n mean ** 2 from it loses m2's digits "
-            "to cancellation, the one-pass formula's flaw (notebook 05, section 1)")
+    shifted = (x - shift).astype(x.dtype)  # (*B, N)
+    try:
+        m2 = m2_of(shifted)  # (*B,)
+    except Exception:  # (a kernel that fails there is not the one-pass formula's)
+        return ""
+    wanted = exact_welford_state(shifted)[2]  # (*B,)
+    if not (isinstance(m2, np.ndarray) and m2.shape == wanted.shape and
+            close(m2, wanted, **norm_tolerance(shifted, (-1,), spread=True))):
+        return ""
+    return (f"m2 is right for the same rows shifted near 0 (x - {np.abs(shift).max():.4g}, "
+            "which leaves m2 as it is) and wrong at their offset: there sum(x ** 2) and "
+            "n mean ** 2 nearly cancel, and their difference loses m2's digits to "
+            "cancellation, the one-pass formula's flaw (notebook 05, section 1)")
 
 
 def welford_mistakes(x):
@@ -108,13 +110,13 @@ def check_welford(x):
 
     count, mean, m2 = exact_welford_state(x)
     result = welford(x)
-    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)"
+    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
     case = f"for x {x.shape} {x.dtype}"
     assert result[0] == count and isinstance(result[0], int), \
-        f"count {case}: expected the int {count}, got {result[0]!r}"
+        f"count {case}: expected the int {count}, got {result[0]!r}."
     assert_close(result[1], mean, f"mean {case}", **tolerance(x.dtype, count))
     assert_diagnosed(result[2], m2, f"m2 {case}", lambda: welford_mistakes(x),
-                     lambda: one_pass_cause(result[2], x),
+                     lambda: one_pass_cause(lambda shifted: welford(shifted)[2], x),
                      **norm_tolerance(x, (-1,), spread=True))
 
 
@@ -152,6 +154,15 @@ def merge_mistakes(a, b):
             for q, causes in found.items()}
 
 
+def split_states(x, split):
+    """The exact states of x[..., :split] and x[..., split:] (a part with no element:
+    count 0, mean and m2 0)."""
+    count, mean, m2 = exact_welford_state(x)
+    empty = (0, np.zeros_like(mean), np.zeros_like(m2))  # (*B,) each
+    return (exact_welford_state(x[..., :split]) if split > 0 else empty,
+            exact_welford_state(x[..., split:]) if split < count else empty)
+
+
 def check_merge(x, split):
     """Merging the exact states of x[..., :split] and x[..., split:] gives x's exact state,
     in value, shape and dtype, within the error model's tolerances for a few operations
@@ -160,18 +171,17 @@ def check_merge(x, split):
     from normlib.variance import welford_merge
 
     count, mean, m2 = exact_welford_state(x)
-    empty = (0, np.zeros_like(mean), np.zeros_like(m2))  # a part with no element
-    a = exact_welford_state(x[..., :split]) if split > 0 else empty
-    b = exact_welford_state(x[..., split:]) if split < count else empty
+    a, b = split_states(x, split)
     result = welford_merge(a, b)
-    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)"
+    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
     case = f"for x {x.shape} {x.dtype} split at {split}"
-    assert result[0] == count, f"count {case}: expected {count}, got {result[0]!r}"
+    assert result[0] == count, f"count {case}: expected {count}, got {result[0]!r}."
     mistakes = lambda: merge_mistakes(a, b)  # noqa: E731
     assert_diagnosed(result[1], mean, f"mean {case}", lambda: mistakes()["mean"],
                      **tolerance(x.dtype))
     assert_diagnosed(result[2], m2, f"m2 {case}", lambda: mistakes()["m2"],
-                     lambda: one_pass_cause(result[2], x),
+                     lambda: one_pass_cause(
+                         lambda shifted: welford_merge(*split_states(shifted, split))[2], x),
                      **norm_tolerance(x, (-1,), spread=True))
 
 
@@ -186,17 +196,6 @@ def visible_5_2():
     check_merge(x.astype(np.float32), 200)
 
 
-def dims_of(x, normalized_shape):
-    """The dims of x that normalized_shape names: its last len(normalized_shape)."""
-    return tuple(range(x.dim() - len(normalized_shape), x.dim()))
-
-
-def affine(y, weight=None, bias=None):
-    """y * weight + bias, each where given."""
-    y = y if weight is None else y * weight
-    return y if bias is None else y + bias
-
-
 def dtype_name(dtype):
     """A torch dtype as a message names it: "float16"."""
     return str(dtype).removeprefix("torch.")
@@ -205,9 +204,9 @@ def dtype_name(dtype):
 def overflowed(x, normalized_shape, centred, dtype):
     """(*B, 1..1) bool: where a group's largest square, of x - mean (centred) or of x,
     overflows dtype, so that a mean of squares computed in it is inf."""
-    x = x - x.mean(dim=dims_of(x, normalized_shape), keepdim=True) if centred else x  # (*B, *S)
-    return x.abs().amax(dim=dims_of(x, normalized_shape), keepdim=True) ** 2 > \
-        torch.finfo(dtype).max
+    axes = normalized_axes(x, normalized_shape)
+    x = x - x.mean(dim=axes, keepdim=True) if centred else x  # (*B, *S)
+    return x.abs().amax(dim=axes, keepdim=True) ** 2 > torch.finfo(dtype).max  # (*B, 1..1)
 
 
 def last_axis_cause(normalized_shape):
@@ -231,12 +230,12 @@ def layer_norm_mistakes(dtype, normalized_shape):
                                                                         eps))
 
     def mean_rounded(x, shape, weight=None, bias=None, eps=1e-5):
-        xc = x - x.mean(dim=dims_of(x, shape), keepdim=True).to(dtype).double()  # (*B, *S)
-        var = (xc * xc).mean(dim=dims_of(x, shape), keepdim=True)  # (*B, 1..1)
+        xc = x - x.mean(dim=normalized_axes(x, shape), keepdim=True).to(dtype).double()  # (*B, *S)
+        var = (xc * xc).mean(dim=normalized_axes(x, shape), keepdim=True)  # (*B, 1..1)
         return affine(xc * torch.rsqrt(var + eps), weight, bias)
 
     def eps_on_std(x, shape, weight=None, bias=None, eps=1e-5):
-        var, mean = torch.var_mean(x, dim=dims_of(x, shape), unbiased=False, keepdim=True)
+        var, mean = torch.var_mean(x, dim=normalized_axes(x, shape), unbiased=False, keepdim=True)
         return affine((x - mean) / (var.sqrt() + eps), weight, bias)
 
     def last_axis(x, shape, weight=None, bias=None, eps=1e-5):
@@ -296,7 +295,7 @@ def rms_norm_mistakes(dtype, normalized_shape):
         return rms_exact(x, shape, weight, eps16 if eps is None else eps)
 
     def eps_on_rms(x, shape, weight=None, eps=None):
-        rms = x.pow(2).mean(dim=dims_of(x, shape), keepdim=True).sqrt()  # (*B, 1..1)
+        rms = x.pow(2).mean(dim=normalized_axes(x, shape), keepdim=True).sqrt()  # (*B, 1..1)
         return affine(x / (rms + (eps32 if eps is None else eps)), weight)
 
     def last_axis(x, shape, weight=None, eps=None):
@@ -352,17 +351,18 @@ def check_memory(peak, x, normalized_shape, case, output):
 
 
 def tail_rows_cause(actual, expected, tol):
-    """The signature of a loop over blocks that stops early: the rows of actual (R, ...)
-    are right up to a row k > 0, and every row from k on is wrong; or ""."""
-    a, e = actual.astype(np.float64), expected.astype(np.float64)  # (R, ...)
-    atol = tol["atol"] * max(1.0, float(np.abs(e).max(initial=0.0)))
-    right = np.isclose(a, e, rtol=tol["rtol"], atol=atol).reshape(len(a), -1).all(axis=1)  # (R,)
-    k = int(np.argmin(right))  # the first wrong row
-    if k == 0 or right[k:].any():
+    """The likely cause of a loop over blocks that stops early: actual (R, H) is expected
+    with its rows from some k > 0 on left as np.zeros made them (never written), within
+    tol; or ""."""
+    zero = ~actual.any(axis=1)  # (R,): the rows all 0
+    k = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the last 0s' first
+    skipped = expected.astype(np.float64)  # (R, H): what the mistake leaves
+    skipped[k:] = 0
+    if not 0 < k < len(zero) or not close(actual, skipped, **tol):
         return ""
-    return (f"rows {k} to {len(a) - 1} of the {len(a)} are wrong and all before them right: "
-            "the loop over blocks stops before the last one, which is shorter than the "
-            f"others when the block does not divide the {len(a)} rows")
+    return (f"rows {k} to {len(zero) - 1} of the {len(zero)} are 0, never written, and all "
+            "before them right: the loop over blocks stops before the last one, which is "
+            f"shorter than the others when the block does not divide the {len(zero)} rows")
 
 
 def partial_sum_cause(actual, terms, tol, name):
@@ -374,22 +374,11 @@ def partial_sum_cause(actual, terms, tol, name):
                               (np.cumsum(terms, axis=0), "0 to {k}", len(terms) - 1)):
         # sums (R, H): over the rows from k on, or up to k; `whole` the k of every row
         k = int(np.argmin(np.abs(sums - a).max(axis=1)))
-        if k != whole and within(a, sums[k], tol):
+        if k != whole and close(a, sums[k], **tol):
             return (f"{name} sums rows {rows.format(k=k, last=len(terms) - 1)} alone of the "
                     f"{len(terms)}: each block's share must be added to the total over all "
                     "the blocks")
     return ""
-
-
-def forward_mistakes(x, normalized_shape, weight, bias, eps):
-    """{quantity: {likely cause: what that mistake gives}} for the fast forward: y and rstd
-    under Unit 1's classic mistakes (normkit.testing.stats_mistakes), computed exactly
-    (float64) and rounded to x's dtype."""
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    found = stats_mistakes(x.astype(np.float64), axes, eps)  # {quantity: {cause: float64}}
-    w, b = (1.0 if weight is None else weight), (0.0 if bias is None else bias)  # (*S)
-    return {"y": {c: (v * w + b).astype(x.dtype) for c, v in found["x_hat"].items()},
-            "rstd": {c: v.astype(x.dtype) for c, v in found["rstd"].items()}}
 
 
 def case_words(x, normalized_shape, weight, bias):
@@ -402,7 +391,7 @@ def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Your y, mean and rstd against torch's computed exactly (value, shape, dtype; the
     tolerances of Exercise 1.2); x, weight and bias unchanged; at most |x| / 2 allocated
     besides y (and the small statistics). A wrong value is named by the mistake it matches
-    (forward_mistakes, tail_rows_cause)."""
+    (Unit 1's forward_mistakes and rstd_mistakes, tail_rows_cause)."""
     from normlib.layer_norm_fast import layer_norm_forward_fast
 
     expected = torch_layer_norm(x, normalized_shape, weight, bias, eps)
@@ -412,12 +401,12 @@ def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
     result, peak = (peak_memory if measured else no_measure)(layer_norm_forward_fast, *args)
     case = case_words(x, normalized_shape, weight, bias)
-    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)"
+    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)."
     rows = x.size // max(1, math.prod(normalized_shape))
-    mistakes = lambda: forward_mistakes(x, normalized_shape, weight, bias, eps)  # noqa: E731
+    mistakes = {"y": lambda: forward_mistakes(x, normalized_shape, weight, bias, eps),
+                "rstd": lambda: rstd_mistakes(x, normalized_axes(x, normalized_shape), eps)}
     for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
-        assert_diagnosed(actual, wanted, f"{name} {case}",
-                         lambda name=name: mistakes().get(name, {}),
+        assert_diagnosed(actual, wanted, f"{name} {case}", mistakes.get(name, dict),
                          lambda a=actual, e=wanted, name=name: tail_rows_cause(
                              a.reshape(rows, -1), e.reshape(rows, -1), tol[name]),
                          **tol[name])
@@ -447,8 +436,7 @@ def backward_terms(grad, x, normalized_shape, eps=1e-5):
     each: grad times x_hat, and grad."""
     h = math.prod(normalized_shape)
     g, x64 = grad.astype(np.float64).reshape(-1, h), x.astype(np.float64).reshape(-1, h)
-    x_hat = (x64 - x64.mean(axis=1, keepdims=True)) / np.sqrt(x64.var(axis=1, keepdims=True)
-                                                               + eps)  # (R, H)
+    x_hat = torch_normalize(x64, (1,), eps)[0]  # (R, H)
     return {"dweight": g * x_hat, "dbias": g}
 
 
@@ -470,9 +458,9 @@ def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
     measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
     result, peak = (peak_memory if measured else no_measure)(layer_norm_backward_fast, *args)
     case = case_words(x, normalized_shape, weight, bias)
-    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)"
+    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
     tol = layer_norm_backward_tolerances(x, normalized_shape)
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    axes = normalized_axes(x, normalized_shape)
     rows = x.size // max(1, math.prod(normalized_shape))
     g = grad.astype(np.float64) * (1.0 if weight is None else weight)  # (*B, *S) dL/dx_hat
     signatures = {
@@ -482,7 +470,7 @@ def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
            for name in ("dweight", "dbias")}}
     for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
         if wanted is None:
-            assert actual is None, f"{name} {case}: expected None, got {type(actual).__name__}"
+            assert actual is None, f"{name} {case}: expected None, got {type(actual).__name__}."
         else:
             assert_diagnosed(actual, wanted, f"{name} {case}",
                              lambda dx=name == "dx": backward_mistakes(g, x, axes) if dx else {},

@@ -333,14 +333,14 @@ WRONG = {
     },
     "3.6": {
         "subtracts the mean": Mistake(_rms_norm("subtracts the mean"), 'the mean is subtracted: RMSNorm does not centre'),
-        "adds a bias": Mistake(_rms_norm("adds a bias"), "RMSNorm has no bias"),
+        "adds a bias": Mistake(_rms_norm("adds a bias"), "something is added after the weight"),
         "eps=None taken as 1e-5": Mistake(_rms_norm("eps 1e-5 when None"), "eps=None means the machine epsilon"),
         "eps outside the sqrt": Mistake(_rms_norm("eps outside sqrt"), "it belongs under the square root, added to the mean square"),
         "last axis only": Mistake(_rms_norm("last axis only"), "reduced over axes (2,) where normalized_shape=(3, 4)"),
         "no keepdims": Mistake(_rms_norm("no keepdims"), "keep them as size 1 with keepdims=True"),
     },
     "3.7": {
-        "LayerNorm's mean term kept": Mistake(_rms_norm_backward("LayerNorm's mean term"), 'the error is the same for every element'),
+        "LayerNorm's mean term kept": Mistake(_rms_norm_backward("LayerNorm's mean term"), "LayerNorm's mean term was kept"),
         "missing the x_hat term": Mistake(_rms_norm_backward("no x_hat term"), "the path through rrms is missing"),
         "dweight from x, not x_hat": Mistake(_rms_norm_backward("dweight from x"), "dweight multiplies the upstream gradient by x"),
         "dweight summed over axis 0 only": Mistake(_rms_norm_backward("dweight over axis 0 only"), "reduced over axes (0,) where the leading dims"),

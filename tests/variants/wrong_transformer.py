@@ -404,7 +404,7 @@ WRONG = {
                                                        "the inverse length of the centred token"),
         "1 / RMS without centring": Mistake(gain_inverse_rms, "the token's mean was not subtracted"),
         "unbiased variance": Mistake(gain_unbiased, "dividing by E - 1 = 15"),
-        "rstd squared": Mistake(gain_squared, "the square root is missing"),
+        "rstd squared": Mistake(gain_squared, "scales like 1 / variance, not like 1 / std"),
         "keepdim: (*B, 1)": Mistake(gain_keepdim, "keeps size-1 axes that it should not have"),
         "eps left out": Mistake(gain_without_eps, "eps is left out"),
         "eps added to the std": Mistake(gain_eps_on_std, "eps is added to the std"),

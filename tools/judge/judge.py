@@ -54,7 +54,8 @@ from tools.markers import TITLE, hidden_line_numbers
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays, in a message
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.12, 1e+30
+# 3, 0.12, 1e+30, and 3 before a full stop: the sentence's, not a decimal point
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w|\.\d)")
 _QUOTED = re.compile(r"(?<!\w)'[^']*'|\"[^\"]*\"")  # (an apostrophe, as in x's, opens none)
 _INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normkit.diagnosis.mismatch's words)
 NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
