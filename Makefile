@@ -107,7 +107,7 @@ student: $(INSTALLED)
 outputs: $(INSTALLED)
 	cd solutions && ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace [0-9]*.ipynb
 
-# Instructors, one command per step (README, "For instructors"; tools/instructor.py):
+# Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor.py):
 # the nbgrader course in COURSE_DIR, built from solutions/ ...
 course: $(INSTALLED)
 	$(INSTRUCTOR) build $(COURSE_DIR) --layout $(LAYOUT)

@@ -62,7 +62,7 @@ import pytest
 
 from tests.conftest import REPO, free_port
 
-DOCS = [("README.md", "For instructors"), ("docs/instructors.md", None)]
+DOCS = [("README.md", "For instructors and maintainers"), ("docs/instructors.md", None)]
 RUN = {"sh", "bash", "python"}  # languages a block can be run in
 COMMANDS = RUN | {"", "shell", "console", "zsh", "sql", "psql", "py", "pycon"}  # run or mark
 MARKER = re.compile(r"^\s*<!-- not run by tests/test_docs\.py: (?P<why>.*?)\s*-->\s*$")
@@ -614,7 +614,7 @@ def ta_grades(run):
 
 
 STEPS = {
-    # README.md, "For instructors"
+    # README.md, "For instructors and maintainers"
     "make course": Step(after=the_course),
     "make collect": Step(before=a_moodle_download, after=the_term),
     # docs/instructors.md

@@ -171,10 +171,11 @@ def test_make_lab_and_make_check_need_no_system_package():
 
 def test_the_readme_says_what_make_test_installs():
     """One paragraph of the README: what make test installs, how, and that a student's
-    commands need neither."""
+    commands need none of them."""
     paragraphs = (REPO / "README.md").read_text().split("\n\n")
     [paragraph] = [p for p in paragraphs if "tools/system_packages.py" in p]
-    for words in ("`make test` also needs", "bubblewrap", "Chromium", "apt-get", "root",
-                  "sudo", "`make lab`", "`make check` need neither"):
+    for words in ("`make test` needs four system packages", "bubblewrap", "Chromium",
+                  "unzip", "PostgreSQL", "apt-get", "root", "sudo", "`make lab`",
+                  "`make check` need none of them"):
         assert words in paragraph, words
 
