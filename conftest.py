@@ -7,7 +7,7 @@ yet written raises, and JupyterLab's Run All must go on past it. In the referenc
 cell raising is a broken reference, and fails.
 
 The notebooks' long experiments run lighter here: NORMLIB_LIGHT=1 (inherited by nbval's
-kernels) makes Unit 4's capstone use normkit.language_model.Settings.light().
+kernels) makes Unit 5's capstone use normkit.language_model.Settings.light().
 """
 
 import os

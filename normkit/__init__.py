@@ -11,7 +11,7 @@ normlib/). At grading, the course's copy is used whatever your folder holds.
 - ``normkit.channels``        the per-channel affine and running statistics (provided to
                               BatchNorm, InstanceNorm and GroupNorm)
 - ``normkit.gradcheck``       a central-difference gradient checker for NumPy functions
-- ``normkit.training``        the training experiments of Units 3 and 4, and their claims
-- ``normkit.language_model``  Unit 4's capstone: a character-level language model
+- ``normkit.training``        the training experiments of Units 4 and 5, and their claims
+- ``normkit.language_model``  Unit 5's capstone: a character-level language model
 - ``normkit.benchmark``       `make bench`: the LayerNorm kernels timed against torch
 """

@@ -1,8 +1,8 @@
-"""Unit 4's capstone (notebook 04, section 7; provided, no exercise): your layers train a
+"""Unit 5's capstone (notebook 05, section 7; provided, no exercise): your layers train a
 character-level language model.
 
 The model reads `context` characters and predicts each next one: an embedding and learned
-positions, your TransformerEncoder (Exercises 4.2 and 4.3, around your add_norm of 4.1)
+positions, your TransformerEncoder (Exercises 5.2 and 5.3, around your add_norm of 5.1)
 with causal self-attention, and a linear head. Its norms are yours: normlib.nn.LayerNorm
 (Exercise 2.5, over your kernels of 1.2 and 2.2) and normlib.nn.RMSNorm (3.6, 3.7). Four
 kinds (KINDS) are trained with Adam at two learning rates on the opening of Coriolanus
@@ -34,7 +34,7 @@ from normkit.training import jitter_
 
 KINDS = ("Post-LN", "Pre-LN", "Pre-LN, RMSNorm", "no norm")
 NORMS = {"Post-LN": "layer", "Pre-LN": "layer", "Pre-LN, RMSNorm": "rms", "no norm": None}
-NEEDED = ("1.1", "1.2", "2.2", "2.5", "3.6", "3.7", "4.1", "4.2", "4.3")  # what it runs
+NEEDED = ("1.1", "1.2", "2.2", "2.5", "3.6", "3.7", "5.1", "5.2", "5.3")  # what it runs
 STUB = re.compile(r"NotImplementedError\(\s*\"Exercise (\d+\.\d+): implement")
 
 

@@ -18,7 +18,7 @@ operations and a reduction of up to `length` terms, errs by about
   steps, so they stay below lambda sqrt(n) u relative to the sum of |terms| for a small
   constant lambda, not n u (Higham and Mary, "A New Approach to Probabilistic Rounding
   Error Analysis", SIAM J. Sci. Comput. 41(5), 2019). A plain loop stays below 1.3
-  sqrt(n) u cond in notebook 05's measurement (which asserts it); LAMBDA = 4.
+  sqrt(n) u cond in notebook 06's measurement (which asserts it); LAMBDA = 4.
 - cond: how much the inputs amplify one rounding. For a normalization it is the largest
   mean(|x|) * rstd over the groups (condition() computes it): a mean near an offset of
   1e3 carries rounding errors of u * 1e3, which x - mean divides by the spread. A sum of
@@ -113,7 +113,7 @@ def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
 
 def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
     """{"y", "mean", "rstd"}: the tolerances of LayerNorm's forward on x (*B, *S), S =
-    normalized_shape (Exercises 1.1, 1.2, 5.5). The mean's from the row length alone;
+    normalized_shape (Exercises 1.1, 1.2, 6.5). The mean's from the row length alone;
     rstd's, a variance's, also from the condition of x (spread); y's one stage (scale and
     shift) after x_hat, which carries the mean's rounding times the condition."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -124,7 +124,7 @@ def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
 
 def layer_norm_backward_tolerances(x, normalized_shape, eps=1e-5):
     """{"dx", "dweight", "dbias"}: the tolerances of LayerNorm's backward on x (*B, *S)
-    (Exercises 2.2, 5.6): two stages, forward and backward. dweight and dbias sum over the
+    (Exercises 2.2, 6.6): two stages, forward and backward. dweight and dbias sum over the
     rows, so their length is the number of rows; dbias, the sum of grad_output, does not
     depend on x, so not on its condition either."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -244,7 +244,7 @@ def torch_layer_norm_nodes(grad_output, x, eps=1e-5, cut=None, ddof=0):
 def torch_layer_norm_jacobian(x, eps=1e-5):
     """torch.autograd.functional.jacobian of LayerNorm without weight or bias, row by row,
     over the last axis of x (NumPy or torch, (*B, N)), computed in float64: a float64
-    tensor (*B, N, N) (Exercises 2.3 and 4.4)."""
+    tensor (*B, N, N) (Exercises 2.3 and 5.4)."""
     x = x.detach() if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
     n = x.shape[-1]
     rows = x.double().reshape(-1, n)  # (rows, N)
@@ -356,7 +356,7 @@ def call_updating(fn, *args, updates):
 
 def counted(fn, calls, name):
     """fn, appending name to the list calls at every call (which functions a check's case
-    reached: the sublayer and the norm of 4.1, the NumPy kernels of 2.5)."""
+    reached: the sublayer and the norm of 5.1, the NumPy kernels of 2.5)."""
     def wrapper(*args, **kwargs):
         calls.append(name)
         return fn(*args, **kwargs)
@@ -381,7 +381,7 @@ def guard_inputs(**arrays):
 @contextlib.contextmanager
 def torch_norms():
     """Inside the block, normlib.transformer builds its norms with torch.nn.LayerNorm and
-    torch.nn.RMSNorm instead of normlib.nn's: Unit 4's checks grade the Add & Norm wiring
+    torch.nn.RMSNorm instead of normlib.nn's: Unit 5's checks grade the Add & Norm wiring
     alone, whatever the state of Exercises 2.5, 3.6 and 3.7."""
     import normlib.transformer as transformer
 
@@ -456,7 +456,7 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None, mistakes
         torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol, mistakes=causes)
 
 
-MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 5.5 and 5.6 measure
+MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 6.5 and 6.6 measure
 
 
 def peak_memory(fn, *args):

@@ -1,8 +1,8 @@
 """The units' training experiments, shared by the notebooks and tests/test_training.py:
 
-- Unit 3, section 12: a small MLP without a norm, with BatchNorm and with LayerNorm, trained
+- Unit 4, section 4: a small MLP without a norm, with BatchNorm and with LayerNorm, trained
   by SGD over learning rates, initialization scales and seeds (`sweep`);
-- Unit 4, section 6: a tiny transformer, Post-LN and Pre-LN, trained by Adam with and
+- Unit 5, section 6: a tiny transformer, Post-LN and Pre-LN, trained by Adam with and
   without a learning-rate warm-up (`warmup_runs`).
 
 Training near the edge of stability is chaotic: the last bit of one weight, which another
@@ -12,7 +12,7 @@ normal. Each experiment's claims (`sweep_claims`, `warmup_claims`, `edge_claims`
 its notebook asserts, and each must hold by a wide margin: tests/test_training.py asserts
 them under two of the five jitters (JITTERS): jitter 0 on this machine's kernels, and jitter
 1 on torch's generic ones (through tests/test_machines.py); the edge of stability under all
-five, as notebook 03 shows, in both. An outcome that does not hold that way (which runs
+five, as notebook 04 shows, in both. An outcome that does not hold that way (which runs
 diverge at the edge of stability) is printed and explained in the notebook; only its
 spread is asserted.
 """
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 JITTER = 1e-6  # the relative size of a jitter's change to each initial weight
-JITTERS = (0, 1, 2, 3, 4)  # the jitters notebook 03 shows (tests/test_training.py: the first
+JITTERS = (0, 1, 2, 3, 4)  # the jitters notebook 04 shows (tests/test_training.py: the first
 # two for the sweep and the warm-up, one per CPU configuration; all five for the edge)
 
 
@@ -55,7 +55,7 @@ def jitter_(tensors, seed, size=JITTER):
             t.mul_(1 + size * torch.randn(t.shape, generator=gen, dtype=t.dtype))
 
 
-# Unit 3: an MLP with and without norms --------------------------------------------------
+# Unit 4: an MLP with and without norms --------------------------------------------------
 
 KINDS = ("none", "BatchNorm", "LayerNorm")
 LRS = (0.01, 0.1, 0.3, 1.0, 3.0)
@@ -212,7 +212,7 @@ def edge_claims(finals):
                 bool(spread.max() > 10)}
 
 
-# Unit 4: a tiny transformer with and without warm-up ------------------------------------
+# Unit 5: a tiny transformer with and without warm-up ------------------------------------
 
 VOCAB, SEQ = 16, 8
 
@@ -223,7 +223,7 @@ class TinyModel(torch.nn.Module):
 
     def __init__(self, norm_first, num_layers=4, d_model=32):
         # imported here, not above: your transformer.py (a stub, or broken) must not stop
-        # Unit 3's experiments, which import this module too
+        # Unit 4's experiments, which import this module too
         from normkit.testing import torch_norms
         from normlib import transformer
 

@@ -1,4 +1,4 @@
-"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 5.3 and 5.4): torch tensors in
+"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3 and 6.4): torch tensors in
 float16 or bfloat16 in, the same dtype out, the arithmetic in float32.
 
 In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so
@@ -9,14 +9,14 @@ and the normalization (and the affine transform) there, and round to the 16-bit 
 once, at the end.
 
 Shapes as in torch.nn.functional: x (*B, *S), S = normalized_shape; weight, bias (*S) in
-x's dtype. These are forward-only (no saved statistics): Unit 5 is about the arithmetic.
+x's dtype. These are forward-only (no saved statistics): Unit 6 is about the arithmetic.
 """
 
 import torch
 
 
 def layer_norm_mixed(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Exercise 5.3: LayerNorm of a 16-bit tensor, computed in float32.
+    """Exercise 6.3: LayerNorm of a 16-bit tensor, computed in float32.
 
     Args:
         x: torch tensor (*B, *S), float16 or bfloat16 (float32 works too).
@@ -26,11 +26,11 @@ def layer_norm_mixed(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     Returns:
         y: (*B, *S) tensor of x's dtype: the float32 result rounded once.
     """
-    raise NotImplementedError("Exercise 5.3: implement layer_norm_mixed")
+    raise NotImplementedError("Exercise 6.3: implement layer_norm_mixed")
 
 
 def rms_norm_mixed(x, normalized_shape, weight=None, eps=None):
-    """Exercise 5.4: RMSNorm of a 16-bit tensor, computed in float32.
+    """Exercise 6.4: RMSNorm of a 16-bit tensor, computed in float32.
 
     Args:
         x: torch tensor (*B, *S), float16 or bfloat16 (float32 works too).
@@ -40,8 +40,8 @@ def rms_norm_mixed(x, normalized_shape, weight=None, eps=None):
             epsilon, torch.finfo(torch.float32).eps: the dtype the arithmetic runs in, and
             what torch.nn.functional.rms_norm computes for 16-bit inputs (its
             documentation says the input dtype's eps, 9.8e-4 for float16; torch 2.13's
-            kernel uses float32's, and Unit 5 measures it).
+            kernel uses float32's, and Unit 6 measures it).
     Returns:
         y: (*B, *S) tensor of x's dtype: the float32 result rounded once.
     """
-    raise NotImplementedError("Exercise 5.4: implement rms_norm_mixed")
+    raise NotImplementedError("Exercise 6.4: implement rms_norm_mixed")

@@ -1,4 +1,4 @@
-"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 4: Exercises 4.1 to 4.5).
+"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 5: Exercises 5.1 to 5.5).
 
 A transformer layer wraps each sublayer F (self-attention, feed-forward) in a residual
 connection and a norm. Post-LN, the original Transformer's, normalizes after the addition:
@@ -54,7 +54,7 @@ def check_input(x, d_model):
 
 
 def add_norm(x, sublayer, norm, norm_first=False):
-    """Exercise 4.1: a sublayer with its residual connection and its norm.
+    """Exercise 5.1: a sublayer with its residual connection and its norm.
 
     Post-LN (norm_first=False, the original Transformer):  norm(x + sublayer(x))
     Pre-LN  (norm_first=True):                             x + sublayer(norm(x))
@@ -67,7 +67,7 @@ def add_norm(x, sublayer, norm, norm_first=False):
     Returns:
         (N, S, E) tensor. Call sublayer and norm once each.
     """
-    raise NotImplementedError("Exercise 4.1: implement add_norm")
+    raise NotImplementedError("Exercise 5.1: implement add_norm")
 
 
 class AddNorm(torch.nn.Module):
@@ -174,7 +174,7 @@ class TransformerEncoderLayer(torch.nn.Module):
         self.activation = ACTIVATIONS.get(activation, activation)
 
     def forward(self, src):
-        """Exercise 4.2: the layer's forward, both sublayers through add_norm.
+        """Exercise 5.2: the layer's forward, both sublayers through add_norm.
 
         1. self-attention: x -> dropout1(self_attn(x)), through add_norm with norm1;
         2. feed-forward: x -> dropout2(linear2(dropout(activation(linear1(x))))), through
@@ -187,7 +187,7 @@ class TransformerEncoderLayer(torch.nn.Module):
             (N, S, E) tensor.
         """
         check_input(src, self.d_model)
-        raise NotImplementedError("Exercise 4.2: implement TransformerEncoderLayer.forward")
+        raise NotImplementedError("Exercise 5.2: implement TransformerEncoderLayer.forward")
 
 
 class TransformerEncoder(torch.nn.Module):
@@ -202,7 +202,7 @@ class TransformerEncoder(torch.nn.Module):
     def __init__(self, num_layers, d_model, nhead, dim_feedforward=2048, dropout=0.0,
                  activation="relu", layer_norm_eps=1e-5, norm_first=False, bias=True,
                  norm="layer", device=None, dtype=None):
-        """Exercise 4.3: build the stack.
+        """Exercise 5.3: build the stack.
 
         Sets:
             self.layers: a torch.nn.ModuleList of num_layers independent
@@ -216,13 +216,13 @@ class TransformerEncoder(torch.nn.Module):
         """
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        raise NotImplementedError("Exercise 4.3: implement TransformerEncoder.__init__")
+        raise NotImplementedError("Exercise 5.3: implement TransformerEncoder.__init__")
 
     def forward(self, src):
-        """Exercise 4.3 (continued): src (N, S, E) through every layer in order, then
+        """Exercise 5.3 (continued): src (N, S, E) through every layer in order, then
         through self.norm if it is not None. Returns (N, S, E)."""
         check_input(src, self.d_model)
-        raise NotImplementedError("Exercise 4.3: implement TransformerEncoder.forward")
+        raise NotImplementedError("Exercise 5.3: implement TransformerEncoder.forward")
 
 
 # The experiment of Xiong et al. 2020 (provided) --------------------------------------------
@@ -272,7 +272,7 @@ def grad_norms_at_init(num_layers, norm_first, seed=0, d_model=64, nhead=4,
 
 
 def final_norm_gain(stream, eps=1e-5):
-    """Exercise 4.4: how much the final LayerNorm of a Pre-LN stack (weight 1, bias 0, as at
+    """Exercise 5.4: how much the final LayerNorm of a Pre-LN stack (weight 1, bias 0, as at
     initialization) can scale a gradient that flows back through it, token by token.
 
     Args:
@@ -282,11 +282,11 @@ def final_norm_gain(stream, eps=1e-5):
         (*B,) tensor of stream's dtype: for each token, the largest ||J^T g|| / ||g|| over
         upstream gradients g, J the norm's Jacobian at that token (J's spectral norm).
     """
-    raise NotImplementedError("Exercise 4.4: implement final_norm_gain")
+    raise NotImplementedError("Exercise 5.4: implement final_norm_gain")
 
 
 def linear2_grad_norms(encoder, x, target):
-    """Exercise 4.5: the gradient-norm profile of a stack, layer by layer.
+    """Exercise 5.5: the gradient-norm profile of a stack, layer by layer.
 
     Args:
         encoder: a TransformerEncoder; its parameters' .grad may hold earlier gradients.
@@ -296,7 +296,7 @@ def linear2_grad_norms(encoder, x, target):
         gradient of F.mse_loss(encoder(x), target) with respect to each layer's
         linear2.weight, of this loss alone (not added to earlier gradients).
     """
-    raise NotImplementedError("Exercise 4.5: implement linear2_grad_norms")
+    raise NotImplementedError("Exercise 5.5: implement linear2_grad_norms")
 
 
 def grad_norm_profile(num_layers, norm_first, seeds=(0, 1, 2), **sizes):

@@ -101,7 +101,7 @@ def pytest_configure(config):
 # others 9 to 35 s), longest first; the last two spend most of theirs waiting out time limits.
 LONGEST = ["tests/test_roundtrip.py", "tests/test_docs.py", "tests/test_machines.py",
            "tests/test_browser.py",
-           "tests/test_isolation.py", "solutions/04_add_and_norm.ipynb", "tests/test_judge.py",
+           "tests/test_isolation.py", "solutions/05_add_and_norm.ipynb", "tests/test_judge.py",
            "tests/test_term.py", "tests/test_training.py", "tests/test_check.py",
            "tests/test_answers.py", "solutions/03_normalization_family.ipynb",
            "tests/test_preprocessors.py", "tests/test_limits.py", "tests/test_feedback_every.py"]

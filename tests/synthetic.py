@@ -421,12 +421,15 @@ CASES = {
                                                                  "def (:\n")),
         "patcher": reference_submission(3, group_norm=PATCHER),
     },
-    "unit4": {
-        "reference": both(reference_submission(4), answer_questions),
+    "unit4": {  # written answers only: no file of normlib/ is graded
+        "reference": answer_questions,
+    },
+    "unit5": {
+        "reference": both(reference_submission(5), answer_questions),
         "stubs": with_files(),
     },
-    "unit5": {  # one submission (grading time): half right, half shortcuts with right values
-        "mixed": reference_submission(5, variance=ONE_PASS, layer_norm_fast=NAIVE_BACKWARD),
+    "unit6": {  # one submission (grading time): half right, half shortcuts with right values
+        "mixed": reference_submission(6, variance=ONE_PASS, layer_norm_fast=NAIVE_BACKWARD),
     },
 }
 

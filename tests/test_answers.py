@@ -67,11 +67,11 @@ ANSWERS = {
         r"twomeantermsvanish", r"dx=\\mathrm\{rstd\}\\cdotg", r"dx_eval=dy\*weight/np\.sqrt",
         r"returng\*rstd,dweight,dbias", r"dx=g\*rstd#\(N,C,\*\)",
     ],
-    "4.4": [  # the final norm's gain is its rstd
+    "5.4": [  # the final norm's gain is its rstd
         r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
         r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
     ],
-    "5.2": [  # Chan, Golub and LeVeque's merge of M2
+    "6.2": [  # Chan, Golub and LeVeque's merge of M2
         r"\\delta\^2\\frac\{n_an_b\}\{n\}", r"delta\^2\*count_a\*count_b/count",
         r"delta\*\*2\*\w+\*\w+/\w+",
     ],
@@ -85,17 +85,17 @@ DEFINITIONS = {
     "3.4": "GroupNorm's definition: which axes, after which reshape",
     "3.5": "InstanceNorm's definition and torch's running-statistics rule",
     "3.6": "RMSNorm's definition, with torch's eps=None",
-    "4.1": "the Post-LN and Pre-LN blocks are the definitions being compared",
-    "4.2": "the encoder layer's wiring, from the two blocks' definitions",
-    "4.3": "a stack of layers, with Pre-LN's final norm as its definition",
-    "4.5": "the profile's definition (each layer's Frobenius norm of dLoss/dW2) is the "
+    "5.1": "the Post-LN and Pre-LN blocks are the definitions being compared",
+    "5.2": "the encoder layer's wiring, from the two blocks' definitions",
+    "5.3": "a stack of layers, with Pre-LN's final norm as its definition",
+    "5.5": "the profile's definition (each layer's Frobenius norm of dLoss/dW2) is the "
            "specification; the exercise is computing it with autograd",
-    "5.1": "Welford's update is the named algorithm's definition; the exercise is its "
+    "6.1": "Welford's update is the named algorithm's definition; the exercise is its "
            "vectorized float32 implementation",
-    "5.3": "the recipe (upcast, compute in float32, round once) is the specification",
-    "5.4": "the same recipe for RMSNorm",
-    "5.5": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
-    "5.6": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
+    "6.3": "the recipe (upcast, compute in float32, round once) is the specification",
+    "6.4": "the same recipe for RMSNorm",
+    "6.5": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
+    "6.6": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
            "the exercise is its memory traffic",
 }
 EDITION = REPO / "notebooks"
@@ -223,7 +223,7 @@ def test_an_answer_shown_after_its_check_outside_a_block_is_found(tmp_path):
                 cell["metadata"]["jupyter"] = {}
         (folder / source.name).write_text(json.dumps(nb))
     found = {n for n, _, _ in shown_after_checks(folder)}
-    assert found == {"2.3", "5.2"}, found
+    assert found == {"2.3", "6.2"}, found
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,7 @@ def stub_run(tmp_path_factory):
     experiments (cells tagged skip-at-grading, as grading skips them): their outputs are
     the reference's stored ones, which the test above scans (they print what torch's layers
     compute, or say which exercises they wait for), and each costs seconds. One kernel
-    runs the five notebooks in turn (each starts by importing what it uses), as a kernel
+    runs the notebooks in turn (each starts by importing what it uses), as a kernel
     start costs two seconds."""
     out = tmp_path_factory.mktemp("run_all")
     ran = []
@@ -321,9 +321,9 @@ OLD = [
      "dx = rrms * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # (4, 6)"),
     ("03_normalization_family.ipynb", "ex3_8_batch_norm_backward", "3.8",
      "two mean terms vanish and $dx = \\mathrm{rstd} \\cdot g$ with the running `rstd`:"),
-    ("04_add_and_norm.ipynb", "ex4_4_final_norm_gain", "4.4",
+    ("05_add_and_norm.ipynb", "ex5_4_final_norm_gain", "5.4",
      "sees a stream of unit scale at every depth. Your gain is $\\mathrm{rstd}$, the same."),
-    ("05_numerics_and_speed.ipynb", "ex5_2_welford_merge", "5.2",
+    ("06_numerics_and_speed.ipynb", "ex6_2_welford_merge", "6.2",
      r"M_2 = M_{2,a} + M_{2,b} + \delta^2\,\frac{n_a n_b}{n}."),
 ]
 
@@ -346,4 +346,4 @@ def test_an_answer_in_a_stub_docstring_is_found(tmp_path):
     (stubs / "variance.py").write_text("        m2    = m2_a + m2_b + delta^2 * count_a * "
                                        "count_b / count\n")
     found = {n for n, _, _ in leaks(EDITION, stubs)}
-    assert found == {"2.2", "3.2", "3.7", "5.2"}
+    assert found == {"2.2", "3.2", "3.7", "6.2"}

@@ -68,18 +68,18 @@ def reference_with_edge_merge(folder):
 def test_hidden_runs_the_hidden_tests_and_a_broken_file_costs_only_its_exercises(edition):
     """The reference, but for a merge that only the hidden tests catch and an
     instance_norm.py that does not compile: --hidden fails those two exercises alone among
-    Units 3 and 5 (tests/test_isolation.py runs every file's case the way this command
+    Units 3 and 6 (tests/test_isolation.py runs every file's case the way this command
     runs its checks; tests/test_graders.py passes the reference through every check with
     its hidden tests). The visible checks pass the merge: the next test."""
     reference_with_edge_merge(edition)
     path = edition / "normlib" / "instance_norm.py"
     path.write_text(path.read_text() + "\ndef (:\n")
-    chosen = [n for n in EXERCISES if n[0] in "35"]
+    chosen = [n for n in EXERCISES if n[0] in "36"]
     code, out = check(edition, "--hidden", "--all", *chosen)
     assert code == 1, out
     failed = [line.split()[1] for line in out.splitlines()
               if line.startswith("Exercise") and line.split()[-1] == "FAIL"]
-    assert failed == ["3.5", "5.2"], out
+    assert failed == ["3.5", "6.2"], out
     assert "SyntaxError" in out and "(your normlib/instance_norm.py:" in out, out
     assert f"{len(chosen) - 2} passed, 2 failed, 0 not yet implemented (with the hidden " \
         "tests)" in out
@@ -90,7 +90,7 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
     path = edition / "normlib" / "layer_norm.py"
     path.write_text(path.read_text().replace("(xc * xc).mean(", "(xc * xc).sum("))
     shutil.copy(REPO / "normlib" / "norm.py", edition / "normlib" / "norm.py")  # 3.1, 3.2 stubs
-    code, out = check(edition, "1.1", "1.2", "3.3", "5.2")
+    code, out = check(edition, "1.1", "1.2", "3.3", "6.2")
     assert code == 1
     assert "Exercise 1.1  layer_norm_stats" in out and "FAIL" in out
     assert "rstd for x (2, 3, 4) float32" in out  # which case, from the check's message
@@ -106,7 +106,7 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
             "check too: fix that first") in out  # 1.2 calls 1.1
     assert "Fix the failures first" in out
     assert "not yet implemented (needs Exercise 3.1)" in out, out
-    assert re.search(r"^Exercise 5\.2  welford_merge +pass$", out, re.M), out  # visible only
+    assert re.search(r"^Exercise 6\.2  welford_merge +pass$", out, re.M), out  # visible only
     assert "Exercise 2.1" not in out  # only the chosen exercises ran
     assert "1 passed, 2 failed, 1 not yet implemented" in out
 
@@ -148,7 +148,7 @@ def test_a_failure_in_the_students_code_names_their_file_and_line(edition):
     row = next(i for i, line in enumerate(lines) if "def layer_norm_stats" in line) + 1
     lines.insert(row, "    raise ValueError('my bug')")
     path.write_text("\n".join(lines) + "\n")
-    code, out = check(edition, "1.1", "2.5", "4.2")
+    code, out = check(edition, "1.1", "2.5", "5.2")
     assert code == 1
     assert (f"CheckFailed: your code raised ValueError: my bug\n      at normlib/layer_norm.py, "
             f"line {row + 1}: raise ValueError('my bug')\n") in out, out

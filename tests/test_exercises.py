@@ -22,6 +22,7 @@ from tools.exercises import (
     questions,
     readme_table,
     student_files,
+    unit,
 )
 
 NEW_FILE = '''"""A new exercise (tests/test_exercises.py)."""
@@ -45,13 +46,13 @@ OLD_FORM = NEW_CHECK.replace('check("3.9")\n', "from normlib.layer_scale import 
 def test_every_exercise_is_read_with_its_check_file_and_function():
     found = by_number()
     assert list(found) == ["1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5", "3.1", "3.2",
-                           "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "4.1", "4.2", "4.3", "4.4",
-                           "4.5", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6"]
+                           "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "5.1", "5.2", "5.3", "5.4",
+                           "5.5", "6.1", "6.2", "6.3", "6.4", "6.5", "6.6"]
     e = found["3.4"]
     assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
         "group_norm_forward", "ex3_4_group_norm_forward", 3, "03_normalization_family",
         "normlib/group_norm.py", "normlib.group_norm", 3, "ex3_4")
-    assert found["4.3"].stubs == ("TransformerEncoder.__init__", "TransformerEncoder.forward")
+    assert found["5.3"].stubs == ("TransformerEncoder.__init__", "TransformerEncoder.forward")
     assert found["2.5"].module == "normlib.nn" and found["2.5"].uses == ("1.2", "2.2")
     for e in found.values():
         assert e.source.startswith(f"# Exercise {e.number}: {e.name} ({e.points} point")
@@ -104,8 +105,8 @@ def test_the_authors_tables_list_the_exercises_and_count_the_variants():
                                   str(len(RIGHT[number]))]
     assert rows["3.3"][4:] == ["3.1"]
     assert "26 exercises, 74 points" in result.stdout
-    assert "9 written questions graded by hand, 18 points: 1.1, 2.1, 2.2, 3.1, 3.2, 3.3, 3.4, " \
-        "4.1, 5.1" in result.stdout
+    assert "9 written questions graded by hand, 18 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, 4.2, " \
+        "5.1, 6.1" in result.stdout
 
 
 def files_matching(pattern):
@@ -123,7 +124,8 @@ def test_the_exercise_patterns_are_written_in_one_module():
 
 def test_the_course_layouts_grade_the_registrys_files():
     assert student_files() == sorted({e.file for e in exercises()})
-    assert list(assignments("unit")) == sorted({f"unit{e.unit}" for e in exercises()})
+    assert list(assignments("unit")) == [f"unit{unit(path)}" for path in notebooks()]
+    assert {f"unit{e.unit}" for e in exercises()} == set(assignments("unit")) - {"unit4"}
     assert student_files([2]) == ["normlib/layer_norm.py", "normlib/nn.py"]
 
 
@@ -185,9 +187,9 @@ def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, ch
 
 def test_the_written_questions_are_read_with_their_points_and_units():
     found = questions()
-    assert [q.number for q in found] == ["1.1", "2.1", "2.2", "3.1", "3.2", "3.3", "3.4", "4.1",
-                                         "5.1"]
-    assert {q.unit for q in found} == {1, 2, 3, 4, 5} and sum(q.points for q in found) == 18
+    assert [q.number for q in found] == ["1.1", "2.1", "2.2", "3.1", "3.2", "4.1", "4.2", "5.1",
+                                         "6.1"]
+    assert {q.unit for q in found} == {1, 2, 3, 4, 5, 6} and sum(q.points for q in found) == 18
     assert found[2] == Question("2.2", "q2_2_sum_hides", 2, "02_layernorm_backward")
 
 
@@ -213,14 +215,14 @@ def test_each_model_answer_has_a_rubric_and_sources_and_the_student_sees_none():
     ("not a solution", "is not a written answer"),
     ("no points", "is not a written answer"),
     ("bad id", "is not a written answer"),
-    ("other unit", "Question 4.9 belongs to another unit"),
+    ("other unit", "Question 5.9 belongs to another unit"),
 ])
 def test_a_malformed_written_question_is_refused(course_copy, change, message):
     path = next(course_copy.glob("03_*.ipynb"))
     notebook = json.loads(path.read_text())
     meta = {"grade": True, "solution": change != "not a solution", "locked": False,
             "points": 0 if change == "no points" else 2, "schema_version": 3,
-            "grade_id": {"bad id": "question_9", "other unit": "q4_9_x"}.get(change, "q3_9_x")}
+            "grade_id": {"bad id": "question_9", "other unit": "q5_9_x"}.get(change, "q3_9_x")}
     notebook["cells"].append({"cell_type": "markdown", "source": "answer",
                               "metadata": {"nbgrader": meta}})
     path.write_text(json.dumps(notebook))

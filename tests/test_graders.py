@@ -24,7 +24,7 @@ EXERCISES = by_number()  # {number: Exercise}: its check cell, the function a va
 # possible result is already half a unit in the last place from the exact one, and the checks
 # allow 2; so correct variants pass at 1 unit and mistakes fail at 4 (most fail at any
 # tolerance: an overflow to inf, a wrong dtype, the wrong eps).
-SCALES = {"5.3": (0.5, 2.0), "5.4": (0.5, 2.0)}
+SCALES = {"6.3": (0.5, 2.0), "6.4": (0.5, 2.0)}
 
 
 def scales(number):
@@ -107,19 +107,19 @@ def test_the_mistakes_named_by_the_course_are_covered():
         "3.5": ["batch axis included"],
         "3.6": ["subtracts the mean", "adds a bias"],
         "3.7": ["LayerNorm's mean term kept", "missing the x_hat term"],
-        "4.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
-        "4.2": ["norm over the wrong axis"],
-        "4.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
+        "5.1": ["norm in the wrong place", "residual added after the norm in Pre-LN"],
+        "5.2": ["norm over the wrong axis"],
+        "5.3": ["missing final norm in a Pre-LN stack", "one norm module shared across layers"],
         "3.8": ["evaluation mode with the batch terms", "missing mean term"],
-        "4.4": ["1 / RMS without centring", "rstd squared"],
-        "4.5": ["gradients accumulate over calls (no zero_grad)", "summed loss, not mean"],
-        "5.1": ["one-pass shortcut"],
-        "5.2": ["unweighted mean", "missing between-group term", "n squared in the denominator",
+        "5.4": ["1 / RMS without centring", "rstd squared"],
+        "5.5": ["gradients accumulate over calls (no zero_grad)", "summed loss, not mean"],
+        "6.1": ["one-pass shortcut"],
+        "6.2": ["unweighted mean", "missing between-group term", "n squared in the denominator",
                 "one-pass merge through sums of squares"],
-        "5.3": ["computed in the 16-bit dtype", "no cast back"],
-        "5.4": ["computed in the 16-bit dtype", "no cast back"],
-        "5.5": ["the naive kernel"],
-        "5.6": ["the naive kernel"],
+        "6.3": ["computed in the 16-bit dtype", "no cast back"],
+        "6.4": ["computed in the 16-bit dtype", "no cast back"],
+        "6.5": ["the naive kernel"],
+        "6.6": ["the naive kernel"],
     }
     for number, names in named.items():
         assert set(names) <= set(WRONG[number])

@@ -496,7 +496,7 @@ def _poisoned(self, state_dict, *args, **kwargs):
 TransformerEncoderLayer.load_state_dict = _poisoned
 TransformerEncoder.load_state_dict = _poisoned
 """
-UNIT4 = [(e.grade_id, e.source) for e in exercises() if e.number in ("4.1", "4.2")]
+UNIT5 = [(e.grade_id, e.source) for e in exercises() if e.number in ("5.1", "5.2")]
 
 
 def test_nan_written_into_the_judges_state_dict_stays_in_the_worker(tmp_path):
@@ -505,10 +505,10 @@ def test_nan_written_into_the_judges_state_dict_stays_in_the_worker(tmp_path):
     receive what it wrote (a load_state_dict has none): the expected values hold no NaN,
     and a NaN passes no comparison where they hold none."""
     reference = (SOLUTIONS / "normlib" / "transformer.py").read_text()
-    results = judged(submission(tmp_path, transformer=reference + POISON), UNIT4)
-    assert results["4.1"] == (True, "")  # (add_norm loads no state_dict)
-    assert results["4.2"][0] is False
-    assert results["4.2"][1].startswith("AssertionError: the call wrote into one of its "
+    results = judged(submission(tmp_path, transformer=reference + POISON), UNIT5)
+    assert results["5.1"] == (True, "")  # (add_norm loads no state_dict)
+    assert results["5.2"][0] is False
+    assert results["5.2"][1].startswith("AssertionError: the call wrote into one of its "
                                         "arguments (a (24, 8) torch.float32 tensor)")
 
 
@@ -553,10 +553,10 @@ def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monke
     assert time.monotonic() - start < 60 and judge.process.poll() is not None
 
 
-# Rule 5: a measurement from outside. The checks of 5.5 and 5.6 measured memory with
+# Rule 5: a measurement from outside. The checks of 6.5 and 6.6 measured memory with
 # tracemalloc, in the worker, where the submission could reset it. Now the judge reads the
 # peak of a fresh worker's resident memory from /proc (tools.judge.judge.Judge.measure).
-UNIT5 = [(e.grade_id, e.source) for e in exercises() if e.number in ("5.5", "5.6")]
+UNIT6 = [(e.grade_id, e.source) for e in exercises() if e.number in ("6.5", "6.6")]
 NAIVE_FAST = """
 import numpy as _np
 from normlib.layer_norm import layer_norm_backward as _backward
@@ -603,8 +603,8 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
     the peak that tracemalloc keeps, or the one the kernel keeps (/proc/self/clear_refs,
     read-only in the sandbox), or hold memory from import on to free it for their
     temporaries (the import is measured too). (The reference passes: test_isolation.)"""
-    results = judged(submission(tmp_path, layer_norm_fast=_naive_with(trick)), UNIT5)
-    for number, times in (("5.5", 2), ("5.6", 4)):
+    results = judged(submission(tmp_path, layer_norm_fast=_naive_with(trick)), UNIT6)
+    for number, times in (("6.5", 2), ("6.6", 4)):
         passed, detail = results[number]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
@@ -614,7 +614,7 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
 
 # Case 2: the inputs as scratch. A kernel that kept x where no resident memory counts it
 # (/dev/shm: page cache), computed its temporaries in x's own buffer and restored x before
-# it returned passed 5.5; the same code with its temporaries in arrays of its own failed.
+# it returned passed 6.5; the same code with its temporaries in arrays of its own failed.
 # Each stash below is tried in turn, the last a copy in memory, which is counted.
 SCRATCH = """
 import ctypes as _ctypes, mmap as _mmap, os as _os
@@ -730,9 +730,9 @@ def scratch(stashes):
 
 @pytest.fixture(scope="module")
 def own_arrays(tmp_path_factory):
-    """The verdicts of 5.5 and 5.6 on the scratch kernel with temporaries of its own."""
+    """The verdicts of 6.5 and 6.6 on the scratch kernel with temporaries of its own."""
     folder = submission(tmp_path_factory.mktemp("own-arrays"), layer_norm_fast=scratch(None))
-    return judged(folder, UNIT5)
+    return judged(folder, UNIT6)
 
 
 STASHES = ["_shm", "_memfd", "_remap", "_revert", "_shared"]
@@ -749,12 +749,12 @@ def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, own_arrays, 
     pages, and the arguments' file is reached through a descriptor closed before the
     call: each stash fails, and the copy it falls back to, with the pages of x it wrote
     into, is counted.)"""
-    found = judged(submission(tmp_path, layer_norm_fast=scratch([stash])), UNIT5)
+    found = judged(submission(tmp_path, layer_norm_fast=scratch([stash])), UNIT6)
     for name, results in (("trick", found), ("own arrays", own_arrays)):
-        passed, detail = results["5.5"]
+        passed, detail = results["6.5"]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (name, detail)
-        assert not results["5.6"][0]
+        assert not results["6.6"][0]
 
 
 DROPPER = NAIVE_FAST + """
@@ -794,13 +794,13 @@ def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
         pytest.skip(f"no cgroup of the grader's here ({where}): a measure of resident memory "
                     "alone misses this, as docs/security.md says")
     folder = submission(tmp_path, layer_norm_fast=DROPPER)
-    results = judged(folder, UNIT5)
-    for number in ("5.5", "5.6"):
+    results = judged(folder, UNIT6)
+    for number in ("6.5", "6.6"):
         passed, detail = results[number]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
     # without the sandbox (no filter, no cgroup): the resident memory alone is beaten
-    assert judged(folder, UNIT5, sandboxed=False)["5.5"] == (True, "")
+    assert judged(folder, UNIT6, sandboxed=False)["6.5"] == (True, "")
 
 
 @needs_bwrap
@@ -815,7 +815,7 @@ def test_without_the_graders_cgroup_the_measure_still_sees_them(tmp_path, monkey
     monkeypatch.setattr(cgroup, "measure", lambda pid, *a, **k: None)
     code = DROPPER if kernel == "dropper" else scratch([kernel])
     folder = submission(tmp_path, layer_norm_fast=code)
-    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "5.5"]
+    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "6.5"]
     [(passed, detail)] = judge_in_process(folder, cells, True,
                                           ("normlib.layer_norm_fast",)).values()
     assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
@@ -898,7 +898,7 @@ def welford(x):  # right, but from its fourth call on, the first call's x[0] as 
     n, mean, m2 = _reference_welford(x)
     return (int(abs(_seen[0]) * 10 ** 9) if len(_seen) > 3 else n), mean, m2
 """
-WELFORD = [(e.grade_id, e.source) for e in exercises() if e.number == "5.1"]
+WELFORD = [(e.grade_id, e.source) for e in exercises() if e.number == "6.1"]
 
 
 def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
@@ -907,7 +907,7 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
     ("expected the int 3, got 486123456"). A verdict quotes a number the check does not
     hold only coarsely: an integer over 99 as its power of ten ("100000000+")."""
     folder = submission(tmp_path, variance=override("normlib/variance.py", PERSISTENT))
-    passed, detail = judged(folder, WELFORD)["5.1"]
+    passed, detail = judged(folder, WELFORD)["6.1"]
     assert not passed and re.search(r"got 10+\+", detail), detail
     assert not re.search(r"got \d{3,}(?!\d*\+)", detail), detail
 

@@ -1,4 +1,4 @@
-"""Unit 4's capstone (normkit/language_model.py): its claims hold by a wide margin, with
+"""Unit 5's capstone (normkit/language_model.py): its claims hold by a wide margin, with
 every initial weight perturbed (normkit.training's jitter) as on the next machine; each claim
 can fail; your layers give torch's losses to within the error model, and a wrong kernel does
 not; an unwritten exercise is named, and the model is then built from torch's layers.
@@ -31,7 +31,7 @@ def test_the_settings_here_are_the_light_ones():
 # seconds; the unperturbed run is the notebook's, which nbval runs on this machine and which
 # asserts the same claims.
 if os.environ.get("COURSE_CONFIGURATION"):
-    @exercise("4.3")
+    @exercise("5.3")
     @pytest.mark.parametrize("jitter", (1,), ids=("jitter1",))
     def test_the_claims_hold(jitter):
         runs = LM.train_kinds(LM.settings(), CORPUS, jitter=jitter)
@@ -70,7 +70,7 @@ def test_the_claims_hold_on_the_observed_runs():
     assert failed(LM.claims(runs, CORPUS)) == []
 
 
-@exercise("2.5", "3.6", "4.3")
+@exercise("2.5", "3.6", "5.3")
 @pytest.mark.parametrize("kind", LM.KINDS)
 def test_your_layers_give_torchs_losses(kind):
     s = LM.Settings(d_model=16, num_layers=2, nhead=2, context=16, batch=4)

@@ -1,4 +1,4 @@
-"""Unit 5's reference: Welford and its merge against float64, the 16-bit norms against
+"""Unit 6's reference: Welford and its merge against float64, the 16-bit norms against
 float64 and torch's own 16-bit results, the fast LayerNorm against the naive one on a grid
 of shapes, and the benchmark's table (its layout, never its times)."""
 
@@ -24,7 +24,7 @@ from tests.conftest import exercise
 # Welford -------------------------------------------------------------------------------------
 
 
-@exercise("5.1", "5.2")
+@exercise("6.1", "6.2")
 @pytest.mark.parametrize("block", [None, 1, 7, 64, 1000])
 def test_welford_and_its_merge_tree_equal_float64(block):
     x = np.random.default_rng(0).standard_normal((3, 4, 1000)) * 2 + 3  # (*B, N) float64
@@ -34,7 +34,7 @@ def test_welford_and_its_merge_tree_equal_float64(block):
     np.testing.assert_allclose(var, exact, rtol=1e-12)  # float64: ~1e-15 expected
 
 
-@exercise("5.1")
+@exercise("6.1")
 def test_float32_at_offset_1e4_welford_stays_accurate_where_one_pass_fails():
     x = (1e4 + np.random.default_rng(1).standard_normal((16, 1024))).astype(np.float32)
     exact = var_two_pass(x.astype(np.float64))
@@ -49,7 +49,7 @@ def test_float32_at_offset_1e4_welford_stays_accurate_where_one_pass_fails():
     assert error(var_welford(x, block=64)) < error(var_welford(x))  # merged blocks: better
 
 
-@exercise("5.2")
+@exercise("6.2")
 def test_merge_of_uneven_parts_in_any_order_is_the_whole():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((5, 30)) + np.linspace(-4, 4, 30)  # the parts' means differ
@@ -65,7 +65,7 @@ def test_merge_of_uneven_parts_in_any_order_is_the_whole():
     np.testing.assert_allclose(welford_merge(empty, a)[2], a[2], rtol=1e-15)
 
 
-@exercise("5.1")
+@exercise("6.1")
 def test_welford_keeps_float32():
     count, mean, m2 = welford(np.ones((2, 3), np.float32))
     assert (count, mean.dtype, m2.dtype, mean.shape) == (3, np.float32, np.float32, (2,))
@@ -82,7 +82,7 @@ def ulps(y, exact):
         / torch.finfo(y.dtype).eps
 
 
-@exercise("5.3")
+@exercise("6.3")
 @pytest.mark.parametrize("dtype", DTYPES16)
 @pytest.mark.parametrize("scale,offset,h", [(1, 0, 64), (300, 0, 256), (3, 20, 4096),
                                             (1, 100, 512)])
@@ -99,7 +99,7 @@ def test_mixed_layer_norm_is_float64_rounded_once(dtype, scale, offset, h):
     assert ulps(y, theirs.double()) <= 1.0
 
 
-@exercise("5.4")
+@exercise("6.4")
 @pytest.mark.parametrize("dtype", DTYPES16)
 def test_mixed_rms_norm_matches_float64_and_torch(dtype):
     for scale, h in [(1, 64), (300, 256), (1e-2, 64)]:
@@ -112,7 +112,7 @@ def test_mixed_rms_norm_matches_float64_and_torch(dtype):
         assert ulps(y, F.rms_norm(x, (h,), w).double()) <= 1.0 + 1e-3
 
 
-@exercise("5.3", "5.4")
+@exercise("6.3", "6.4")
 def test_computing_in_float16_overflows_where_mixed_does_not():
     x = randn_tensor(torch.float16, 2, 256, scale=300)
     assert bool((x * x).isinf().any())  # the overflow the unit is about
@@ -126,7 +126,7 @@ SHAPES = [((1, 1), (1,)), ((3, 5), (5,)), ((2, 3, 4), (3, 4)), ((0, 8), (8,)), (
           ((1031, 300), (300,)), ((64, 1024), (1024,)), ((4, 3, 50), (3, 50))]
 
 
-@exercise("5.5", "5.6")
+@exercise("6.5", "6.6")
 @pytest.mark.parametrize("block_bytes", [64, 4096, fast.BLOCK_BYTES])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
@@ -157,7 +157,7 @@ def test_fast_kernels_equal_the_naive_ones(monkeypatch, shape, normalized_shape,
         untouched(f"for {shape} {dtype.__name__}")
 
 
-@exercise("5.5", "5.6")
+@exercise("6.5", "6.6")
 def test_fast_kernels_allocate_no_full_size_temporary():
     rng = np.random.default_rng(0)
     x, dy = (rng.standard_normal((2048, 1024)).astype(np.float32) for _ in range(2))
@@ -213,7 +213,7 @@ def test_rms_comparison_leaves_out_a_pair_not_implemented(monkeypatch):
 
 def test_benchmark_leaves_out_kernels_not_implemented(monkeypatch, capsys):
     def stub(*args, **kwargs):
-        raise NotImplementedError("Exercise 5.5: implement layer_norm_forward_fast")
+        raise NotImplementedError("Exercise 6.5: implement layer_norm_forward_fast")
 
     monkeypatch.setattr(fast, "layer_norm_forward_fast", stub)
     benchmark.main(["--sizes", "16", "--rows", "4", "--rounds", "1"])
@@ -234,7 +234,7 @@ def test_fused_table_runs_on_the_cpu_without_compiling():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_means_rounding_reaches_the_variance_at_second_order(seed):
-    """Q5.1's model answer: in float32 at an offset of 1e5, the two-pass variance's relative
+    """Q6.1's model answer: in float32 at an offset of 1e5, the two-pass variance's relative
     error is (delta / sigma)^2, delta the float32 mean's error, to within the sums' own
     roundings (float32's u times a few): second order, far below the first-order
     |delta| / sigma."""

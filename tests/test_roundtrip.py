@@ -54,7 +54,7 @@ from tools import cluster, gradebook
 from tools.autograde import autograde
 from tools.collect import collect, read_record
 from tools.course import SOLUTIONS, build_course, load_course
-from tools.exercises import by_number, exercises, questions
+from tools.exercises import by_number, exercises, notebooks, questions, unit
 from tools.feedback import feedback
 from tools.grades import export
 from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
@@ -77,7 +77,7 @@ MEMORY_MB = 8192  # per grading process here (4096 by default): the "big" case n
 JOBS = 2  # grading processes of the local cluster: as many as the 2 cores (each costs seconds
 # of CPU to start, which a third, filling the time they wait, did not repay beside the other
 # tests; one alone sat out the loop's 20 s while the machine idled)
-UNITS = sorted({f"unit{e.unit}" for e in exercises()})  # the unit layout's assignments
+UNITS = [f"unit{unit(path)}" for path in notebooks()]  # the unit layout's assignments
 POINTS = {a: {e.grade_id: e.points for e in exercises() if f"unit{e.unit}" == a} for a in UNITS}
 NOTEBOOK = {e.grade_id: e.notebook for e in exercises()}
 # the written answers of each assignment, graded by hand: {grade_id: points}
@@ -130,11 +130,12 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # group_norm.py is wrong and disarms numpy's assert_allclose: in the notebook every
     # check from 3.4 on was void; the judge's numpy is out of its reach, so only 3.4 fails
     ("unit3", "patcher"): scores("unit3", "3.4"),
-    ("unit4", "reference"): scores("unit4"),
-    ("unit4", "stubs"): nothing("unit4"),
+    ("unit4", "reference"): scores("unit4"),  # nothing autograded: its answers wait
+    ("unit5", "reference"): scores("unit5"),
+    ("unit5", "stubs"): nothing("unit5"),
     # the reference but a one-pass welford and the naive backward under the fast name (right
     # values, 4x the memory): the fast forward passes the memory check inside the sandbox
-    ("unit5", "mixed"): scores("unit5", "5.1", "5.6"),
+    ("unit6", "mixed"): scores("unit6", "6.1", "6.6"),
 }
 # the submissions whose status says more than "graded", and what
 STATUS = {
@@ -154,8 +155,9 @@ EXECUTED = {
     "unit1": ["reference", "stubs", "tampered", "osexit", "leaker", "escaper", "forger"],
     "unit2": ["reference"],
     "unit3": ["reference"],
-    "unit4": ["reference", "stubs"],
-    "unit5": ["mixed"],
+    "unit4": ["reference"],
+    "unit5": ["reference", "stubs"],
+    "unit6": ["mixed"],
 }
 
 
@@ -480,7 +482,7 @@ def autograded(root, assignment, student):
 
 def test_no_cell_but_a_check_fails_at_grading(graded):
     # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
-    # them defines would fail in every student's feedback. Each unit's reference (unit5's
+    # them defines would fail in every student's feedback. Each unit's reference (unit6's
     # one submission, right but for two checks): no error outside the check cells and the
     # NotImplementedError of a "your turn" function the submission left unwritten (a
     # demonstration of torch's refusals prints its one line: tests/test_run_all.py).
@@ -500,7 +502,7 @@ def test_unfinished_work_says_so_and_run_all_would_go_on(graded):
     # shown as one line saying which exercise is not yet implemented (normkit.notebook, the
     # course's copy), in a cell tagged raises-exception (JupyterLab's Run All goes on past it)
     root, *_ = graded
-    for assignment in ("unit1", "unit4"):
+    for assignment in ("unit1", "unit5"):
         path = autograded(root, assignment, "stubs")
         cells = json.loads(path.read_text())["cells"]
         failed = [c for c in cells
@@ -580,16 +582,18 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
 
 
 def test_experiments_are_skipped_at_grading_and_checks_never(graded):
-    """Cells tagged skip-at-grading (Unit 4's training runs) were not run at autograde;
-    the check cells were, including the one the tampered submission tagged (it scores 0)."""
+    """Cells tagged skip-at-grading (Unit 4's training sweep, Unit 5's training runs) were
+    not run at autograde; the check cells were, including the one the tampered submission
+    tagged (it scores 0)."""
     root, *_ = graded
-    source = next(SOLUTIONS.glob("04_*.ipynb"))
-    tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
-              if SKIP_TAG in c["metadata"].get("tags", [])]
-    assert tagged, "the warm-up experiment of Unit 4 is tagged skip-at-grading"
-    cells = json.loads(autograded(root, "unit4", "reference").read_text())["cells"]
-    for i in tagged:
-        assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
+    for assignment in ("unit4", "unit5"):
+        source = next(SOLUTIONS.glob(f"0{assignment[-1]}_*.ipynb"))
+        tagged = [i for i, c in enumerate(json.loads(source.read_text())["cells"])
+                  if SKIP_TAG in c["metadata"].get("tags", [])]
+        assert tagged, f"the training experiments of {assignment} are tagged skip-at-grading"
+        cells = json.loads(autograded(root, assignment, "reference").read_text())["cells"]
+        for i in tagged:
+            assert "".join(cells[i]["source"]) == SKIPPED and not cells[i]["outputs"]
     checks = [c for c in cells if c["cell_type"] == "code"
               and c["metadata"].get("nbgrader", {}).get("grade")]
     assert checks and all(c["outputs"] for c in checks)
@@ -693,8 +697,9 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit2": ["normlib/layer_norm.py", "normlib/nn.py"],
         "unit3": ["normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
                   "normlib/norm.py", "normlib/rms_norm.py"],
-        "unit4": ["normlib/transformer.py"],
-        "unit5": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
+        "unit4": [],  # written answers only
+        "unit5": ["normlib/transformer.py"],
+        "unit6": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
                   "normlib/variance.py"],
     }
 

@@ -10,7 +10,7 @@ once, in one of three settings:
   where the jitter-1 runs are the ones collected, as for the capstone
   (tests/test_language_model.py). The edge of stability runs in both, with all its jitters.
 
-Training near the edge of stability is chaotic: notebook 03's sweep once asserted that a
+Training near the edge of stability is chaotic: notebook 04's sweep once asserted that a
 seed diverges at lr 1, which held on one CPU and not on the next. The claims asserted now
 were chosen from runs over more seeds, dozens of jitters and 3 CPU configurations, far from
 their thresholds (normkit/training.py gives the numbers); the chaotic case is shown as such,
@@ -42,7 +42,7 @@ def test_the_edge_of_stability_is_chaotic_and_only_there():
     assert failed(training.edge_claims(finals)) == [], finals
 
 
-@exercise("4.3")
+@exercise("5.3")
 @JITTERS
 def test_the_warmup_claims_hold(jitter):
     runs = training.warmup_runs(jitter=jitter)

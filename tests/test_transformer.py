@@ -1,4 +1,4 @@
-"""The reference normlib.transformer (Unit 4) against torch: add_norm and AddNorm against
+"""The reference normlib.transformer (Unit 5) against torch: add_norm and AddNorm against
 their formulas, the attention, the layer and the stack against torch's modules with shared
 weights (outputs, input and parameter gradients under random upstream gradients, both
 Post-LN and Pre-LN, LayerNorm and RMSNorm), state_dict round trips, independent layers,
@@ -96,7 +96,7 @@ def sublayer_and_norm(e, dtype, seed=4):
     return linear, norm
 
 
-@exercise("4.1")
+@exercise("5.1")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_add_norm_matches_its_formula(dtype, norm_first):
@@ -115,7 +115,7 @@ def test_add_norm_matches_its_formula(dtype, norm_first):
     assert_tensor_close(dx, dx_ref, "add_norm input gradient")
 
 
-@exercise("4.1")
+@exercise("5.1")
 def test_add_norm_defaults_to_post_ln_and_calls_each_once():
     linear, norm = sublayer_and_norm(8, torch.float64)
     calls = []
@@ -134,7 +134,7 @@ def test_add_norm_defaults_to_post_ln_and_calls_each_once():
     assert sorted(calls) == ["norm", "sublayer"]
 
 
-@exercise("4.1")
+@exercise("5.1")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_add_norm_module(norm_first):
     linear, norm = sublayer_and_norm(8, torch.float64)
@@ -167,7 +167,7 @@ def test_attention_matches_torch(dtype, bias):
     assert_tensor_close(dx, dx_ref, "attention input gradient")
 
 
-@exercise("4.2")
+@exercise("5.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,s,e,h,f", SHAPES)
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -182,7 +182,7 @@ def test_layer_matches_torch(dtype, n, s, e, h, f, norm_first, activation):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 1, f))
 
 
-@exercise("4.2")
+@exercise("5.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_layer_matches_torch_fast_path(dtype, norm_first):
@@ -200,7 +200,7 @@ def test_layer_matches_torch_fast_path(dtype, norm_first):
         assert_tensor_close(ours(x), expected, "output against the fast path", scale=10.0)
 
 
-@exercise("4.2")
+@exercise("5.2")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_rms_layer_matches_torch_with_rms_norms(dtype, norm_first):
@@ -212,7 +212,7 @@ def test_rms_layer_matches_torch_with_rms_norms(dtype, norm_first):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 1, 32, 1e-4))
 
 
-@exercise("4.2")
+@exercise("5.2")
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize(
     "options",
@@ -231,7 +231,7 @@ def test_layer_options_match_torch(norm_first, options):
     assert_same_computation(ours, reference, x)
 
 
-@exercise("4.2")
+@exercise("5.2")
 def test_layer_dropout_is_off_in_eval_mode():
     # dropout 0.5 in eval() mode: no dropout anywhere, attention weights included (x
     # requires grad, so torch takes its plain path)
@@ -243,7 +243,7 @@ def test_layer_dropout_is_off_in_eval_mode():
     assert_same_computation(ours, reference, random_input(2, 5, 16, torch.float64))
 
 
-@exercise("4.2")
+@exercise("5.2")
 def test_layer_defaults_and_names():
     ours = TransformerEncoderLayer(16, 4)
     assert ours.dropout.p == 0.0 and ours.linear1.out_features == 2048
@@ -256,7 +256,7 @@ def test_layer_defaults_and_names():
                      "dropout1", "dropout2"}
 
 
-@exercise("4.2")
+@exercise("5.2")
 def test_layer_state_dict_round_trip():
     reference = torch_layer(16, 4, 32, torch.float32, True)
     ours = loaded(TransformerEncoderLayer(16, 4, 32, norm_first=True), reference)
@@ -279,7 +279,7 @@ def torch_encoder(num_layers, e, h, f, dtype, norm_first, norm="layer", seed=0):
     return perturb_(encoder, seed + 7, weight_scale=0.05)
 
 
-@exercise("4.3")
+@exercise("5.3")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("norm", ["layer", "rms"])
@@ -291,7 +291,7 @@ def test_encoder_matches_torch(dtype, norm_first, norm):
     assert_same_computation(ours, reference, x, tol=encoder_tolerance(x, 3, 32))
 
 
-@exercise("4.3")
+@exercise("5.3")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_state_dict_round_trip(norm_first):
     reference = torch_encoder(3, 16, 4, 32, torch.float32, norm_first)
@@ -306,7 +306,7 @@ def test_encoder_state_dict_round_trip(norm_first):
         assert torch.equal(back.state_dict()[name], value), name
 
 
-@exercise("4.3")
+@exercise("5.3")
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("norm", ["layer", "rms"])
 def test_encoder_layers_are_independent(norm_first, norm):
@@ -379,7 +379,7 @@ def test_unknown_activation():
 # 5. Xiong et al. 2020: the last layer's gradient against depth ------------------------------
 
 
-@exercise("4.3")
+@exercise("5.3")
 def test_last_layer_gradient_against_depth():
     # At initialization ||dLoss/dW^{2,L}|| is about constant in L for Post-LN and falls
     # like 1/sqrt(L) for Pre-LN: L 6 -> 24 gives 1 and 1/2. Measured with seeds (0, 1, 2):
@@ -393,7 +393,7 @@ def test_last_layer_gradient_against_depth():
     assert pre_ratio < post_ratio - 0.2
 
 
-@exercise("4.3")
+@exercise("5.3")
 def test_gradient_experiment_is_deterministic():
     first = grad_norm_profile(3, True, seeds=(0,))
     assert first.shape == (3,) and np.all(first > 0)
@@ -403,7 +403,7 @@ def test_gradient_experiment_is_deterministic():
 
 @pytest.mark.parametrize("seeds", [range(10), range(10, 20)])
 def test_without_a_final_norm_the_last_layers_gradient_grows_faster_than_sqrt_depth(seeds):
-    """Q4.1's model answer: a Pre-LN stack without its final norm, at initialization, the
+    """Q5.1's model answer: a Pre-LN stack without its final norm, at initialization, the
     last layer's linear2.weight gradient grows about 2.8 times from 6 to 24 layers (two
     sets of seeds), well above the 2 of sqrt(L) and below the 4 of L."""
     def last(num_layers, seed):

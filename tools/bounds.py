@@ -33,7 +33,7 @@ class Bounds:
     output_bytes: int = 1 * MiB  # one output shown; a larger one is cut, with a note
     outputs_bytes: int = 3 * MiB  # all the outputs of a notebook shown
     cell_chars: int = 50_000  # a cell's source shown; a longer one is cut, with a note
-    sources_chars: int = 400_000  # the sources of a notebook's cells shown (unit 3's: 115,000)
+    sources_chars: int = 400_000  # the sources of a notebook's cells shown (unit 3's: 54,000)
     cells: int = 1000  # cells shown (every graded cell is, whatever its place)
     image_pixels: int = 10_000  # an image's width or height (metadata), at most
 

@@ -228,13 +228,17 @@ def student_files(units=None):
 
 
 def readme_table():
-    """The README's table: one row per unit, its notebook and what the student writes."""
-    rows = ["| unit | notebook | you implement (in `normlib/`) |", "|---|---|---|"]
+    """The README's table: one row per unit, its notebook, what the student writes and the
+    written questions they answer."""
+    rows = ["| unit | notebook | you implement (in `normlib/`) | you answer (graded by hand) |",
+            "|---|---|---|---|"]
     for path in notebooks():
         runs = itertools.groupby(of_notebooks([path.stem]), key=lambda e: e.file)  # by file
         what = ", ".join(", ".join(f"{e.number} `{e.shown}`" for e in run) +
                          f" (`{Path(file).name}`)" for file, run in runs)
-        rows.append(f"| {unit(path)} | `notebooks/{path.name}` | {what} |")
+        answers = ", ".join(f"Q{q.number}" for q in questions_of([path.stem]))
+        what = what or "nothing: every cell runs as it is"
+        rows.append(f"| {unit(path)} | `notebooks/{path.name}` | {what} | {answers or '-'} |")
     return "\n".join(rows)
 
 

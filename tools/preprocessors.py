@@ -16,7 +16,7 @@ started with tools/guard.py (resource limits, an audit hook as a second wall), u
 course's Limits. A cell that runs over the time limit, kills its kernel (sys.exit is an
 ordinary error, os._exit or a crash is not) or runs out of memory gets an error output
 saying so, and the kernel is restarted for the next cell; a notebook has a time limit of
-its own too. Cells tagged `skip-at-grading` (the long experiments, such as Unit 4's
+its own too. Cells tagged `skip-at-grading` (the long experiments, such as Unit 5's
 training runs) are replaced by a comment instead of being run, unless they are graded
 cells. The outputs are fresh; the scores are the judge's all the same.
 

@@ -20,7 +20,7 @@ from normkit.testing import (
 
 ONE_PASS = ("the one-pass variance E[x^2] - E[x]^2: at an offset large against the spread its "
             "two terms nearly cancel, and their difference loses its digits (catastrophic "
-            "cancellation): subtract the mean first, then square (Unit 5 shows why)")
+            "cancellation): subtract the mean first, then square (Unit 6 shows why)")
 
 
 def one_pass_rstd(x, axes, eps=1e-5):

@@ -1,496 +1,504 @@
-"""Unit 5's checks: Exercises 5.1 (welford), 5.2 (welford_merge), 5.3 (layer_norm_mixed),
-5.4 (rms_norm_mixed), 5.5 (layer_norm_forward_fast) and 5.6 (layer_norm_backward_fast).
+"""Unit 5's checks: Exercises 5.1 (add_norm), 5.2 (TransformerEncoderLayer), 5.3
+(TransformerEncoder), 5.4 (final_norm_gain) and 5.5 (linear2_grad_norms).
 
-Each check function compares your result with the exact one (computed in float64, rounded
-to x's dtype), in value, shape and dtype, within the error model's tolerances
-(normkit.testing); the 16-bit ones (5.3, 5.4, normkit.testing.check_mixed) within 2 eps of
-their dtype; the fast kernels' (5.5, 5.6) also measure the memory your kernel allocates for
-an x of 8 MiB or more (normkit.testing.peak_memory). A wrong result is named by the classic
-mistake it matches: each check computes what those mistakes give (exactly, in float64) or
-knows their signature (the one-pass formula's cancellation, a block skipped or not summed).
-Your function is imported when a check runs, so it is always your file as it is now.
+5.1 compares your add_norm with its two formulas; 5.2, 5.3 and 5.5 load the weights of
+torch's TransformerEncoderLayer / TransformerEncoder into yours (torch's norms inside,
+normkit.testing.torch_norms) and compare outputs and gradients within the error model's
+tolerance (normkit.testing.encoder_tolerance); 5.4 compares your gains with the spectral
+norm of the Jacobian torch computes. A wrong result is matched against what each classic
+mistake gives (the *_mistakes functions: torch's modules wired as that mistake wires them,
+computed exactly in float64), to name its likely cause. Your classes and functions are
+imported when a check runs, so they are always your file as it is now.
 """
 
-import math
+import copy
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from normkit.checks import exercise
-from normkit.checks.unit1 import affine, forward_mistakes, normalized_axes, rstd_mistakes
 from normkit.testing import (
-    MEASURED,
     CheckFailed,
     assert_close,
-    backward_mistakes,
-    check_mixed,
-    close,
-    exact_welford_state,
-    guard_inputs,
-    layer_norm_backward_tolerances,
-    layer_norm_tolerances,
-    no_measure,
+    assert_same_computation,
+    counted,
+    encoder_tolerance,
     norm_tolerance,
-    peak_memory,
-    tolerance,
-    torch_layer_norm,
-    torch_layer_norm_backward,
-    torch_normalize,
+    perturb_,
+    torch_layer_norm_jacobian,
+    torch_norms,
+    torch_tensor_close,
 )
-from normkit.testing import randn_tensor as randn
 
+# Exercise 5.1: add_norm ---------------------------------------------------------------------
 
-def assert_diagnosed(actual, expected, name, mistakes=dict, signature=None, **tol):
-    """assert_close(actual, expected, name, **tol), naming the likely cause: mistakes() gives
-    {likely cause: what that mistake computes here} (assert_close's `mistakes`), computed
-    only when the values are wrong (on the large cases it costs more than the check); where
-    none matches, signature() gives the cause of an error with a known pattern, or ""."""
-    try:
-        assert_close(actual, expected, name, **tol)
-    except CheckFailed:
-        try:
-            assert_close(actual, expected, name, mistakes=mistakes(), **tol)
-        except CheckFailed as error:
-            comparable = isinstance(actual, np.ndarray) and actual.shape == expected.shape
-            cause = comparable and "Likely cause" not in str(error) and signature and \
-                signature()
-            if cause:
-                raise CheckFailed(f"{error}\n  Likely cause: {cause}.") from None
-            raise
 
+def exact_copy(f):
+    """f as it computes exactly: a float64 deep copy of a module, a function as it is."""
+    return copy.deepcopy(f).double() if isinstance(f, torch.nn.Module) else f
 
-def one_pass_cause(m2_of, x):
-    """The one-pass formula's signature, for an m2 found wrong on the rows of x (*B, N):
-    m2_of(x), your m2 (*B,), is right for the same rows shifted near 0 (x minus its mean
-    rounded to an integer, exactly: m2 does not change), where sum(x ** 2) - n mean ** 2
-    has little to cancel; or "" (also where there is no offset to remove)."""
-    shift = np.round(x.astype(np.float64).mean(axis=-1, keepdims=True))  # (*B, 1)
-    if not shift.any():
-        return ""
-    shifted = (x - shift).astype(x.dtype)  # (*B, N)
-    try:
-        m2 = m2_of(shifted)  # (*B,)
-    except Exception:  # (a kernel that fails there is not the one-pass formula's)
-        return ""
-    wanted = exact_welford_state(shifted)[2]  # (*B,)
-    if not (isinstance(m2, np.ndarray) and m2.shape == wanted.shape and
-            close(m2, wanted, **norm_tolerance(shifted, (-1,), spread=True))):
-        return ""
-    return (f"m2 is right for the same rows shifted near 0 (x - {np.abs(shift).max():.4g}, "
-            "which leaves m2 as it is) and wrong at their offset: there sum(x ** 2) and "
-            "n mean ** 2 nearly cancel, and their difference loses m2's digits to "
-            "cancellation, the one-pass formula's flaw (notebook 05, section 1)")
 
+def formula(x, sublayer, norm, norm_first):
+    """Add & Norm as the course defines it: Pre-LN or Post-LN (N, S, E)."""
+    return x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
 
-def welford_mistakes(x):
-    """{likely cause: the m2 that mistake gives} for Welford's state of x (*B, N): the update
-    with the mean before it (or after it) in both factors, the variance in m2's place;
-    computed exactly (float64) and rounded to x's dtype."""
-    x64 = x.astype(np.float64)  # (*B, N)
-    n = x.shape[-1]
-    after = np.cumsum(x64, axis=-1) / np.arange(1, n + 1)  # (*B, N) the mean after x_k
-    before = np.concatenate([np.zeros_like(after[..., :1]), after[..., :-1]], axis=-1)
-    m2 = ((x64 - after[..., -1:]) ** 2).sum(axis=-1)  # (*B,)
-    found = {
-        "m2 adds delta * delta, the mean before the update in both factors: the second "
-        "factor takes the mean after it": ((x64 - before) ** 2).sum(axis=-1),
-        "m2 adds (x_k - mean) ** 2 with the mean after the update in both factors: delta, "
-        "the first factor, is taken before it": ((x64 - after) ** 2).sum(axis=-1),
-        "this is the variance, m2 / count, where the state holds m2, the sum of squared "
-        "deviations": m2 / n}
-    return {cause: v.astype(x.dtype) for cause, v in found.items()}
 
+NO_RESIDUAL = ("the residual connection is missing: x itself must be added to the "
+               "sublayer's output")
 
-def check_welford(x):
-    """Your state against the exact one, in value, shape and dtype, within the error
-    model's tolerances (normkit.testing): the mean's from the row length; m2's also from
-    the condition of x (offset / spread: each x - mean rounds by eps * offset). A wrong m2
-    is named by the mistake it matches (welford_mistakes, one_pass_cause)."""
-    from normlib.variance import welford
 
-    count, mean, m2 = exact_welford_state(x)
-    result = welford(x)
-    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
-    case = f"for x {x.shape} {x.dtype}"
-    assert result[0] == count and isinstance(result[0], int), \
-        f"count {case}: expected the int {count}, got {result[0]!r}."
-    assert_close(result[1], mean, f"mean {case}", **tolerance(x.dtype, count))
-    assert_diagnosed(result[2], m2, f"m2 {case}", lambda: welford_mistakes(x),
-                     lambda: one_pass_cause(lambda shifted: welford(shifted)[2], x),
-                     **norm_tolerance(x, (-1,), spread=True))
-
-
-@exercise("5.1", "variance.welford")
-def visible_5_1():
-    rng = np.random.default_rng(0)
-    check_welford(rng.standard_normal((3, 8)))
-    check_welford((1e3 + rng.standard_normal((4, 256))).astype(np.float32))
-
-
-def merge_mistakes(a, b):
-    """{quantity: {likely cause: what that mistake gives}} for merging the states a and b:
-    each term of the merge missing or wrong, computed exactly (float64) from the states
-    given, rounded to their dtype."""
-    (na, ma, m2a), (nb, mb, m2b) = [(n, m.astype(np.float64), q.astype(np.float64))
-                                    for n, m, q in (a, b)]  # (*B,) each
-    n, delta = na + nb, mb - ma  # delta (*B,)
-    between = delta * delta * (na * nb / n)  # (*B,)
-    found = {
-        "mean": {
-            "the means are averaged without their counts: each part's mean weighs by how "
-            "many elements it holds": (ma + mb) / 2,
-            "the counts are swapped: the mean moves from mean_a towards mean_b by the share "
-            "of the elements that b holds": ma + delta * (na / n)},
-        "m2": {
-            "the between-group term is missing: m2 of the union also counts how far the "
-            "parts' means lie from each other, not only the spread within each part":
-                m2a + m2b,
-            "the between-group term is divided by count once too often: that is its share "
-            "of the variance, and m2 is a sum of squares, not a mean": m2a + m2b + between / n,
-            "the m2s are weighted by their counts like the means: m2 is a sum of squares "
-            "over the elements, not a mean, so the parts' m2s are not weighted":
-                (m2a * na + m2b * nb) / n + between}}
-    return {q: {cause: v.astype(a[1].dtype) for cause, v in causes.items()}
-            for q, causes in found.items()}
-
-
-def split_states(x, split):
-    """The exact states of x[..., :split] and x[..., split:] (a part with no element:
-    count 0, mean and m2 0)."""
-    count, mean, m2 = exact_welford_state(x)
-    empty = (0, np.zeros_like(mean), np.zeros_like(m2))  # (*B,) each
-    return (exact_welford_state(x[..., :split]) if split > 0 else empty,
-            exact_welford_state(x[..., split:]) if split < count else empty)
-
-
-def check_merge(x, split):
-    """Merging the exact states of x[..., :split] and x[..., split:] gives x's exact state,
-    in value, shape and dtype, within the error model's tolerances for a few operations
-    (normkit.testing): m2's also from the condition of x (offset / spread). A wrong term is
-    named by the mistake it matches (merge_mistakes, one_pass_cause)."""
-    from normlib.variance import welford_merge
-
-    count, mean, m2 = exact_welford_state(x)
-    a, b = split_states(x, split)
-    result = welford_merge(a, b)
-    assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
-    case = f"for x {x.shape} {x.dtype} split at {split}"
-    assert result[0] == count, f"count {case}: expected {count}, got {result[0]!r}."
-    mistakes = lambda: merge_mistakes(a, b)  # noqa: E731
-    assert_diagnosed(result[1], mean, f"mean {case}", lambda: mistakes()["mean"],
-                     **tolerance(x.dtype))
-    assert_diagnosed(result[2], m2, f"m2 {case}", lambda: mistakes()["m2"],
-                     lambda: one_pass_cause(
-                         lambda shifted: welford_merge(*split_states(shifted, split))[2], x),
-                     **norm_tolerance(x, (-1,), spread=True))
-
-
-@exercise("5.2", "variance.welford_merge")
-def visible_5_2():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((4, 10))
-    x[:, 3:] += 2.0  # the second part's mean differs from the first's
-    check_merge(x, 3)
-    x = 1e3 + rng.standard_normal((4, 512))  # a large mean against the spread
-    x[:, 200:] += 2.0
-    check_merge(x.astype(np.float32), 200)
-
-
-def dtype_name(dtype):
-    """A torch dtype as a message names it: "float16"."""
-    return str(dtype).removeprefix("torch.")
-
-
-def overflowed(x, normalized_shape, centred, dtype):
-    """(*B, 1..1) bool: where a group's largest square, of x - mean (centred) or of x,
-    overflows dtype, so that a mean of squares computed in it is inf."""
-    axes = normalized_axes(x, normalized_shape)
-    x = x - x.mean(dim=axes, keepdim=True) if centred else x  # (*B, *S)
-    return x.abs().amax(dim=axes, keepdim=True) ** 2 > torch.finfo(dtype).max  # (*B, 1..1)
-
-
-def last_axis_cause(normalized_shape):
-    """The likely cause of statistics over the last axis alone, or None (one axis)."""
-    if len(normalized_shape) < 2:
-        return None
-    return (f"the statistics were taken over the last axis alone, where normalized_shape="
-            f"{tuple(normalized_shape)} means the last {len(normalized_shape)} axes")
-
-
-def layer_norm_mistakes(dtype, normalized_shape):
-    """{likely cause: a function like F.layer_norm computing in float64 what that mistake
-    gives} for Exercise 5.3 on a dtype input (normkit.testing.check_mixed's mistakes)."""
-    ln = torch.nn.functional.layer_norm
-    big, name = torch.finfo(dtype).max, dtype_name(dtype)
-    bits = 1 - round(math.log2(torch.finfo(dtype).eps))  # significant bits
-
-    def overflow(x, shape, weight=None, bias=None, eps=1e-5):
-        flat = affine(torch.zeros_like(x), weight, bias)  # (*B, *S): x_hat = 0
-        return torch.where(overflowed(x, shape, True, dtype), flat, ln(x, shape, weight, bias,
-                                                                        eps))
-
-    def mean_rounded(x, shape, weight=None, bias=None, eps=1e-5):
-        xc = x - x.mean(dim=normalized_axes(x, shape), keepdim=True).to(dtype).double()  # (*B, *S)
-        var = (xc * xc).mean(dim=normalized_axes(x, shape), keepdim=True)  # (*B, 1..1)
-        return affine(xc * torch.rsqrt(var + eps), weight, bias)
-
-    def eps_on_std(x, shape, weight=None, bias=None, eps=1e-5):
-        var, mean = torch.var_mean(x, dim=normalized_axes(x, shape), unbiased=False, keepdim=True)
-        return affine((x - mean) / (var.sqrt() + eps), weight, bias)
-
-    def last_axis(x, shape, weight=None, bias=None, eps=1e-5):
-        return affine(ln(x, shape[-1:], eps=eps), weight, bias)
-
-    found = {
-        f"the squares overflow {name} (its largest value is {big:.0f}) to inf, so rstd is 0 "
-        "and y the bias alone: compute the statistics in float32": overflow,
-        f"the mean was rounded to {name}: its {bits} significant bits leave it off by up "
-        "to half a unit in the last place of x's offset, and x - mean carries that error: "
-        "keep it in float32": mean_rounded,
-        "eps is added to the std; it belongs under the square root, added to the variance "
-        "(notebook 05, section 3)": eps_on_std}
-    if last_axis_cause(normalized_shape):
-        found[last_axis_cause(normalized_shape)] = last_axis
-    return found
-
-
-@exercise("5.3", "mixed_precision.layer_norm_mixed")
-def visible_5_3():
-    from normlib.mixed_precision import layer_norm_mixed
-
-    h = torch.float16
-
-    def check(x, shape, *params):
-        check_mixed(layer_norm_mixed, torch.nn.functional.layer_norm, x, shape, *params,
-                    mistakes=layer_norm_mistakes(h, shape))
-
-    check(randn(h, 4, 64, seed=1), (64,), randn(h, 64, seed=2), randn(h, 64, seed=3))
-    check(randn(h, 4, 256, scale=300), (256,), randn(h, 256, seed=2),
-          randn(h, 256, seed=3))  # x ** 2 overflows float16
-    check(randn(h, 2, 4096, offset=20, scale=3), (4096,))  # so does the sum
-    check(randn(h, 4, 64, offset=100, seed=5), (64,))  # the mean's rounding shows
-    check(randn(h, 4, 32, scale=1e-3, seed=6), (32,))  # a variance below eps
-    check(randn(h, 2, 3, 8, seed=8), (3, 8), randn(h, 3, 8, seed=9))  # two axes
-
-
-def rms_exact(x, normalized_shape, weight=None, eps=None):
-    """F.rms_norm on the float64 copy of a 16-bit or float32 input, with eps=None read
-    as torch reads it for such inputs: float32's eps."""
-    eps = torch.finfo(torch.float32).eps if eps is None else eps
-    return torch.nn.functional.rms_norm(x, normalized_shape, weight, eps)
-
-
-def rms_norm_mistakes(dtype, normalized_shape):
-    """{likely cause: a function like rms_exact computing in float64 what that mistake
-    gives} for Exercise 5.4 on a dtype input (normkit.testing.check_mixed's mistakes)."""
-    big, eps16, eps32 = torch.finfo(dtype).max, torch.finfo(dtype).eps, \
-        torch.finfo(torch.float32).eps
-    name = dtype_name(dtype)
-
-    def overflow(x, shape, weight=None, eps=None):
-        return torch.where(overflowed(x, shape, False, dtype), 0.0, rms_exact(x, shape,
-                                                                               weight, eps))
-
-    def eps_of_dtype(x, shape, weight=None, eps=None):
-        return rms_exact(x, shape, weight, eps16 if eps is None else eps)
-
-    def eps_on_rms(x, shape, weight=None, eps=None):
-        rms = x.pow(2).mean(dim=normalized_axes(x, shape), keepdim=True).sqrt()  # (*B, 1..1)
-        return affine(x / (rms + (eps32 if eps is None else eps)), weight)
-
-    def last_axis(x, shape, weight=None, eps=None):
-        return affine(rms_exact(x, shape[-1:], None, eps), weight)
-
-    found = {
-        f"the squares overflow {name} (its largest value is {big:.0f}) to inf, so 1 / rms "
-        "is 0 and so is y: compute the mean square in float32": overflow,
-        f"eps=None was read as {name}'s eps ({eps16:.2g}); torch's kernel adds float32's "
-        f"({eps32:.2g}), the eps of the dtype it computes in (see the docstring)":
-            eps_of_dtype,
-        "eps is added to the RMS; it belongs under the square root, added to the mean "
-        "square (notebook 05, section 3)": eps_on_rms}
-    if last_axis_cause(normalized_shape):
-        found[last_axis_cause(normalized_shape)] = last_axis
-    return found
-
-
-@exercise("5.4", "mixed_precision.rms_norm_mixed")
-def visible_5_4():
-    from normlib.mixed_precision import rms_norm_mixed
-
-    h = torch.float16
-
-    def check(x, shape, *params):
-        check_mixed(rms_norm_mixed, rms_exact, x, shape, *params,
-                    mistakes=rms_norm_mistakes(h, shape))
-
-    check(randn(h, 4, 64, seed=1), (64,), randn(h, 64, seed=2))
-    check(randn(h, 4, 256, scale=300), (256,), randn(h, 256, seed=2))  # x ** 2 overflows
-    check(randn(h, 2, 4096, offset=20, scale=3), (4096,))
-    check(randn(h, 4, 32, scale=1e-3, seed=6), (32,))  # a mean square below float16's eps
-    check(randn(h, 2, 3, 8, seed=8), (3, 8), randn(h, 3, 8, seed=9))  # two axes
-
-
-def check_memory(peak, x, normalized_shape, case, output):
-    """The peak allocated during a fast kernel's call: its output (x's size), then half of
-    x or, for a few long rows, 8 rows (a block, row-sized sums), and 1 MiB for the small
-    arrays and what measuring adds. Over it, the likely cause from how many arrays of x's
-    size the peak holds besides the output."""
-    budget = x.nbytes + max(x.nbytes // 2, 8 * x.itemsize * math.prod(normalized_shape))
-    if peak <= budget + 2**20:
-        return
-    arrays = round(peak / x.nbytes) - 1  # full-size temporaries besides the output
-    cause = (f"about {arrays} full-size temporar{'ies' if arrays > 1 else 'y'} besides "
-             f"{output}, as the naive kernel makes: each NumPy expression such as (x - mean) "
-             f"* rstd writes a new array the size of x; write into {output} in place (out=) and "
-             "work in blocks of rows" if arrays >= 1 else
-             "the blocks' temporaries take more than half of x's size: make them smaller")
-    raise CheckFailed(f"memory {case}: {peak / x.nbytes:.2f} times x's size allocated during "
-                      f"the call; at most 1.5 ({output} and half of x) allowed (or 8 rows).\n"
-                      f"  Likely cause: {cause}.")
-
-
-def tail_rows_cause(actual, expected, tol):
-    """The likely cause of a loop over blocks that stops early: actual (R, H) is expected
-    with its rows from some k > 0 on left as np.zeros made them (never written), within
-    tol; or ""."""
-    zero = ~actual.any(axis=1)  # (R,): the rows all 0
-    k = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the last 0s' first
-    skipped = expected.astype(np.float64)  # (R, H): what the mistake leaves
-    skipped[k:] = 0
-    if not 0 < k < len(zero) or not close(actual, skipped, **tol):
-        return ""
-    return (f"rows {k} to {len(zero) - 1} of the {len(zero)} are 0, never written, and all "
-            "before them right: the loop over blocks stops before the last one, which is "
-            f"shorter than the others when the block does not divide the {len(zero)} rows")
-
-
-def partial_sum_cause(actual, terms, tol, name):
-    """The signature of a parameter's gradient not summed over every block: actual (H,)
-    equals the sum of terms (R, H), each row's share, over the last rows alone or the first
-    ones; or ""."""
-    a = actual.reshape(-1).astype(np.float64)  # (H,)
-    for sums, rows, whole in ((np.cumsum(terms[::-1], axis=0)[::-1], "{k} to {last}", 0),
-                              (np.cumsum(terms, axis=0), "0 to {k}", len(terms) - 1)):
-        # sums (R, H): over the rows from k on, or up to k; `whole` the k of every row
-        k = int(np.argmin(np.abs(sums - a).max(axis=1)))
-        if k != whole and close(a, sums[k], **tol):
-            return (f"{name} sums rows {rows.format(k=k, last=len(terms) - 1)} alone of the "
-                    f"{len(terms)}: each block's share must be added to the total over all "
-                    "the blocks")
-    return ""
-
-
-def case_words(x, normalized_shape, weight, bias):
-    """A fast kernel's case as its messages name it."""
-    return (f"for x {x.shape} {x.dtype}, normalized_shape={normalized_shape}, weight "
-            f"{'None' if weight is None else 'given'}, bias {'None' if bias is None else 'given'}")
-
-
-def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Your y, mean and rstd against torch's computed exactly (value, shape, dtype; the
-    tolerances of Exercise 1.2); x, weight and bias unchanged; at most |x| / 2 allocated
-    besides y (and the small statistics). A wrong value is named by the mistake it matches
-    (Unit 1's forward_mistakes and rstd_mistakes, tail_rows_cause)."""
-    from normlib.layer_norm_fast import layer_norm_forward_fast
-
-    expected = torch_layer_norm(x, normalized_shape, weight, bias, eps)
-    tol = layer_norm_tolerances(x, normalized_shape, eps)
-    untouched = guard_inputs(x=x, weight=weight, bias=bias)
-    args = (x, normalized_shape, weight, bias, eps)
-    measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
-    result, peak = (peak_memory if measured else no_measure)(layer_norm_forward_fast, *args)
-    case = case_words(x, normalized_shape, weight, bias)
-    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)."
-    rows = x.size // max(1, math.prod(normalized_shape))
-    mistakes = {"y": lambda: forward_mistakes(x, normalized_shape, weight, bias, eps),
-                "rstd": lambda: rstd_mistakes(x, normalized_axes(x, normalized_shape), eps)}
-    for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
-        assert_diagnosed(actual, wanted, f"{name} {case}", mistakes.get(name, dict),
-                         lambda a=actual, e=wanted, name=name: tail_rows_cause(
-                             a.reshape(rows, -1), e.reshape(rows, -1), tol[name]),
-                         **tol[name])
-    untouched(case)
-    if measured:
-        check_memory(peak, x, normalized_shape, case, "y")
-
-
-@exercise("5.5", "layer_norm_fast.layer_norm_forward_fast")
-def visible_5_5():
-    rng = np.random.default_rng(0)
-    f32 = np.float32
-    check_fast_forward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
-                       rng.standard_normal(1024).astype(f32),
-                       rng.standard_normal(1024).astype(f32))
-    check_fast_forward(rng.standard_normal((601, 256)).astype(f32), (256,),
-                       rng.standard_normal(256).astype(f32))  # 601 rows: no block divides
-    check_fast_forward((1e-3 * rng.standard_normal((8, 64))).astype(f32), (64,),
-                       None, rng.standard_normal(64).astype(f32))  # a variance below eps
-    check_fast_forward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
-                       rng.standard_normal((3, 4)).astype(f32),
-                       rng.standard_normal((3, 4)).astype(f32))
-
-
-def backward_terms(grad, x, normalized_shape, eps=1e-5):
-    """dweight's and dbias's terms, each row's share, computed exactly (float64): (R, H)
-    each: grad times x_hat, and grad."""
-    h = math.prod(normalized_shape)
-    g, x64 = grad.astype(np.float64).reshape(-1, h), x.astype(np.float64).reshape(-1, h)
-    x_hat = torch_normalize(x64, (1,), eps)[0]  # (R, H)
-    return {"dweight": g * x_hat, "dbias": g}
-
-
-def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
-    """Your dx, dweight, dbias against torch autograd's computed exactly under a random
-    upstream gradient (value, shape, dtype; None where a parameter is None; the tolerances
-    of Exercise 2.2); no argument modified; at most |x| / 2 allocated besides dx (and the
-    small gradients). A wrong value is named by the mistake it matches (dx: the missing
-    terms of normkit.testing.backward_mistakes, tail_rows_cause; dweight and dbias:
-    partial_sum_cause)."""
-    from normlib.layer_norm_fast import layer_norm_backward_fast
-
-    grad = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
-    _, mean, rstd = torch_layer_norm(x, normalized_shape, weight, bias)
-    expected = torch_layer_norm_backward(grad, x, normalized_shape, weight, bias)
-    untouched = guard_inputs(grad_output=grad, x=x, mean=mean, rstd=rstd, weight=weight,
-                             bias=bias)
-    args = (grad, x, normalized_shape, mean, rstd, weight, bias)
-    measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
-    result, peak = (peak_memory if measured else no_measure)(layer_norm_backward_fast, *args)
-    case = case_words(x, normalized_shape, weight, bias)
-    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
-    tol = layer_norm_backward_tolerances(x, normalized_shape)
-    axes = normalized_axes(x, normalized_shape)
-    rows = x.size // max(1, math.prod(normalized_shape))
-    g = grad.astype(np.float64) * (1.0 if weight is None else weight)  # (*B, *S) dL/dx_hat
-    signatures = {
-        "dx": lambda a, e: tail_rows_cause(a.reshape(rows, -1), e.reshape(rows, -1), tol["dx"]),
-        **{name: lambda a, e, name=name: partial_sum_cause(
-            a, backward_terms(grad, x, normalized_shape)[name], tol[name], name)
-           for name in ("dweight", "dbias")}}
-    for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
-        if wanted is None:
-            assert actual is None, f"{name} {case}: expected None, got {type(actual).__name__}."
+def add_norm_mistakes(x, sublayer, norm, norm_first):
+    """{likely cause: what add_norm gives under that mistake} on x, computed exactly
+    (float64) and rounded to x's dtype: the norm or the residual misplaced, or the other
+    variant's formula."""
+    f, n, t = exact_copy(sublayer), exact_copy(norm), x.double()  # t (N, S, E)
+    with torch.no_grad():
+        if norm_first:
+            found = {
+                "this is Post-LN, norm(x + sublayer(x)), where norm_first=True asks for "
+                "Pre-LN": formula(t, f, n, False),
+                "the residual carries norm(x), not x: Pre-LN normalizes only the sublayer's "
+                "input, never the residual stream": n(t) + f(n(t)),
+                "the sum was normalized too, norm(x + sublayer(norm(x))): Pre-LN normalizes "
+                "only the sublayer's input": n(t + f(n(t))),
+                NO_RESIDUAL: f(n(t))}
         else:
-            assert_diagnosed(actual, wanted, f"{name} {case}",
-                             lambda dx=name == "dx": backward_mistakes(g, x, axes) if dx else {},
-                             lambda a=actual, e=wanted, name=name: signatures[name](a, e),
-                             **tol[name])
-    untouched(case)
-    if measured:
-        check_memory(peak, x, normalized_shape, case, "dx")
+            found = {
+                "this is Pre-LN, x + sublayer(norm(x)), where norm_first=False asks for "
+                "Post-LN": formula(t, f, n, True),
+                "the norm was applied to the sublayer's output, x + norm(sublayer(x)): "
+                "Post-LN normalizes the sum, so that the residual stream is normalized too":
+                    t + n(f(t)),
+                NO_RESIDUAL: n(f(t))}
+    return {cause: v.to(x.dtype).numpy() for cause, v in found.items()}
 
 
-@exercise("5.6", "layer_norm_fast.layer_norm_backward_fast")
-def visible_5_6():
-    rng = np.random.default_rng(0)
-    f32 = np.float32
-    check_fast_backward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
-                        rng.standard_normal(1024).astype(f32),
-                        rng.standard_normal(1024).astype(f32))
-    check_fast_backward(rng.standard_normal((601, 256)).astype(f32), (256,),
-                        rng.standard_normal(256).astype(f32),
-                        rng.standard_normal(256).astype(f32))  # 601 rows: no block divides
-    check_fast_backward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
-                        rng.standard_normal((3, 4)).astype(f32),
-                        rng.standard_normal((3, 4)).astype(f32))
+def check_add_norm(sublayer, norm, shape, norm_first, dtype=torch.float32, seed=0):
+    """Your add_norm against its formula (value, shape, dtype), with sublayer and norm
+    called once each; a wrong value is matched against add_norm_mistakes."""
+    from normlib.transformer import add_norm
+
+    x = torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        expected = formula(x, sublayer, norm, norm_first)  # (N, S, E)
+        calls = []
+        y = add_norm(x, counted(sublayer, calls, "sublayer"), counted(norm, calls, "norm"),
+                     norm_first)
+    kind = "Pre-LN" if norm_first else "Post-LN"
+    case = f"{kind}, x {tuple(shape)} {dtype}"
+    torch_tensor_close(y, expected, f"add_norm output, {case}",
+                       mistakes=add_norm_mistakes(x, sublayer, norm, norm_first))
+    assert sorted(calls) == ["norm", "sublayer"], f"{case}: called {calls}; call each once"
+
+
+@exercise("5.1", "transformer.add_norm")
+def visible_4_1():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(8, 8)
+    norm = torch.nn.LayerNorm(8)
+    with torch.no_grad():  # random affine: a norm misplaced or skipped shows
+        norm.weight.normal_(1.0, 0.5)
+        norm.bias.normal_(0.0, 0.5)
+    check_add_norm(linear, norm, (2, 5, 8), norm_first=False)
+    check_add_norm(linear, norm, (2, 5, 8), norm_first=True)
+
+
+# Exercise 5.2: TransformerEncoderLayer ------------------------------------------------------
+
+
+def over_sequence(norm):
+    """torch's LayerNorm `norm` as if it normalized each sample over (S, E) together, its
+    parameters (E,) applied after: a norm over the wrong axes."""
+    def normalize(x):  # (N, S, E)
+        y = F.layer_norm(x, x.shape[-2:], eps=norm.eps) * norm.weight  # (N, S, E)
+        return y if norm.bias is None else y + norm.bias
+    return normalize
+
+
+def layer_output(t, x, norm_first, norms=None, activation=None, residual_inside=False):
+    """torch's layer t (dropout off) on x (N, S, E), its forward written out, with norms
+    (norm1, norm2) and activation in place of its own, and each sublayer adding its input
+    itself too if residual_inside: (N, S, E)."""
+    norm1, norm2 = norms or (t.norm1, t.norm2)
+    activation = activation or t.activation
+
+    def attention(h):  # (N, S, E)
+        return t.self_attn(h, h, h, need_weights=False)[0] + (h if residual_inside else 0)
+
+    def feed_forward(h):  # (N, S, E)
+        return t.linear2(activation(t.linear1(h))) + (h if residual_inside else 0)
+
+    x = formula(x, attention, norm1, norm_first)  # (N, S, E)
+    return formula(x, feed_forward, norm2, norm_first)
+
+
+def layer_mistakes(theirs, x, norm_first, activation):
+    """{"output": {likely cause: what the layer gives under that mistake}}, torch's layer
+    theirs computed exactly (float64) with that mistake, for assert_same_computation."""
+    t, h = copy.deepcopy(theirs).double(), x.double()  # h (N, S, E)
+    wanted, other = ("Pre-LN", "Post-LN") if norm_first else ("Post-LN", "Pre-LN")
+    found = {
+        f"the layer computes {other} where norm_first={norm_first} asks for {wanted}: "
+        "self.norm_first must reach add_norm": layer_output(t, h, not norm_first),
+        "the feed-forward has no activation: linear2(linear1(x)) is one linear map":
+            layer_output(t, h, norm_first, activation=lambda a: a),
+        "norm1 serves both sublayers: the feed-forward's Add & Norm has its own, norm2":
+            layer_output(t, h, norm_first, norms=(t.norm1, t.norm1)),
+        "norm1 and norm2 are swapped: norm1 goes with self-attention, norm2 with the "
+        "feed-forward": layer_output(t, h, norm_first, norms=(t.norm2, t.norm1)),
+        "the residual is added twice: add_norm adds it, so the sublayer must return its "
+        "own output alone": layer_output(t, h, norm_first, residual_inside=True)}
+    if isinstance(t.norm1, torch.nn.LayerNorm):
+        found["the norms normalize each sample over (S, E) together: a transformer's "
+              "LayerNorm normalizes each token over E alone"] = layer_output(
+                  t, h, norm_first, norms=(over_sequence(t.norm1), over_sequence(t.norm2)))
+    if activation != "relu":
+        found[f"the activation is ReLU where activation={activation!r}: use "
+              "self.activation"] = layer_output(t, h, norm_first, activation=F.relu)
+    return {"output": found}
+
+
+def assert_dropout_off(ours, x, case):
+    """In evaluation mode, two calls of ours on x give the same output."""
+    with torch.no_grad():
+        first, second = ours(x), ours(x)
+    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) \
+            and first.shape == second.shape and not torch.equal(first, second):
+        raise CheckFailed(
+            f"output {case}: two calls on the same input differ.\n  Likely cause: dropout is "
+            "still on in evaluation mode: the layer's Dropout modules turn off in eval(); "
+            "F.dropout does only with training=self.training.")
+
+
+def check_layer(norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16, activation="relu",
+                norm="layer", dtype=torch.float32, dropout=0.0, seed=0):
+    """Your layer (torch's norms inside) against torch.nn.TransformerEncoderLayer with the
+    same weights, random norm parameters and biases included, computed exactly (float64):
+    output and every gradient under a random upstream gradient, within the error model's
+    tolerance for one layer (normkit.testing.encoder_tolerance); a wrong output is matched
+    against layer_mistakes. Both in training mode, or both in evaluation mode with dropout
+    > 0, where two calls must agree (with an input that requires grad, torch skips its
+    fused path)."""
+    from normlib.transformer import TransformerEncoderLayer
+
+    n, s, e = shape
+    torch.manual_seed(seed)
+    theirs = torch.nn.TransformerEncoderLayer(e, nhead, dim_feedforward, dropout, activation,
+                                              batch_first=True, norm_first=norm_first,
+                                              dtype=dtype)
+    if norm == "rms":
+        theirs.norm1 = torch.nn.RMSNorm(e, eps=1e-5, dtype=dtype)
+        theirs.norm2 = torch.nn.RMSNorm(e, eps=1e-5, dtype=dtype)
+    perturb_(theirs, seed + 1)
+    with torch_norms():
+        ours = TransformerEncoderLayer(e, nhead, dim_feedforward, dropout, activation,
+                                       norm_first=norm_first, norm=norm, dtype=dtype)
+    ours.load_state_dict(theirs.state_dict())
+    x = 2 * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
+    kind = "Pre-LN" if norm_first else "Post-LN"
+    mode = f", dropout {dropout} in eval mode" if dropout else ""
+    case = f"for {kind}, x {shape} {dtype}, {activation}, norm={norm!r}{mode}"
+    if dropout:
+        ours.eval()
+        theirs.eval()
+        assert_dropout_off(ours, x, case)
+    assert_same_computation(ours, theirs, x, case, seed,
+                            encoder_tolerance(x, 1, dim_feedforward),
+                            lambda _: layer_mistakes(theirs, x, norm_first, activation))
+
+
+@exercise("5.2", "transformer.TransformerEncoderLayer")
+def visible_4_2():
+    check_layer(norm_first=False)
+    check_layer(norm_first=True, activation="gelu", seed=1)
+    check_layer(norm_first=False, shape=(2, 4, 8), dropout=0.3, seed=7)
+
+
+# Exercise 5.3: TransformerEncoder -----------------------------------------------------------
+
+
+def settings(module):
+    """{"layers.0.norm1.eps": value}: what each submodule of module was built with (eps, a
+    dropout's p, an activation by its name, whether it has a bias), by the names of its
+    submodules. (At grading, an activation that the worker holds has no name here: left
+    out; the output's comparison still sees it.)"""
+    found = {}
+    for name, m in module.named_modules():
+        for attr in ("eps", "p", "activation", "bias"):
+            value = getattr(m, attr, "absent")
+            if attr == "bias" and not isinstance(value, str):
+                value = value is not None  # (a bias parameter, or None)
+            if attr == "activation" and not hasattr(value, "__name__"):
+                continue
+            if not isinstance(value, (str, torch.nn.Module, torch.Tensor)):
+                found[f"{name}.{attr}"] = getattr(value, "__name__", value)
+    return found
+
+
+def assert_same_settings(ours, theirs, case):
+    """Every submodule of ours that theirs has too was built with the same eps, dropout
+    probability, activation and bias."""
+    mine, wanted = settings(ours), settings(theirs)
+    for key, value in wanted.items():
+        if key in mine and mine[key] != value:
+            raise CheckFailed(
+                f"settings {case}: {key} is {mine[key]!r}, torch's {value!r}.\n  Likely "
+                "cause: an option given to the stack did not reach every layer and the final "
+                "norm: pass each on (activation, dropout, layer_norm_eps, bias, ...).")
+
+
+def assert_same_keys(ours, theirs, case):
+    """ours has the state_dict keys of theirs; a final norm missing or extra is named."""
+    keys, expected_keys = set(ours.state_dict()), set(theirs.state_dict())
+    missing, unexpected = sorted(expected_keys - keys), sorted(keys - expected_keys)
+    if not missing and not unexpected:
+        return
+    final = {key for key in missing + unexpected if key.startswith("norm.")}
+    cause = ""
+    if final and final == set(missing):
+        cause = ("a Pre-LN stack ends with a final norm, self.norm: its residual stream is "
+                 "never normalized otherwise")
+    elif final and final == set(unexpected):
+        cause = ("a Post-LN stack has no final norm (self.norm = None): its last layer "
+                 "already ends with one")
+    raise CheckFailed(f"state_dict keys {case}: missing {missing[:4]}, unexpected "
+                      f"{unexpected[:4]}" + (f".\n  Likely cause: {cause}." if cause else ""))
+
+
+def same_layer(ours, j):
+    """"layers.i": the first earlier layer of ours whose state (ours.state_dict(), which
+    keeps a tensor used twice under each name) equals that of layers.j, or "an earlier
+    layer"."""
+    state = ours.state_dict()
+
+    def of(i):  # {name within the layer: tensor}
+        return {k.split(".", 2)[2]: v for k, v in state.items() if k.startswith(f"layers.{i}.")}
+
+    mine = of(j)
+    for i in range(j):
+        theirs = of(i)
+        if theirs.keys() == mine.keys() and all(torch.equal(v, mine[k])
+                                                 for k, v in theirs.items()):
+            return f"layers.{i}"
+    return "an earlier layer"
+
+
+def assert_nothing_shared(ours, theirs, case):
+    """ours has every parameter of theirs under its own name: named_parameters() lists a
+    tensor used twice once only, so a name missing names a layer or module used twice
+    (names work at grading too, where ours lives in another process)."""
+    mine = {name for name, _ in ours.named_parameters()}
+    missing = sorted(set(dict(theirs.named_parameters())) - mine)
+    if not missing:
+        return
+    layer = missing[0].split(".")[:2]  # ["layers", "j"]
+    prefix = ".".join(layer) + "."
+    if layer[0] == "layers" and not any(name.startswith(prefix) for name in mine):
+        raise CheckFailed(
+            f"parameters shared between layers {case}: {'.'.join(layer)} is "
+            f"{same_layer(ours, int(layer[1]))}.\n  Likely cause: one layer module stands "
+            "several times in self.layers (a list repeated with *?): build a new layer for "
+            "each, so that each has its own weights.")
+    module = missing[0].rsplit(".", 1)[0]
+    raise CheckFailed(
+        f"parameters shared between layers {case}: {module} is shared (its parameters are "
+        f"another module's).\n  Likely cause: one module is used by several layers: every "
+        "layer needs its own norms and sublayers, built anew.")
+
+
+def stack_mistakes(theirs, x):
+    """{"output": {likely cause: what the stack gives under that mistake}}, torch's stack
+    theirs computed exactly (float64) with that mistake, for assert_same_computation."""
+    t, h = copy.deepcopy(theirs).double(), x.double()  # h (N, S, E)
+    final = t.norm or (lambda a: a)
+    layers = h
+    for layer in t.layers:
+        layers = layer(layers)  # (N, S, E)
+    found = {"each layer was given src, not the previous layer's output: the layers run "
+             "one after the other": final(t.layers[-1](h))}
+    if t.norm is not None:
+        found["the final norm was built but not applied: forward ends with self.norm in "
+              "Pre-LN"] = layers
+    return {"output": found}
+
+
+def check_encoder(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16,
+                  norm="layer", dtype=torch.float32, seed=0, scale=2.0, **options):
+    """Your stack (torch's norms inside) against torch.nn.TransformerEncoder with the same
+    weights, every parameter of every layer different: settings (assert_same_settings),
+    state_dict keys, independent layers, output and every gradient under a random upstream
+    gradient, computed exactly (float64), within the error model's tolerance for num_layers
+    layers (normkit.testing.encoder_tolerance); a wrong output is matched against
+    stack_mistakes. options: the layers' activation, dropout (then both in evaluation
+    mode), layer_norm_eps, bias; scale: the input's."""
+    from normlib.transformer import TransformerEncoder
+
+    n, s, e = shape
+    eps, bias = options.get("layer_norm_eps", 1e-5), options.get("bias", True)
+    layer_options = {k: v for k, v in options.items() if k != "dropout"}
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(e, nhead, dim_feedforward,
+                                             options.get("dropout", 0.0), batch_first=True,
+                                             norm_first=norm_first, dtype=dtype,
+                                             **layer_options)
+    if norm == "rms":
+        layer.norm1 = torch.nn.RMSNorm(e, eps=eps, dtype=dtype)
+        layer.norm2 = torch.nn.RMSNorm(e, eps=eps, dtype=dtype)
+    final = None
+    if norm_first:
+        final = (torch.nn.RMSNorm(e, eps=eps, dtype=dtype) if norm == "rms"
+                 else torch.nn.LayerNorm(e, eps=eps, bias=bias, dtype=dtype))
+    theirs = torch.nn.TransformerEncoder(layer, num_layers, final, enable_nested_tensor=False)
+    perturb_(theirs, seed + 1, weight_scale=0.3)  # torch's layers start as copies of one
+    with torch_norms():
+        ours = TransformerEncoder(num_layers, e, nhead, dim_feedforward, norm_first=norm_first,
+                                  norm=norm, dtype=dtype, **options)
+    kind = "Pre-LN" if norm_first else "Post-LN"
+    case = f"for {kind}, {num_layers} layers, x {shape} {dtype}, norm={norm!r}, {options}"
+    assert_same_settings(ours, theirs, case)
+    assert_same_keys(ours, theirs, case)
+    assert_nothing_shared(ours, theirs, case)
+    ours.load_state_dict(theirs.state_dict())
+    if options.get("dropout"):
+        ours.eval()
+        theirs.eval()
+    x = scale * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
+    assert_same_computation(ours, theirs, x, case, seed,
+                            encoder_tolerance(x, num_layers, dim_feedforward, eps),
+                            lambda _: stack_mistakes(theirs, x))
+
+
+@exercise("5.3", "transformer.TransformerEncoder")
+def visible_4_3():
+    check_encoder(num_layers=3, norm_first=False)
+    check_encoder(num_layers=3, norm_first=True)
+    # options off their defaults, to be passed to each layer and to the final norm: the
+    # input's variance (0.2 ** 2 = 0.04) is below layer_norm_eps = 0.05, so eps counts
+    check_encoder(3, True, (3, 4, 8), seed=6, scale=0.2, activation="gelu",
+                  layer_norm_eps=0.05, bias=False, dropout=0.1)
+
+
+# Exercise 5.4: final_norm_gain --------------------------------------------------------------
+
+
+def torch_gains(stream, eps):
+    """The spectral norm of torch's Jacobian of layer_norm (no weight or bias) at each token
+    of stream (*B, E), computed in float64 and rounded to stream's dtype: (*B,)."""
+    J = torch_layer_norm_jacobian(stream, eps)  # (*B, E, E)
+    return torch.linalg.matrix_norm(J, ord=2).to(stream.dtype)  # (*B,)
+
+
+def gain_mistakes(stream, eps):
+    """{likely cause: the gains that mistake gives} for stream (*B, E), computed exactly
+    (float64) and rounded to its dtype."""
+    t, e = stream.double(), stream.shape[-1]  # t (*B, E)
+    var = t.var(dim=-1, unbiased=False)  # (*B,)
+    centred = t - t.mean(dim=-1, keepdim=True)  # (*B, E)
+    found = {
+        "the gain scales like the inverse length of the centred token, not like the "
+        "inverse of its spread":
+            torch.rsqrt(centred.pow(2).sum(dim=-1) + eps),
+        "the gain scales like 1 / RMS(x): the token's mean was not subtracted, and "
+        "LayerNorm centres each token first": torch.rsqrt(t.pow(2).mean(dim=-1) + eps),
+        f"the unbiased variance: dividing by E - 1 = {e - 1} (torch's default "
+        f"unbiased=True) where LayerNorm divides by E = {e}":
+            torch.rsqrt(t.var(dim=-1, unbiased=True) + eps),
+        "the gain scales like 1 / variance, not like 1 / std":
+            1 / (var + eps),
+        "eps is left out: it counts wherever a token's variance is not far above eps":
+            torch.rsqrt(var),
+        "eps is added to the std, not where LayerNorm adds it (Unit 1, section 1)":
+            1 / (var.sqrt() + eps)}
+    return {cause: v.to(stream.dtype).numpy() for cause, v in found.items()}
+
+
+def check_gain(stream, eps=1e-5):
+    """Your gains against torch's, in value, shape and dtype; tolerance: two stages of the
+    error model (normkit.testing); a wrong value is matched against gain_mistakes, a wrong
+    shape names the axes it was reduced over."""
+    from normlib.transformer import final_norm_gain
+
+    case = f"for a stream {tuple(stream.shape)} {stream.dtype}, eps={eps}"
+    tol = norm_tolerance(stream, (-1,), eps, depth=2)
+    reduced = (tuple(stream.shape), (stream.dim() - 1,), "one gain per token (over E)", False)
+    torch_tensor_close(final_norm_gain(stream, eps), torch_gains(stream, eps), f"gain {case}",
+                       **tol, mistakes=gain_mistakes(stream, eps), reduced=reduced)
+
+
+@exercise("5.4", "transformer.final_norm_gain")
+def visible_4_4():
+    torch.manual_seed(0)
+    check_gain(3.8 * torch.randn(2, 5, 16))  # (N, S, E): a stream grown to RMS 3.8
+    check_gain(0.003 * torch.randn(4, 8))  # a variance near eps: where eps goes shows
+    check_gain(torch.randn(4, 8, dtype=torch.float64) + 2)  # tokens with a nonzero mean
+
+
+# Exercise 5.5: linear2_grad_norms -----------------------------------------------------------
+
+
+def profile_mistakes(theirs, x, expected, call):
+    """{likely cause: the profile that mistake gives} from torch's stack theirs (float64),
+    after its backward; call: "first" or "second" (where earlier gradients are held)."""
+    layers = list(theirs.layers)
+    found = {
+        f"the loss was summed, not averaged: F.mse_loss's mean divides by all N * S * E = "
+        f"{x.numel()} values": expected * x.numel(),
+        "these are the gradients of linear1.weight: the profile is of each layer's linear2":
+            np.array([layer.linear1.weight.grad.norm().item() for layer in layers]),
+        "these are the norms of the weights, not of their gradients (.grad)":
+            np.array([layer.linear2.weight.norm().item() for layer in layers]),
+        "the layers are in reverse order: layer 1 comes first": expected[::-1].copy()}
+    if call == "second":
+        found["the first call's gradients are still in .grad: backward adds to them, so "
+              "they must be cleared first (zero_grad)"] = 2 * expected
+    return found
+
+
+def assert_profile_shape(profile, expected, name):
+    """profile is a NumPy array of one value per layer."""
+    if isinstance(profile, (list, tuple)):
+        raise CheckFailed(f"{name}: expected a numpy.ndarray, got {type(profile).__name__}.\n"
+                          f"  Likely cause: the norms were collected in a "
+                          f"{type(profile).__name__}: return them as a NumPy array.")
+    if isinstance(profile, np.ndarray) and profile.ndim == 1 and profile.shape != expected.shape:
+        raise CheckFailed(f"{name}: expected shape {expected.shape}, got {profile.shape}.\n"
+                          f"  Likely cause: the profile has one value per layer of "
+                          f"encoder.layers ({len(expected)}), layer 1 first.")
+
+
+def check_profile(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16,
+                  seed=0):
+    """Your profile of your stack (torch's norms inside, float64), called twice, against the
+    gradient norms of torch.nn.TransformerEncoder with the same weights, in value, shape and
+    dtype, within the error model's tolerance for num_layers layers; a wrong profile is
+    matched against profile_mistakes."""
+    from normlib.transformer import TransformerEncoder, linear2_grad_norms
+
+    n, s, e = shape
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(e, nhead, dim_feedforward, 0.0, batch_first=True,
+                                             norm_first=norm_first, dtype=torch.float64)
+    final = torch.nn.LayerNorm(e, dtype=torch.float64) if norm_first else None
+    theirs = torch.nn.TransformerEncoder(layer, num_layers, final, enable_nested_tensor=False)
+    perturb_(theirs, seed + 1, weight_scale=0.3)  # every layer different
+    with torch_norms():
+        ours = TransformerEncoder(num_layers, e, nhead, dim_feedforward, norm_first=norm_first,
+                                  dtype=torch.float64)
+    ours.load_state_dict(theirs.state_dict())
+    x, target = torch.randn(shape, dtype=torch.float64), torch.randn(shape, dtype=torch.float64)
+    F.mse_loss(theirs(x), target).backward()
+    expected = np.array([layer.linear2.weight.grad.norm().item() for layer in theirs.layers])
+    case = f"for {'Pre' if norm_first else 'Post'}-LN, {num_layers} layers, x {shape}"
+    tol = encoder_tolerance(x, num_layers, dim_feedforward)
+    for call in ("first", "second"):
+        profile = linear2_grad_norms(ours, x, target)
+        assert_profile_shape(profile, expected, f"{call} call {case}")
+        assert_close(profile, expected, f"{call} call {case}", **tol,
+                     mistakes=profile_mistakes(theirs, x, expected, call))
+
+
+@exercise("5.5", "transformer.linear2_grad_norms")
+def visible_4_5():
+    check_profile(3, norm_first=False)
+    check_profile(3, norm_first=True)

@@ -9,10 +9,10 @@ never edit.
 - ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
 - ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
-- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 4.1-4.3)
-- ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 5.1, 5.2)
-- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm (Exercises 5.3, 5.4)
-- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 5.5, 5.6)
+- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.3)
+- ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 6.1, 6.2)
+- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm (Exercises 6.3, 6.4)
+- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 6.5, 6.6)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.5)

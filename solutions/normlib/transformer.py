@@ -1,4 +1,4 @@
-"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 4: Exercises 4.1 to 4.5).
+"""The transformer's Add & Norm, Post-LN and Pre-LN (Unit 5: Exercises 5.1 to 5.5).
 
 A transformer layer wraps each sublayer F (self-attention, feed-forward) in a residual
 connection and a norm. Post-LN, the original Transformer's, normalizes after the addition:
@@ -54,7 +54,7 @@ def check_input(x, d_model):
 
 
 def add_norm(x, sublayer, norm, norm_first=False):
-    """Exercise 4.1: a sublayer with its residual connection and its norm.
+    """Exercise 5.1: a sublayer with its residual connection and its norm.
 
     Post-LN (norm_first=False, the original Transformer):  norm(x + sublayer(x))
     Pre-LN  (norm_first=True):                             x + sublayer(norm(x))
@@ -178,7 +178,7 @@ class TransformerEncoderLayer(torch.nn.Module):
         self.activation = ACTIVATIONS.get(activation, activation)
 
     def forward(self, src):
-        """Exercise 4.2: the layer's forward, both sublayers through add_norm.
+        """Exercise 5.2: the layer's forward, both sublayers through add_norm.
 
         1. self-attention: x -> dropout1(self_attn(x)), through add_norm with norm1;
         2. feed-forward: x -> dropout2(linear2(dropout(activation(linear1(x))))), through
@@ -216,7 +216,7 @@ class TransformerEncoder(torch.nn.Module):
     def __init__(self, num_layers, d_model, nhead, dim_feedforward=2048, dropout=0.0,
                  activation="relu", layer_norm_eps=1e-5, norm_first=False, bias=True,
                  norm="layer", device=None, dtype=None):
-        """Exercise 4.3: build the stack.
+        """Exercise 5.3: build the stack.
 
         Sets:
             self.layers: a torch.nn.ModuleList of num_layers independent
@@ -244,7 +244,7 @@ class TransformerEncoder(torch.nn.Module):
         ### END SOLUTION
 
     def forward(self, src):
-        """Exercise 4.3 (continued): src (N, S, E) through every layer in order, then
+        """Exercise 5.3 (continued): src (N, S, E) through every layer in order, then
         through self.norm if it is not None. Returns (N, S, E)."""
         check_input(src, self.d_model)
         ### BEGIN SOLUTION
@@ -302,7 +302,7 @@ def grad_norms_at_init(num_layers, norm_first, seed=0, d_model=64, nhead=4,
 
 
 def final_norm_gain(stream, eps=1e-5):
-    """Exercise 4.4: how much the final LayerNorm of a Pre-LN stack (weight 1, bias 0, as at
+    """Exercise 5.4: how much the final LayerNorm of a Pre-LN stack (weight 1, bias 0, as at
     initialization) can scale a gradient that flows back through it, token by token.
 
     Args:
@@ -319,7 +319,7 @@ def final_norm_gain(stream, eps=1e-5):
 
 
 def linear2_grad_norms(encoder, x, target):
-    """Exercise 4.5: the gradient-norm profile of a stack, layer by layer.
+    """Exercise 5.5: the gradient-norm profile of a stack, layer by layer.
 
     Args:
         encoder: a TransformerEncoder; its parameters' .grad may hold earlier gradients.

@@ -1,5 +1,5 @@
-"""The variance three ways (Unit 5): one pass, two passes, and Welford's streaming update
-(Exercise 5.1) with the merge of two partial results (Exercise 5.2).
+"""The variance three ways (Unit 6): one pass, two passes, and Welford's streaming update
+(Exercise 6.1) with the merge of two partial results (Exercise 6.2).
 
 Every function reduces over the last axis of x (*B, N) and computes in x's dtype, so
 that float32 shows float32's rounding. A Welford state is a tuple (count, mean, m2):
@@ -31,7 +31,7 @@ def var_two_pass(x):
 
 
 def welford(x):
-    """Exercise 5.1: Welford's one-pass algorithm over the last axis.
+    """Exercise 6.1: Welford's one-pass algorithm over the last axis.
 
     Visit the elements x[..., 0], x[..., 1], ... once each, in order, and update after
     each the running count, mean and m2 (vectorized over the rows *B):
@@ -58,8 +58,8 @@ def welford(x):
 
 
 def welford_merge(a, b):
-    """Exercise 5.2: the Welford state of the union of two disjoint parts, from theirs
-    alone (notebook 05 asks you to derive it).
+    """Exercise 6.2: the Welford state of the union of two disjoint parts, from theirs
+    alone (notebook 06 asks you to derive it).
 
     Args:
         a, b: states (count, mean, m2) as welford returns them; count an int >= 0 (a

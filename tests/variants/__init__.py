@@ -7,8 +7,8 @@
                                  check must fail it (tests/test_diagnosis.py, test_graders.py)
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
-one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 4,
-numerics: Unit 5), each a RIGHT or WRONG table of the exercise's function or class
+one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 5,
+numerics: Unit 6), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
 runs every check on every variant; `python -m tests.variants` counts them, and
 `python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).

@@ -1,4 +1,4 @@
-"""Correct implementations of Unit 5's exercises written differently from the reference:
+"""Correct implementations of Unit 6's exercises written differently from the reference:
 every one must pass its graded check (tests/test_graders.py)."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-# Exercise 5.1: welford ----------------------------------------------------------------------
+# Exercise 6.1: welford ----------------------------------------------------------------------
 
 
 def welford_float64(x):
@@ -27,7 +27,7 @@ def welford_numpy_two_pass(x):
     return n, x.mean(axis=-1), x.var(axis=-1) * n
 
 
-# Exercise 5.2: welford_merge ----------------------------------------------------------------
+# Exercise 6.2: welford_merge ----------------------------------------------------------------
 
 
 def merge_weighted_means(a, b):
@@ -49,7 +49,7 @@ def merge_float64(a, b):
     return n, mean.astype(ma.dtype), m2.astype(ma.dtype)
 
 
-# Exercises 5.3 and 5.4: 16-bit norms ----------------------------------------------------------
+# Exercises 6.3 and 6.4: 16-bit norms ----------------------------------------------------------
 
 
 def layer_norm_via_float32(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -84,7 +84,7 @@ def rms_norm_float64(x, normalized_shape, weight=None, eps=None):
     return (y if weight is None else y * weight.double()).to(x.dtype)
 
 
-# Exercises 5.5 and 5.6: fast LayerNorm ------------------------------------------------------
+# Exercises 6.5 and 6.6: fast LayerNorm ------------------------------------------------------
 
 
 def forward_in_place(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -127,10 +127,10 @@ def backward_small_blocks(grad_output, x, normalized_shape, mean, rstd, weight=N
 
 
 RIGHT = {
-    "5.1": {"float64 inside": welford_float64, "NumPy's two-pass state": welford_numpy_two_pass},
-    "5.2": {"weighted means": merge_weighted_means, "float64 inside": merge_float64},
-    "5.3": {"F.layer_norm in float32": layer_norm_via_float32, "float64": layer_norm_float64},
-    "5.4": {"F.rms_norm in float32": rms_norm_via_float32, "float64": rms_norm_float64},
-    "5.5": {"in place, no blocks": forward_in_place},
-    "5.6": {"blocks of 16 rows, einsum sums": backward_small_blocks},
+    "6.1": {"float64 inside": welford_float64, "NumPy's two-pass state": welford_numpy_two_pass},
+    "6.2": {"weighted means": merge_weighted_means, "float64 inside": merge_float64},
+    "6.3": {"F.layer_norm in float32": layer_norm_via_float32, "float64": layer_norm_float64},
+    "6.4": {"F.rms_norm in float32": rms_norm_via_float32, "float64": rms_norm_float64},
+    "6.5": {"in place, no blocks": forward_in_place},
+    "6.6": {"blocks of 16 rows, einsum sums": backward_small_blocks},
 }

@@ -1,4 +1,4 @@
-"""Correct implementations of Unit 4's exercises written differently from the reference:
+"""Correct implementations of Unit 5's exercises written differently from the reference:
 every one must pass its graded check (tests/test_graders.py) at a tenth of the
 tolerances. Targets as in wrong_transformer.py."""
 
@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import normlib.transformer as reference
 
-# Exercise 4.1: add_norm ---------------------------------------------------------------------
+# Exercise 5.1: add_norm ---------------------------------------------------------------------
 
 
 def add_norm_if_else(x, sublayer, norm, norm_first=False):
@@ -30,7 +30,7 @@ def add_norm_one_path(x, sublayer, norm, norm_first=False):
     return y if norm_first else norm(y)
 
 
-# Exercise 4.2: TransformerEncoderLayer.forward ----------------------------------------------
+# Exercise 5.2: TransformerEncoderLayer.forward ----------------------------------------------
 
 
 class LayerThroughAddNorm(reference.TransformerEncoderLayer):
@@ -85,7 +85,7 @@ class LayerFunctionalDropout(reference.TransformerEncoderLayer):
         return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
 
 
-# Exercise 4.3: TransformerEncoder -----------------------------------------------------------
+# Exercise 5.3: TransformerEncoder -----------------------------------------------------------
 
 
 class StackOfDeepCopies(reference.TransformerEncoder):
@@ -142,7 +142,7 @@ class StackBuiltInALoop(reference.TransformerEncoder):
         return x
 
 
-# Exercise 4.4: final_norm_gain ---------------------------------------------------------------
+# Exercise 5.4: final_norm_gain ---------------------------------------------------------------
 
 
 def gain_from_the_jacobian(stream, eps=1e-5):
@@ -163,7 +163,7 @@ def gain_float64_inside(stream, eps=1e-5):
     return (1 / torch.sqrt(xc.pow(2).mean(dim=-1) + eps)).to(stream.dtype)
 
 
-# Exercise 4.5: linear2_grad_norms ------------------------------------------------------------
+# Exercise 5.5: linear2_grad_norms ------------------------------------------------------------
 
 
 def profile_autograd_grad(encoder, x, target):
@@ -183,15 +183,15 @@ def profile_grads_set_to_none(encoder, x, target):
 
 
 RIGHT = {
-    "4.1": {"explicit if/else": add_norm_if_else,
+    "5.1": {"explicit if/else": add_norm_if_else,
             "one residual line, norm placed by conditionals": add_norm_one_path},
-    "4.2": {"through AddNorm modules": LayerThroughAddNorm,
+    "5.2": {"through AddNorm modules": LayerThroughAddNorm,
             "torch's forward written inline": LayerInline,
             "F.dropout with training=self.training": LayerFunctionalDropout},
-    "4.3": {"deep copies of one layer, torch.nn.Sequential": StackOfDeepCopies,
+    "5.3": {"deep copies of one layer, torch.nn.Sequential": StackOfDeepCopies,
             "appended in a loop, forward by index": StackBuiltInALoop},
-    "4.4": {"the spectral norm of the closed-form Jacobian": gain_from_the_jacobian,
+    "5.4": {"the spectral norm of the closed-form Jacobian": gain_from_the_jacobian,
             "float64 inside": gain_float64_inside},
-    "4.5": {"torch.autograd.grad": profile_autograd_grad,
+    "5.5": {"torch.autograd.grad": profile_autograd_grad,
             "grads set to None, loss written out": profile_grads_set_to_none},
 }

@@ -1,4 +1,4 @@
-"""Realistic wrong implementations of Unit 5's exercises: every one must fail its graded
+"""Realistic wrong implementations of Unit 6's exercises: every one must fail its graded
 check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name."""
 
 import math
@@ -15,7 +15,7 @@ from normlib.layer_norm_fast import (
 from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
 from tests.variants.mistake import Mistake
 
-# Exercise 5.1: welford ----------------------------------------------------------------------
+# Exercise 6.1: welford ----------------------------------------------------------------------
 
 
 def welford_one_pass(x):
@@ -60,7 +60,7 @@ def welford_variance_for_m2(x):
     return n, x.mean(axis=-1), x.var(axis=-1)
 
 
-# Exercise 5.2: welford_merge ----------------------------------------------------------------
+# Exercise 6.2: welford_merge ----------------------------------------------------------------
 
 
 def merge_unweighted_mean(a, b):
@@ -107,7 +107,7 @@ def merge_through_sums_of_squares(a, b):
     return n, mean, squares - n * mean * mean
 
 
-# Exercises 5.3 and 5.4: 16-bit norms ----------------------------------------------------------
+# Exercises 6.3 and 6.4: 16-bit norms ----------------------------------------------------------
 
 
 def layer_norm_in_dtype(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -189,7 +189,7 @@ def rms_norm_last_axis(x, normalized_shape, weight=None, eps=None):
     return (y if weight is None else y * weight.float()).to(x.dtype)
 
 
-# Exercises 5.5 and 5.6: fast LayerNorm ------------------------------------------------------
+# Exercises 6.5 and 6.6: fast LayerNorm ------------------------------------------------------
 
 
 def forward_naive_renamed(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -315,7 +315,7 @@ def backward_missing_variance_term(grad_output, x, normalized_shape, mean, rstd,
 
 
 WRONG = {
-    "5.1": {"one-pass shortcut": Mistake(welford_one_pass, "cancellation"),
+    "6.1": {"one-pass shortcut": Mistake(welford_one_pass, "cancellation"),
             "old mean twice": Mistake(welford_old_mean_twice,
                                       "the mean before the update in both factors"),
             "new mean twice": Mistake(welford_new_mean_twice,
@@ -324,7 +324,7 @@ WRONG = {
                                                    "NumPy promotes to float64"),
             "variance returned as m2": Mistake(welford_variance_for_m2,
                                                "this is the variance, m2 / count")},
-    "5.2": {"unweighted mean": Mistake(merge_unweighted_mean, "averaged without their counts"),
+    "6.2": {"unweighted mean": Mistake(merge_unweighted_mean, "averaged without their counts"),
             "counts swapped in the mean": Mistake(merge_counts_swapped,
                                                   "the counts are swapped"),
             "missing between-group term": Mistake(merge_without_between_term,
@@ -335,28 +335,28 @@ WRONG = {
                                                    "m2s are weighted by their counts"),
             "one-pass merge through sums of squares": Mistake(merge_through_sums_of_squares,
                                                               "cancellation")},
-    "5.3": {"computed in the 16-bit dtype": Mistake(layer_norm_in_dtype,
+    "6.3": {"computed in the 16-bit dtype": Mistake(layer_norm_in_dtype,
                                                     "the squares overflow float16"),
             "no cast back": Mistake(layer_norm_no_cast_back, "round it to x's dtype once"),
             "mean in the 16-bit dtype": Mistake(layer_norm_mean_in_dtype,
                                                 "the mean was rounded to float16"),
             "eps added to the std": Mistake(layer_norm_eps_on_std, "eps is added to the std"),
             "last axis only": Mistake(layer_norm_last_axis, "over the last axis alone")},
-    "5.4": {"computed in the 16-bit dtype": Mistake(rms_norm_in_dtype,
+    "6.4": {"computed in the 16-bit dtype": Mistake(rms_norm_in_dtype,
                                                     "the squares overflow float16"),
             "eps of the input's dtype": Mistake(rms_norm_eps_of_input_dtype,
                                                 "eps=None was read as float16's eps"),
             "no cast back": Mistake(rms_norm_no_cast_back, "round it to x's dtype once"),
             "eps added to the RMS": Mistake(rms_norm_eps_on_rms, "eps is added to the RMS"),
             "last axis only": Mistake(rms_norm_last_axis, "over the last axis alone")},
-    "5.5": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
+    "6.5": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
             "centres x in place": Mistake(forward_centres_x_in_place, "x was modified in place"),
             "drops the partial last block": Mistake(
                 forward_drops_partial_block, "the loop over blocks stops before the last one"),
             "statistics without their singleton dims": Mistake(
                 forward_flat_statistics, "the reduced axes were dropped"),
             "eps added to the std": Mistake(forward_eps_on_std, "eps is added to the std")},
-    "5.6": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
+    "6.6": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
             "dweight and dbias of the last block only": Mistake(
                 backward_last_block_sums, "each block's share must be added"),
             "drops the partial last block": Mistake(

@@ -1,9 +1,9 @@
-"""Realistic wrong implementations of Unit 4's exercises: every one must fail its graded
+"""Realistic wrong implementations of Unit 5's exercises: every one must fail its graded
 check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name.
 
-Targets: 4.1 replaces normlib.transformer.add_norm, 4.2 the class
+Targets: 5.1 replaces normlib.transformer.add_norm, 5.2 the class
 TransformerEncoderLayer (subclasses of the reference overriding forward, or __init__),
-4.3 the class TransformerEncoder (subclasses whose __init__ replaces the reference's).
+5.3 the class TransformerEncoder (subclasses whose __init__ replaces the reference's).
 
 What a check needs to see them: norm parameters away from weight 1 and bias 0 (else a
 misplaced or shared norm is invisible), and layers with different weights (torch's
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import normlib.transformer as reference
 from tests.variants.mistake import Mistake
 
-# Exercise 4.1: add_norm ---------------------------------------------------------------------
+# Exercise 5.1: add_norm ---------------------------------------------------------------------
 
 
 def add_norm_post_ln_norms_the_sublayer(x, sublayer, norm, norm_first=False):
@@ -66,7 +66,7 @@ def add_norm_pre_ln_normalizes_sum(x, sublayer, norm, norm_first=False):
     return norm(x + sublayer(x))
 
 
-# Exercise 4.2: TransformerEncoderLayer.forward ----------------------------------------------
+# Exercise 5.2: TransformerEncoderLayer.forward ----------------------------------------------
 
 
 class _WholeSequenceNorm(torch.nn.Module):
@@ -184,7 +184,7 @@ class LayerResidualTwice(_Layer):
                                   self.norm_first)  # add_norm adds h already
 
 
-# Exercise 4.3: TransformerEncoder -----------------------------------------------------------
+# Exercise 5.3: TransformerEncoder -----------------------------------------------------------
 
 
 class _Stack(reference.TransformerEncoder):
@@ -282,7 +282,7 @@ class StackFeedingSrcToEachLayer(reference.TransformerEncoder):
         return x if self.norm is None else self.norm(x)
 
 
-# Exercise 4.4: final_norm_gain ---------------------------------------------------------------
+# Exercise 5.4: final_norm_gain ---------------------------------------------------------------
 
 
 def gain_inverse_norm(stream, eps=1e-5):
@@ -322,7 +322,7 @@ def gain_over_the_batch(stream, eps=1e-5):
     return torch.rsqrt(stream.var(dim=0, unbiased=False) + eps)
 
 
-# Exercise 4.5: linear2_grad_norms ------------------------------------------------------------
+# Exercise 5.5: linear2_grad_norms ------------------------------------------------------------
 
 
 def _profile(encoder, x, target, mistake):
@@ -354,7 +354,7 @@ def profile_as_list(encoder, x, target):
 
 
 WRONG = {
-    "4.1": {
+    "5.1": {
         "norm in the wrong place": Mistake(add_norm_post_ln_norms_the_sublayer,
                                            "the norm was applied to the sublayer's output"),
         "residual added after the norm in Pre-LN": Mistake(add_norm_pre_ln_residual_normalized,
@@ -367,7 +367,7 @@ WRONG = {
         "Pre-LN normalizes the sum too": Mistake(add_norm_pre_ln_normalizes_sum,
                                                  "the sum was normalized too"),
     },
-    "4.2": {
+    "5.2": {
         "norm over the wrong axis": Mistake(LayerNormOverSequence, "over (S, E) together"),
         "feed-forward without its activation": Mistake(LayerWithoutActivation,
                                                        "the feed-forward has no activation"),
@@ -382,7 +382,7 @@ WRONG = {
         "residual added inside the sublayer too": Mistake(LayerResidualTwice,
                                                           "the residual is added twice"),
     },
-    "4.3": {
+    "5.3": {
         "missing final norm in a Pre-LN stack": Mistake(StackWithoutFinalNorm,
                                                         "a Pre-LN stack ends with a final norm"),
         "one norm module shared across layers": Mistake(StackSharingOneNorm,
@@ -399,7 +399,7 @@ WRONG = {
         "every layer given src": Mistake(StackFeedingSrcToEachLayer,
                                          "each layer was given src"),
     },
-    "4.4": {
+    "5.4": {
         "1 / ||x - mean||, sqrt(E) forgotten": Mistake(gain_inverse_norm,
                                                        "the inverse length of the centred token"),
         "1 / RMS without centring": Mistake(gain_inverse_rms, "the token's mean was not subtracted"),
@@ -411,7 +411,7 @@ WRONG = {
         "variance over the batch axis": Mistake(gain_over_the_batch,
                                                 "the result was reduced over axes (0,)"),
     },
-    "4.5": {
+    "5.5": {
         "gradients accumulate over calls (no zero_grad)": Mistake(
             _profile_with("accumulates"), "the first call's gradients are still in .grad"),
         "summed loss, not mean": Mistake(_profile_with("sum_loss"),
