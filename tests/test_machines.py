@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tools.exercises import SOLUTIONS, notebooks, unit
 from tools.sandbox import threads
 
 # NumPy's features above its baseline, chosen at run time (x86-64: X86_V3, X86_V4, ...)
@@ -66,6 +67,15 @@ CAPSTONE = ["tests/test_language_model.py::test_the_claims_hold[jitter1]"]
 DIAGNOSIS = [f"tests/test_diagnosis.py::{test}" for test in (
     "test_a_classic_mistake_is_named_by_the_visible_check",
     "test_a_correct_variant_passes_the_visible_check")]
+# the measurements notebooks assert, as tests with other seeds and inputs (each configuration)
+MEASUREMENTS = [
+    "tests/test_layer_norm.py::test_float32_central_differences_are_best_near_the_cube_root_of_eps",
+    "tests/test_transformer.py::"
+    "test_the_pre_ln_stream_grows_through_the_component_all_tokens_share"]
+# the notebooks run whole in each configuration (every assert of every cell, not their
+# outputs' last digits, which differ between CPUs), but for Add & Norm's: a minute of
+# capstone and training runs, whose claims run above (EXPERIMENTS, CAPSTONE, MEASUREMENTS)
+RUN_WHOLE = [path for path in notebooks() if unit(path) != 5]
 assert FARTHEST in CONFIGURATIONS  # (a name that matches none would run nothing)
 PROBE = """
 import ctypes, glob, json, os, numpy, torch
@@ -152,10 +162,31 @@ def test_graders_and_experiments_hold_in_configuration(name, native):
     seen = configured(settings)
     assert unmet(settings, seen, native) == [], f"{name}: {seen}, natively {native}"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_graders.py", *DIAGNOSIS,
+        [sys.executable, "-m", "pytest", "tests/test_graders.py", *DIAGNOSIS, *MEASUREMENTS,
          *(EXPERIMENTS + CAPSTONE if name == FARTHEST else []), "-q",
          "-p", "no:xdist", "-p", "no:cacheprovider", "-x"],
         cwd=REPO, env={**os.environ, **settings, "COURSE_CONFIGURATION": name},
         capture_output=True, text=True)
     assert run.returncode == 0, f"{name}: {settings}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
 
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_every_notebooks_asserted_claims_hold_in_configuration(name, native, tmp_path):
+    """Each notebook's cells assert what they measure (a float32 step, an overflow, a
+    sweep's claims): run whole on other CPUs' kernels, every assert must hold."""
+    settings = CONFIGURATIONS[name]
+    assert unmet(settings, configured(settings), native) == []
+    run = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--ExecutePreprocessor.timeout=600", "--output-dir", str(tmp_path),
+         *map(str, RUN_WHOLE)],
+        cwd=SOLUTIONS, env={**os.environ, **settings}, capture_output=True, text=True)
+    assert run.returncode == 0, f"{name}: {settings}\n{run.stderr[-4000:]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in RUN_WHOLE]
+    # a cell tagged raises-exception (it calls an exercise: a stub raises) lets Run All, and
+    # nbconvert, go on past its error: an assert failing there shows only in its outputs
+    errors = [f"{path.name} cell {cell.get('id')}: {out['ename']}: {out['evalue']}"
+              for path in sorted(tmp_path.iterdir())
+              for cell in json.loads(path.read_text())["cells"]
+              for out in cell.get("outputs", []) if out["output_type"] == "error"]
+    assert errors == [], f"{name}: {settings}\n" + "\n".join(errors)
