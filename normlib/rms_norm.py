@@ -15,7 +15,9 @@ def rms_norm_forward(x, normalized_shape, weight=None, eps=None):
         normalized_shape: tuple of ints S.
         weight: (*S) or None.
         eps: added to the mean square inside the square root; None means the machine
-            epsilon of x's dtype, np.finfo(x.dtype).eps (as torch does).
+            epsilon of x's dtype, np.finfo(x.dtype).eps: what the check expects, and what
+            torch.nn.functional.rms_norm uses at eps=None for a float32 or float64 input
+            (for a 16-bit one, float32's: Unit 6).
     Returns:
         y: (*B, *S), x's dtype.
         rrms: (*B, 1, .., 1), 1 / sqrt(mean(x^2) + eps) over the dims of S.

@@ -264,6 +264,23 @@ def test_a_run_all_on_the_stubs_prints_no_answer(stub_run):
     assert len(ran) == len(list(notebooks(EDITION)))
 
 
+def test_a_run_all_on_the_stubs_prints_no_traceback(stub_run):
+    """Every error a student's first Run All meets (a stub, a check waiting for it) is the
+    one short message of the notebook extension, never a traceback (tests/test_run_all.py:
+    the reference's Run All stores no error at all)."""
+    _, ran = stub_run
+    errors, long = 0, []
+    for path, notebook in zip(notebooks(EDITION), ran):
+        for i, cell in enumerate(notebook.cells):
+            for output in cell.get("outputs", []):
+                text = "".join(output.get("traceback", [])) + "".join(output.get("text", ""))
+                errors += output.output_type == "error"
+                if "Traceback" in text or 'File "' in text or (
+                        output.output_type == "error" and len(text.splitlines()) > 10):
+                    long.append(f"{path.name} cell {i}: {text[:300]}")
+    assert errors > len(exercises()) and long == [], "\n".join(long)
+
+
 def test_the_run_that_shows_a_prediction_waits_for_its_check(stub_run):
     """2.4's run prints that it waits; the reference's stored output is the run itself."""
     _, ran = stub_run

@@ -13,7 +13,9 @@ and the Makefile. In each it checks against the registry (tools/exercises.py):
   (add_norm)", "`TransformerEncoder` (Exercise 5.3", "add_norm of 5.1") is the registry's
   pair; a name is one of the exercises' functions or classes;
 - every question number ("Question 4.1", "Q4.1") exists, and every grade id (`ex5_1_...`,
-  `q4_1_...`) is an exercise's or a question's, with its number;
+  `q4_1_...`) is an exercise's or a question's, with its number; every cell id made from
+  one ("ex5_4-text") names an exercise or a question, and every visible check function
+  (`visible_5_4`) carries its exercise's number;
 - every notebook a text names (`05_add_and_norm`) exists and every unit module
   (`normkit/checks/unit5.py`) and assignment (`unit5`) is a unit's;
 - in the notebooks, each "Exercise N.M" heading and "Question N.M" heading stands in unit
@@ -43,6 +45,8 @@ EXERCISE_LIST = re.compile(rf"\bExercises? ({LIST})(?![\d.]*\d)")
 QUESTION_LIST = re.compile(rf"\b(?:Questions? |Q)({LIST})(?![\d.]*\d)")
 CALL = re.compile(rf"""(?:check|exercise)\(\\?["']({NUMBER})\\?["'](?:, \\?["']([\w.]+)\\?["'])?""")
 GRADE_ID = re.compile(r"\b(ex|q)([1-9])_([1-9])_(\w+)")
+CELL_ID = re.compile(r"\b(ex|q)([1-9])_([1-9])-")  # a notebook cell's id: "ex5_4-text"
+VISIBLE = re.compile(rf"@exercise\(\"({NUMBER})\".*\)\ndef visible_(\d+)_(\d+)\(")
 NOTEBOOK = re.compile(r"\b(0[1-9]_[a-z]+(?:_[a-z]+)+)\b")
 UNIT_NAME = re.compile(r"\bunit([0-9]+)\b")
 
@@ -127,6 +131,14 @@ def stale(path, text):
             bad(m, f"Question {n}'s grade id is {question[n].grade_id}")
         else:
             bad(m, f"no {'Exercise' if m.group(1) == 'ex' else 'Question'} {n}")
+    for m in CELL_ID.finditer(text):
+        n = f"{m.group(2)}.{m.group(3)}"
+        if n not in (exercise if m.group(1) == "ex" else question):
+            bad(m, f"no {'Exercise' if m.group(1) == 'ex' else 'Question'} {n}")
+    for m in VISIBLE.finditer(text):
+        if m.group(1) != f"{m.group(2)}.{m.group(3)}":
+            bad(m, f"Exercise {m.group(1)}'s visible cases are named visible_"
+                   f"{m.group(1).replace('.', '_')}")
     for m in NOTEBOOK.finditer(text):
         if m.group(1) not in stems:
             bad(m, "no such notebook: " + ", ".join(sorted(stems)))
@@ -167,6 +179,8 @@ def test_the_texts_read_are_the_courses():
     ("grade_id ex5_1_welford", "Exercise 5.1's grade id is ex5_1_add_norm"),
     ("grade_id q3_3_gamma_beta_undo", "no Question 3.3"),
     ("make score A=unit7", "no Unit 7"),
+    ('"id": "ex4_4-text"', "no Exercise 4.4"),
+    ('@exercise("5.4", "transformer.final_norm_gain")\ndef visible_4_4():', "named visible_5_4"),
 ])
 def test_an_old_number_is_found(text, why):
     """Each way a number survives a renumbering with its old meaning is reported."""
@@ -183,6 +197,7 @@ def test_an_old_number_is_found(text, why):
     '@exercise("6.2", "variance.welford_merge") and check("6.2")',
     "Questions 4.1 and 4.2, Q5.1, q4_1_gamma_beta_undo, ex6_2_welford_merge, unit6",
     "float16 at 5.5 and 2.5 hours for Unit 4; Moodle 4.1+",
+    '"ex5_4-text", "q5_1-answer"; @exercise("6.5", "layer_norm_fast.layer_norm_forward_fast")\ndef visible_6_5():',
 ])
 def test_a_right_number_is_not(text):
     assert stale("example.md", text) == []

@@ -93,7 +93,7 @@ def check_add_norm(sublayer, norm, shape, norm_first, dtype=torch.float32, seed=
 
 
 @exercise("5.1", "transformer.add_norm")
-def visible_4_1():
+def visible_5_1():
     torch.manual_seed(0)
     linear = torch.nn.Linear(8, 8)
     norm = torch.nn.LayerNorm(8)
@@ -209,7 +209,7 @@ def check_layer(norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16, activa
 
 
 @exercise("5.2", "transformer.TransformerEncoderLayer")
-def visible_4_2():
+def visible_5_2():
     check_layer(norm_first=False)
     check_layer(norm_first=True, activation="gelu", seed=1)
     check_layer(norm_first=False, shape=(2, 4, 8), dropout=0.3, seed=7)
@@ -370,7 +370,7 @@ def check_encoder(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforw
 
 
 @exercise("5.3", "transformer.TransformerEncoder")
-def visible_4_3():
+def visible_5_3():
     check_encoder(num_layers=3, norm_first=False)
     check_encoder(num_layers=3, norm_first=True)
     # options off their defaults, to be passed to each layer and to the final norm: the
@@ -427,7 +427,7 @@ def check_gain(stream, eps=1e-5):
 
 
 @exercise("5.4", "transformer.final_norm_gain")
-def visible_4_4():
+def visible_5_4():
     torch.manual_seed(0)
     check_gain(3.8 * torch.randn(2, 5, 16))  # (N, S, E): a stream grown to RMS 3.8
     check_gain(0.003 * torch.randn(4, 8))  # a variance near eps: where eps goes shows
@@ -499,6 +499,6 @@ def check_profile(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforw
 
 
 @exercise("5.5", "transformer.linear2_grad_norms")
-def visible_4_5():
+def visible_5_5():
     check_profile(3, norm_first=False)
     check_profile(3, norm_first=True)

@@ -121,7 +121,7 @@ def check_welford(x):
 
 
 @exercise("6.1", "variance.welford")
-def visible_5_1():
+def visible_6_1():
     rng = np.random.default_rng(0)
     check_welford(rng.standard_normal((3, 8)))
     check_welford((1e3 + rng.standard_normal((4, 256))).astype(np.float32))
@@ -186,7 +186,7 @@ def check_merge(x, split):
 
 
 @exercise("6.2", "variance.welford_merge")
-def visible_5_2():
+def visible_6_2():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 10))
     x[:, 3:] += 2.0  # the second part's mean differs from the first's
@@ -255,7 +255,7 @@ def layer_norm_mistakes(dtype, normalized_shape):
 
 
 @exercise("6.3", "mixed_precision.layer_norm_mixed")
-def visible_5_3():
+def visible_6_3():
     from normlib.mixed_precision import layer_norm_mixed
 
     h = torch.float16
@@ -315,7 +315,7 @@ def rms_norm_mistakes(dtype, normalized_shape):
 
 
 @exercise("6.4", "mixed_precision.rms_norm_mixed")
-def visible_5_4():
+def visible_6_4():
     from normlib.mixed_precision import rms_norm_mixed
 
     h = torch.float16
@@ -416,7 +416,7 @@ def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 @exercise("6.5", "layer_norm_fast.layer_norm_forward_fast")
-def visible_5_5():
+def visible_6_5():
     rng = np.random.default_rng(0)
     f32 = np.float32
     check_fast_forward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
@@ -482,7 +482,7 @@ def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
 
 
 @exercise("6.6", "layer_norm_fast.layer_norm_backward_fast")
-def visible_5_6():
+def visible_6_6():
     rng = np.random.default_rng(0)
     f32 = np.float32
     check_fast_backward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
