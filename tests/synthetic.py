@@ -421,8 +421,8 @@ CASES = {
                                                                  "def (:\n")),
         "patcher": reference_submission(3, group_norm=PATCHER),
     },
-    "unit4": {  # written answers only: no file of normlib/ is graded
-        "reference": answer_questions,
+    "unit4": {
+        "reference": both(reference_submission(4), answer_questions),
     },
     "unit5": {
         "reference": both(reference_submission(5), answer_questions),

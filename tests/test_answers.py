@@ -67,6 +67,10 @@ ANSWERS = {
         r"twomeantermsvanish", r"dx=\\mathrm\{rstd\}\\cdotg", r"dx_eval=dy\*weight/np\.sqrt",
         r"returng\*rstd,dweight,dbias", r"dx=g\*rstd#\(N,C,\*\)",
     ],
+    "4.2": [  # a linear layer's weight gradient, summed over the batch: dz^T x
+        r"\"linear\.weight\"\]?[:=]dz\.T@", r"\"linear\.weight\":grad_logits\.T@",
+        r"dW=dz\^\\topx",
+    ],
     "5.4": [  # the final norm's gain is its rstd
         r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
         r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
@@ -85,6 +89,8 @@ DEFINITIONS = {
     "3.4": "GroupNorm's definition: which axes, after which reshape",
     "3.5": "InstanceNorm's definition and torch's running-statistics rule",
     "3.6": "RMSNorm's definition, with torch's eps=None",
+    "4.1": "the network's wiring (linear, norm, ReLU, from the student's own kernels) is "
+           "its definition, stated in the section",
     "5.1": "the Post-LN and Pre-LN blocks are the definitions being compared",
     "5.2": "the encoder layer's wiring, from the two blocks' definitions",
     "5.3": "a stack of layers, with Pre-LN's final norm as its definition",

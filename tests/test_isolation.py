@@ -71,12 +71,17 @@ def test_the_files_students_write_are_those_of_the_exercises():
     assert student_files() == [
         "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
         "normlib/layer_norm.py", "normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
-        "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py", "normlib/transformer.py",
-        "normlib/variance.py"]
+        "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py",
+        "normlib/transformer.py", "normlib/variance.py"]
     # what the reference's code calls (tools.exercises reads it from the code)
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
         "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),
-        "3.5": ("3.1",), "5.2": ("5.1",), "5.3": ("5.2",)}
+        "3.5": ("3.1",), "4.1": ("1.2", "3.3"), "4.2": ("2.2", "3.8", "4.1"), "5.2": ("5.1",),
+        "5.3": ("5.2",)}
+    # Unit 4's network runs the student's kernels of Units 1 and 3: its assignment grades
+    # their files too (a broken one costs Unit 4's exercises as well: the tests below)
+    assert student_files([4]) == ["normlib/batch_norm.py", "normlib/layer_norm.py",
+                                  "normlib/mlp.py", "normlib/norm.py"]
 
 
 def make_check(folder):

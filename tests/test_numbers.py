@@ -164,18 +164,18 @@ def test_the_texts_read_are_the_courses():
 
 
 @pytest.mark.parametrize("text,why", [
-    ("Exercises 4.1 to 4.3 build the block.", "no Exercise 4.1"),
-    ("| 4 | `notebooks/04_add_and_norm.ipynb` | 4.1 `add_norm` |", "no such notebook"),
+    ("Exercises 4.3 to 4.5 build the block.", "no Exercise 4.3"),
+    ("| 4 | `notebooks/04_add_and_norm.ipynb` | 5.1 `add_norm` |", "no such notebook"),
     ("the fast kernels (5.5 `layer_norm_forward_fast`)", "layer_norm_forward_fast is Exercise 6.5"),
     ("Exercise 5.3: welford_merge", "welford_merge is Exercise 6.2"),
-    ("your `TransformerEncoder` (Exercise 4.3; torch's norms)", "TransformerEncoder is Exercise 5.3"),
+    ("your `TransformerEncoder` (Exercise 4.3; torch's norms)", "no Exercise 4.3"),
     ("around your add_norm of 4.1", "add_norm is Exercise 5.1"),
     ("Unit 6's checks: 6.1 (welford), 5.2 (welford_merge)", "welford_merge is Exercise 6.2"),
     ("### Question 3.3 (2 points, graded by hand)", "no Question 3.3"),
     ("Q6.2's model answer", "no Question 6.2"),
-    ('check("4.2")', "no Exercise 4.2"),
+    ('check("4.4")', "no Exercise 4.4"),
     ('@exercise("5.1", "variance.welford")', "Exercise 5.1 is add_norm"),
-    ("grade_id ex4_1_add_norm", "no Exercise 4.1"),
+    ("grade_id ex4_3_encoder", "no Exercise 4.3"),
     ("grade_id ex5_1_welford", "Exercise 5.1's grade id is ex5_1_add_norm"),
     ("grade_id q3_3_gamma_beta_undo", "no Question 3.3"),
     ("make score A=unit7", "no Unit 7"),

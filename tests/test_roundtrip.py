@@ -130,7 +130,7 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # group_norm.py is wrong and disarms numpy's assert_allclose: in the notebook every
     # check from 3.4 on was void; the judge's numpy is out of its reach, so only 3.4 fails
     ("unit3", "patcher"): scores("unit3", "3.4"),
-    ("unit4", "reference"): scores("unit4"),  # nothing autograded: its answers wait
+    ("unit4", "reference"): scores("unit4"),
     ("unit5", "reference"): scores("unit5"),
     ("unit5", "stubs"): nothing("unit5"),
     # the reference but a one-pass welford and the naive backward under the fast name (right
@@ -682,8 +682,8 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     assert course["student_files"] == [
         "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
         "normlib/layer_norm.py", "normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
-        "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py", "normlib/transformer.py",
-        "normlib/variance.py"]
+        "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py",
+        "normlib/transformer.py", "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
         [f"{n}.ipynb" for n in course["notebooks"]]
     config = (root / "nbgrader_config.py").read_text()
@@ -697,7 +697,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit2": ["normlib/layer_norm.py", "normlib/nn.py"],
         "unit3": ["normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
                   "normlib/norm.py", "normlib/rms_norm.py"],
-        "unit4": [],  # written answers only
+        "unit4": ["normlib/batch_norm.py", "normlib/layer_norm.py", "normlib/mlp.py",
+                  "normlib/norm.py"],  # mlp.py and the kernels its network runs
         "unit5": ["normlib/transformer.py"],
         "unit6": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
                   "normlib/variance.py"],

@@ -180,22 +180,35 @@ def exercises(folder=SOLUTIONS):
     return tuple(_with_uses(found, folder))
 
 
+# Exercises whose check runs another exercise's function besides its own, where the
+# reference's code does not call it: 4.2's check runs the student's mlp_forward first, since
+# the backward reads the cache that forward returns, in the student's own format.
+CHECK_RUNS = {"4.2": ("4.1",)}
+
+
 def names(node):
     """Every name and attribute name in the code of an ast node."""
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
+def _order(number):
+    """An exercise number's sort key: "3.10" after "3.9"."""
+    return tuple(int(part) for part in number.split("."))
+
+
 def _with_uses(found, folder):
     """The exercises with `uses` filled in: the other exercises whose function or class
-    the reference's code of each names (its def or class, in its file)."""
+    the reference's code of each names (its def or class, in its file), and those its
+    check runs (CHECK_RUNS)."""
     numbers = {e.name: e.number for e in found}
     trees = {}
     for e in found:
         tree = trees.setdefault(e.file, ast.parse((Path(folder) / e.file).read_text()))
         node = next(n for n in tree.body if getattr(n, "name", None) == e.name)
-        uses = sorted(numbers[n] for n in names(node) & set(numbers) if n != e.name)
-        yield dataclasses.replace(e, uses=tuple(uses))
+        uses = {numbers[n] for n in names(node) & set(numbers) if n != e.name}
+        uses |= set(CHECK_RUNS.get(e.number, ()))
+        yield dataclasses.replace(e, uses=tuple(sorted(uses, key=_order)))
 
 
 def by_number(folder=SOLUTIONS):
@@ -212,7 +225,7 @@ def needs(number, failed):
         if other not in found:
             found.add(other)
             todo.extend(by_number()[other].uses)
-    return sorted(found & failed, key=lambda n: tuple(map(int, n.split("."))))
+    return sorted(found & failed, key=_order)
 
 
 def of_notebooks(stems, folder=SOLUTIONS):
@@ -221,10 +234,14 @@ def of_notebooks(stems, folder=SOLUTIONS):
 
 
 def student_files(units=None):
-    """The files students write (those of these units' exercises, default all), sorted:
-    "normlib/layer_norm.py", ..."""
+    """The files students write for these units (default all), sorted: those of their
+    exercises, and of the exercises these build on (Exercise.uses, transitively), whatever
+    their unit: Unit 4's network runs the student's own kernels of Units 1 to 3, so its
+    assignment grades those files too. "normlib/layer_norm.py", ..."""
     units = None if units is None else set(units)
-    return sorted({e.file for e in exercises() if units is None or e.unit in units})
+    chosen = [e.number for e in exercises() if units is None or e.unit in units]
+    used = {n for number in chosen for n in needs(number, set(by_number()))}
+    return sorted({by_number()[n].file for n in {*chosen, *used}})
 
 
 def readme_table():

@@ -3,13 +3,14 @@ you write, the exercises, and the public API around them (functional, nn). The c
 code (checks, experiments, provided helpers) is the package normkit, which you import but
 never edit.
 
-- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.2)
+- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1-2.4)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
-- ``normlib.batch_norm``     BatchNorm kernels (Exercise 3.3)
+- ``normlib.batch_norm``     BatchNorm kernels (Exercises 3.3, 3.8)
 - ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
 - ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
 - ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
-- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.3)
+- ``normlib.mlp``            a network of your kernels, trained by hand (Exercises 4.1, 4.2)
+- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.5)
 - ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 6.1, 6.2)
 - ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm (Exercises 6.3, 6.4)
 - ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 6.5, 6.6)
@@ -21,8 +22,8 @@ never edit.
 import importlib
 
 __all__ = ["batch_norm", "functional", "group_norm", "instance_norm", "layer_norm",
-           "layer_norm_fast", "mixed_precision", "nn", "norm", "rms_norm", "transformer",
-           "variance"]
+           "layer_norm_fast", "mixed_precision", "mlp", "nn", "norm", "rms_norm",
+           "transformer", "variance"]
 
 
 def __getattr__(name):

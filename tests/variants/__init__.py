@@ -7,8 +7,8 @@
                                  check must fail it (tests/test_diagnosis.py, test_graders.py)
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
-one file per part of the course (layer_norm: Units 1-2, family: Unit 3, transformer: Unit 5,
-numerics: Unit 6), each a RIGHT or WRONG table of the exercise's function or class
+one file per part of the course (layer_norm: Units 1-2, family: Unit 3, network: Unit 4,
+transformer: Unit 5, numerics: Unit 6), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
 runs every check on every variant; `python -m tests.variants` counts them, and
 `python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).
@@ -17,16 +17,18 @@ runs every check on every variant; `python -m tests.variants` counts them, and
 from tests.variants import (
     right_family,
     right_layer_norm,
+    right_network,
     right_numerics,
     right_transformer,
     wrong_family,
     wrong_layer_norm,
+    wrong_network,
     wrong_numerics,
     wrong_transformer,
 )
 
-RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_transformer.RIGHT,
-         **right_numerics.RIGHT}
-WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_transformer.WRONG,
-         **wrong_numerics.WRONG}
+RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_network.RIGHT,
+         **right_transformer.RIGHT, **right_numerics.RIGHT}
+WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_network.WRONG,
+         **wrong_transformer.WRONG, **wrong_numerics.WRONG}
 FEWER = {}  # {number: why it has fewer than three classic mistakes}

@@ -1,0 +1,77 @@
+"""Unit 4's network trained by hand (normkit/network.py, the reference normlib/mlp.py): its
+provided pieces against torch, and the training claim the notebook and Exercise 4.2's
+hidden check assert, on other seeds (the perturbation test; tests/test_machines.py runs it
+on other CPUs' kernels). The exercises' checks themselves are tests/test_graders.py's and
+tests/test_diagnosis.py's, on the variants of tests/variants/*_network.py."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import normlib.mlp as mlp
+from normkit import network
+from normkit.checks.unit4 import check_training
+from normkit.testing import CheckFailed
+from tests.conftest import exercise
+
+
+def test_cross_entropy_and_its_gradient_are_torchs():
+    rng = np.random.default_rng(0)
+    logits, labels = 5 * rng.standard_normal((7, 3)), rng.integers(0, 3, 7)  # (7, 3), (7,)
+    loss, grad = network.cross_entropy(logits, labels)
+    t = torch.tensor(logits, requires_grad=True)
+    expected = F.cross_entropy(t, torch.tensor(labels))
+    expected.backward()
+    assert abs(loss - expected.item()) < 1e-12
+    np.testing.assert_allclose(grad, t.grad.numpy(), rtol=0, atol=1e-12)
+    assert grad.shape == logits.shape and grad.dtype == logits.dtype
+
+
+def test_the_parameters_are_named_and_shaped_as_torchs_modules():
+    params = network.init_mlp((2, 5, 4, 3), "batch", seed=0)
+    assert [sorted(layer) for layer in params] == [
+        ["linear.bias", "linear.weight", "norm.bias", "norm.running_mean", "norm.running_var",
+         "norm.weight"]] * 2 + [["linear.bias", "linear.weight"]]
+    assert params[0]["linear.weight"].shape == torch.nn.Linear(2, 5).weight.shape
+    assert all(a.dtype == np.float64 for layer in params for a in layer.values())
+    assert [sorted(layer) for layer in network.init_mlp((2, 5, 3), "none")] == \
+        [["linear.bias", "linear.weight"]] * 2
+    with pytest.raises(ValueError, match="norm must be one of"):
+        network.init_mlp((2, 3), "group")
+
+
+def test_the_spiral_is_seeded_and_balanced():
+    x, y = network.spiral(seed=3)
+    assert x.shape == (300, 2) and y.shape == (300,) and np.bincount(y).tolist() == [100] * 3
+    np.testing.assert_array_equal(x, network.spiral(seed=3)[0])
+    assert not np.array_equal(x, network.spiral(seed=4)[0])
+
+
+@exercise("4.1", "4.2")
+@pytest.mark.parametrize("norm", network.NORMS)
+def test_every_kind_learns_the_spiral_from_other_seeds(norm):
+    """The notebook's claim (seed 0) and the hidden check's (seed 1) on seeds 2 to 9: 50
+    steps of SGD bring the loss of the whole set below 0.75, from a uniform guess's 1.1
+    (the reference's worst over seeds 0 to 39: 0.49)."""
+    finals = [network.train_by_hand(norm, seed=seed)[2] for seed in range(2, 10)]
+    assert max(finals) < 0.75, finals
+
+
+def test_the_training_check_fails_a_backward_that_does_not_train(monkeypatch):
+    """check_training's threshold catches a network that does not learn (its gradients
+    all zero, or their sign wrong), and names the run."""
+    def zero(grad_logits, params, cache, norm):
+        return [{name: np.zeros_like(a) for name, a in layer.items()
+                 if not name.startswith("norm.running")} for layer in params]
+
+    def ascent(grad_logits, params, cache, norm):
+        return [{name: -g for name, g in layer.items()}
+                for layer in mlp.mlp_backward(grad_logits, params, cache, norm)]
+
+    for wrong in (zero, ascent):
+        final = network.train_by_hand("batch", forward=mlp.mlp_forward, backward=wrong)[2]
+        assert not final < 0.75, (wrong.__name__, final)
+    monkeypatch.setattr(mlp, "mlp_backward", zero)
+    with pytest.raises(CheckFailed, match=r"training with norm='layer', 50 steps of SGD"):
+        check_training("layer")
