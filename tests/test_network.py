@@ -13,7 +13,7 @@ import normlib.mlp as mlp
 from normkit import network
 from normkit.checks.unit4 import check_training
 from normkit.testing import CheckFailed
-from tests.conftest import exercise
+from tests.conftest import exercise, failed
 
 
 def test_cross_entropy_and_its_gradient_are_torchs():
@@ -75,3 +75,25 @@ def test_the_training_check_fails_a_backward_that_does_not_train(monkeypatch):
     monkeypatch.setattr(mlp, "mlp_backward", zero)
     with pytest.raises(CheckFailed, match=r"training with norm='layer', 50 steps of SGD"):
         check_training("layer")
+
+
+@exercise("4.1", "4.2")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_weight_decay_claims_hold_from_other_seeds(seed):
+    """Section 7's claims (the notebook: seed 0) on other seeds: without decay a weight
+    behind BatchNorm grows at every step, with decay 0.03 it ends below a third of that
+    (0.16 to 0.17 of it over seeds 0 to 9)."""
+    runs = {decay: network.weight_norms(decay, seed=seed) for decay in (0.0, 0.03)}
+    assert failed(network.weight_decay_claims(runs)) == [], {
+        decay: (norms[0], norms[-1]) for decay, (norms, _, _) in runs.items()}
+
+
+@pytest.mark.parametrize("norms, refuted", [
+    (np.linspace(2.0, 1.0, 600), "grows at every step"),  # it shrank
+    (np.linspace(1.0, 2.0, 600), "below a third"),  # decay changed nothing
+])
+def test_each_weight_decay_claim_can_fail(norms, refuted):
+    decayed = norms if refuted == "below a third" else np.full(600, 0.1)
+    claims = network.weight_decay_claims({0.0: (norms, None, 0.0), 0.03: (decayed, None, 0.0)})
+    found = failed(claims)
+    assert found and all(refuted in claim for claim in found), found
