@@ -1,6 +1,6 @@
 """How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (6.5,
 6.6) NumPy kernels against torch.nn.functional.layer_norm, in one run (not an exercise);
-then RMSNorm against LayerNorm (Unit 4's question), torch's and your naive kernels.
+then RMSNorm against LayerNorm (Unit 4, section 3), torch's and your naive kernels.
 
     make bench                          your normlib/, the table below
     python -m normkit.benchmark --sizes 1024 --rounds 5

@@ -103,7 +103,7 @@ LONGEST = ["tests/test_roundtrip.py", "tests/test_docs.py", "tests/test_machines
            "tests/test_browser.py",
            "tests/test_isolation.py", "solutions/05_add_and_norm.ipynb", "tests/test_judge.py",
            "tests/test_term.py", "tests/test_training.py", "tests/test_check.py",
-           "tests/test_answers.py", "solutions/03_normalization_family.ipynb",
+           "tests/test_answers.py", "solutions/04_why_normalization_helps.ipynb",
            "tests/test_preprocessors.py", "tests/test_limits.py", "tests/test_feedback_every.py"]
 
 

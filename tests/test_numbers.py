@@ -17,7 +17,9 @@ and the Makefile. In each it checks against the registry (tools/exercises.py):
   one ("ex5_4-text") names an exercise or a question, and every visible check function
   (`visible_5_4`) carries its exercise's number;
 - every notebook a text names (`05_add_and_norm`) exists and every unit module
-  (`normkit/checks/unit5.py`) and assignment (`unit5`) is a unit's;
+  (`normkit/checks/unit5.py`) and assignment (`unit5`) is a unit's; every section a text
+  names ("notebook 06, section 4", "Unit 4, section 3", 'notebook 04, "The edge of
+  stability"') is a heading of that unit's notebook;
 - in the notebooks, each "Exercise N.M" heading and "Question N.M" heading stands in unit
   N's notebook, a question's heading just before its answer cell, whose grade id is
   q<N>_<M>_...
@@ -49,6 +51,9 @@ CELL_ID = re.compile(r"\b(ex|q)([1-9])_([1-9])-")  # a notebook cell's id: "ex5_
 VISIBLE = re.compile(rf"@exercise\(\"({NUMBER})\".*\)\ndef visible_(\d+)_(\d+)\(")
 NOTEBOOK = re.compile(r"\b(0[1-9]_[a-z]+(?:_[a-z]+)+)\b")
 UNIT_NAME = re.compile(r"\bunit([0-9]+)\b")
+# a notebook's section by number or title: "notebook 06, section 4", "Unit 4, section 3",
+# 'notebook 04, "The edge of stability"'
+SECTION = re.compile(r"\b(?:[Nn]otebook 0|[Uu]nit )([1-9]),? (?:section (\d+)\b|\"([^\"]+)\")")
 
 
 def texts():
@@ -82,6 +87,19 @@ NUMBER_NAME = re.compile(rf"(?<![\w.])({NUMBER}):? \(?(?:implement )?`?({NAME})\
 # a name, then its number or numbers: "`TransformerEncoder` (Exercise 5.3", "add_norm of
 # 5.1", "TransformerEncoder (Exercises 5.2 and 5.3"
 NAME_NUMBER = re.compile(rf"\b({NAME})`? (?:\((?:Exercises? )?|of (?:Exercise )?)({LIST})\b")
+
+
+def headings():
+    """{unit: [each markdown heading's text]} of the notebooks in solutions/."""
+    found = {}
+    for path in notebooks():
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found[unit(path)] = [m.group(1) for c in cells if c["cell_type"] == "markdown"
+                             for m in re.finditer(r"^#+ (.+)$", "".join(c["source"]), re.M)]
+    return found
+
+
+HEADINGS = headings()
 
 
 def numbers(listed):
@@ -142,6 +160,12 @@ def stale(path, text):
     for m in NOTEBOOK.finditer(text):
         if m.group(1) not in stems:
             bad(m, "no such notebook: " + ", ".join(sorted(stems)))
+    for m in SECTION.finditer(text):
+        titles = HEADINGS.get(int(m.group(1)), [])
+        if m.group(2) and not any(t.startswith(f"{m.group(2)}. ") for t in titles):
+            bad(m, f"Unit {m.group(1)}'s notebook has no section {m.group(2)}")
+        if m.group(3) and not any(m.group(3) in t for t in titles):
+            bad(m, f"Unit {m.group(1)}'s notebook has no heading {m.group(3)!r}")
     for m in UNIT_NAME.finditer(text):
         if int(m.group(1)) not in units:
             bad(m, f"no Unit {m.group(1)}")
@@ -180,6 +204,8 @@ def test_the_texts_read_are_the_courses():
     ("grade_id q3_3_gamma_beta_undo", "no Question 3.3"),
     ("make score A=unit7", "no Unit 7"),
     ('"id": "ex4_4-text"', "no Exercise 4.4"),
+    ("the capstone (notebook 05, section 9)", "has no section 9"),
+    ('spread is asserted (notebook 03, "The edge of stability")', "has no heading"),
     ('@exercise("5.4", "transformer.final_norm_gain")\ndef visible_4_4():', "named visible_5_4"),
 ])
 def test_an_old_number_is_found(text, why):
@@ -197,6 +223,7 @@ def test_an_old_number_is_found(text, why):
     '@exercise("6.2", "variance.welford_merge") and check("6.2")',
     "Questions 4.1 and 4.2, Q5.1, q4_1_gamma_beta_undo, ex6_2_welford_merge, unit6",
     "float16 at 5.5 and 2.5 hours for Unit 4; Moodle 4.1+",
+    'notebook 06, section 4; Unit 4, section 3; notebook 04, "The edge of stability"',
     '"ex5_4-text", "q5_1-answer"; @exercise("6.5", "layer_norm_fast.layer_norm_forward_fast")\ndef visible_6_5():',
 ])
 def test_a_right_number_is_not(text):
