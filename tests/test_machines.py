@@ -73,7 +73,8 @@ MEASUREMENTS = [
     "tests/test_transformer.py::"
     "test_the_pre_ln_stream_grows_through_the_component_all_tokens_share",
     "tests/test_network.py::test_every_kind_learns_the_spiral_from_other_seeds",
-    "tests/test_network.py::test_weight_decay_claims_hold_from_other_seeds"]
+    "tests/test_network.py::test_weight_decay_claims_hold_from_other_seeds",
+    "tests/test_network.py::test_the_instruments_claims_hold_from_other_seeds"]
 # the notebooks run whole in each configuration (every assert of every cell, not their
 # outputs' last digits, which differ between CPUs), but for Add & Norm's: a minute of
 # capstone and training runs, whose claims run above (EXPERIMENTS, CAPSTONE, MEASUREMENTS)

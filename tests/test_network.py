@@ -97,3 +97,32 @@ def test_each_weight_decay_claim_can_fail(norms, refuted):
     claims = network.weight_decay_claims({0.0: (norms, None, 0.0), 0.03: (decayed, None, 0.0)})
     found = failed(claims)
     assert found and all(refuted in claim for claim in found), found
+
+
+@exercise("4.1", "4.2")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_instruments_claims_hold_from_other_seeds(seed):
+    """Section 8's claims (the notebook: seed 0) on other seeds: from half of He's
+    initialization, without a norm the activations shrink layer after layer and the
+    weights move by under 10^-3 of their size per step; with a norm neither happens."""
+    runs = {norm: network.instruments(norm, seed=seed) for norm in network.NORMS}
+    assert failed(network.instrument_claims(runs)) == [], {
+        norm: (np.median(found["update"][:, 1:]), found["std"][0][-1] / found["std"][0][0])
+        for norm, (found, _) in runs.items()}
+
+
+def fabricated(update, spread):
+    """instruments' output with every update ratio `update` (log10) and the activation
+    std falling by `spread` from the first hidden layer to the last."""
+    return {"update": np.full((100, 6), update), "std": np.array([np.linspace(1, spread, 6)])}, 0.0
+
+
+@pytest.mark.parametrize("runs, refuted", [
+    ({"none": fabricated(-2.0, 0.1), "batch": fabricated(-2.0, 1.0)}, "less than 10^-3"),
+    ({"none": fabricated(-3.5, 1.0), "batch": fabricated(-2.0, 1.0)}, "under 0.3"),
+    ({"none": fabricated(-3.5, 0.1), "batch": fabricated(-3.5, 1.0)}, "more than 10^-2.5"),
+    ({"none": fabricated(-3.5, 0.1), "batch": fabricated(-2.0, 0.2)}, "between 0.7 and 1.5"),
+])
+def test_each_instruments_claim_can_fail(runs, refuted):
+    found = failed(network.instrument_claims(runs))
+    assert len(found) == 1 and refuted in found[0], found
