@@ -29,13 +29,12 @@ def spiral(n_per_class=100, classes=3, noise=0.2, seed=0):
 
 
 def init_mlp(sizes, norm, seed=0, dtype=np.float64, gain=1.0):
-    """The parameters of an MLP with layer widths sizes = (D, H_1, .., H_L, K): He's
-    initialization for each linear layer's weight (std sqrt(2 / fan_in)), torch's for its
-    bias (uniform within 1 / sqrt(fan_in): with zero biases, LayerNorm of the first layer's
-    W x would be blind to x's scale, the spiral's radius); gain scales every weight (section
-    8 starts from half of He's);
-    with a norm, gamma ones and beta zeros, and for BatchNorm running_mean zeros and
-    running_var ones (torch's initial values)."""
+    """The parameters of an MLP with layer widths sizes = (D, H_1, .., H_L, K): for each
+    linear layer, He's initialization of its weight (std gain * sqrt(2 / fan_in); section 8
+    starts from gain 0.5) and torch's of its bias (uniform within 1 / sqrt(fan_in): with
+    zero biases, LayerNorm of the first layer's W x would be blind to x's scale, the
+    spiral's radius); with a norm, gamma ones and beta zeros, and for BatchNorm
+    running_mean zeros and running_var ones (torch's initial values)."""
     if norm not in NORMS:
         raise ValueError(f"init_mlp: norm must be one of {NORMS}, got {norm!r}")
     rng = np.random.default_rng(seed)
