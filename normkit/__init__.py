@@ -12,6 +12,9 @@ normlib/). At grading, the course's copy is used whatever your folder holds.
                               BatchNorm, InstanceNorm and GroupNorm)
 - ``normkit.gradcheck``       a central-difference gradient checker for NumPy functions
 - ``normkit.training``        the training experiments of Units 4 and 5, and their claims
+- ``normkit.network``         Unit 4's network trained by hand: data, parameters, loss, SGD,
+                              the same network in torch, weight decay and the instruments
+- ``normkit.convnet``         Unit 4's ConvNet at batch size 2 and 32, and its claims
 - ``normkit.language_model``  Unit 5's capstone: a character-level language model
 - ``normkit.benchmark``       `make bench`: the LayerNorm kernels timed against torch
 """

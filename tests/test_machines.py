@@ -59,7 +59,8 @@ CAPABILITIES = ("default", "avx2", "avx512")  # torch's x86 kernels, from the le
 # deselection (as `-k "not jitter"` once deselected the "unjittered" runs too)
 EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
     "test_the_sweep_claims_hold[jitter1]", "test_the_warmup_claims_hold[jitter1]",
-    "test_the_edge_of_stability_is_chaotic_and_only_there")]
+    "test_the_edge_of_stability_is_chaotic_and_only_there")] + [
+    "tests/test_convnet.py::test_the_convnet_claims_hold[jitter1]"]
 # the experiments (Unit 5's training runs and capstone), in the configuration farthest
 # from this machine's alone (their seconds count; the notebooks run them on its own)
 FARTHEST = "torch generic, NumPy baseline, 1 thread"
