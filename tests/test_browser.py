@@ -133,8 +133,14 @@ def shoot(page, folder, name, locator=None):
     if locator is not None:
         from playwright.sync_api import expect
 
-        locator.scroll_into_view_if_needed()
-        expect(locator).to_be_in_viewport()
+        for attempt in range(3):  # cells above may still grow (outputs arriving) and push it
+            locator.scroll_into_view_if_needed()  # back out of view: scroll again
+            try:
+                expect(locator).to_be_in_viewport()
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     path = folder / f"{name}.png"
     page.screenshot(path=str(path))
