@@ -58,6 +58,12 @@ def copy_params(params):
     return [{name: a.copy() for name, a in layer.items()} for layer in params]
 
 
+def running(params):
+    """BatchNorm's running statistics among params: what a forward in training mode
+    updates in place (normkit.testing.call_updating's `updates`)."""
+    return [a for layer in params for name, a in layer.items() if name.startswith("norm.running")]
+
+
 def cross_entropy(logits, labels):
     """The mean cross-entropy loss of logits (N, K) for labels (N,), and its gradient with
     respect to the logits, (softmax - onehot) / N: (loss, grad_logits (N, K))."""
@@ -97,10 +103,10 @@ def train_by_hand(norm, steps=50, lr=0.3, batch=64, sizes=(2, 64, 64, 3), seed=0
     x, y = spiral(seed=seed)  # (N, 2), (N,)
     params = init_mlp(sizes, norm, seed, gain=gain)
     rng, losses = np.random.default_rng(seed + 1), []
-    running = [a for layer in params for name, a in layer.items() if "running" in name]
     for _ in range(steps):
         idx = rng.choice(len(x), batch, replace=False)  # (B,)
-        logits, cache = call_updating(forward, x[idx], params, norm, True, updates=running)
+        logits, cache = call_updating(forward, x[idx], params, norm, True,
+                                      updates=running(params))
         loss, grad_logits = cross_entropy(logits, y[idx])
         grads = backward(grad_logits, params, cache, norm)
         sgd_step(params, grads, lr, weight_decay, decayed)

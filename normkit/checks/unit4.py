@@ -16,7 +16,14 @@ training run (check_training).
 import numpy as np
 
 from normkit.checks import exercise
-from normkit.network import copy_params, init_mlp, torch_grads, torch_mlp, train_by_hand
+from normkit.network import (
+    copy_params,
+    init_mlp,
+    running,
+    torch_grads,
+    torch_mlp,
+    train_by_hand,
+)
 from normkit.testing import (
     CheckFailed,
     assert_close,
@@ -90,17 +97,12 @@ def rounded(t, dtype):
     return t.detach().numpy().astype(dtype)
 
 
-def running_of(params):
-    """BatchNorm's running statistics among params: what a forward updates in place."""
-    return [a for layer in params for name, a in layer.items() if name.startswith("norm.run")]
-
-
 def forward_yours(x, params, norm, training):
     """Your mlp_forward on a copy of params: (logits, cache, the copy after the call)."""
     from normlib.mlp import mlp_forward
 
     mine = copy_params(params)
-    result = call_updating(mlp_forward, x, mine, norm, training, updates=running_of(mine))
+    result = call_updating(mlp_forward, x, mine, norm, training, updates=running(mine))
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailed("mlp_forward: expected (logits, cache), got "
                           f"{type(result).__name__}.\n  Likely cause: return the logits "
