@@ -17,4 +17,6 @@ normlib/). At grading, the course's copy is used whatever your folder holds.
 - ``normkit.convnet``         Unit 4's ConvNet at batch size 2 and 32, and its claims
 - ``normkit.language_model``  Unit 5's capstone: a character-level language model
 - ``normkit.benchmark``       `make bench`: the LayerNorm kernels timed against torch
+- ``normkit.sync_batch_norm`` SyncBatchNorm's statistics as a merge of Welford states
+                              (notebook 06, section 1)
 """

@@ -1,6 +1,7 @@
 """How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (6.5,
-6.6) NumPy kernels against torch.nn.functional.layer_norm, in one run (not an exercise);
-then RMSNorm against LayerNorm (Unit 4, section 3), torch's and your naive kernels.
+6.6) NumPy kernels and your compiled Numba ones (6.7, 6.8) against
+torch.nn.functional.layer_norm, in one run (not an exercise); then RMSNorm against
+LayerNorm (Unit 4, section 3), torch's and your naive kernels.
 
     make bench                          your normlib/, the table below
     python -m normkit.benchmark --sizes 1024 --rounds 5
@@ -25,6 +26,7 @@ Never assert a time in a test.
 import argparse
 import math
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -34,7 +36,7 @@ from normlib import layer_norm, layer_norm_fast, rms_norm
 
 ROWS = 4096
 SIZES = (256, 1024, 4096)
-KERNELS = ("naive", "fast", "torch")
+KERNELS = ("naive", "fast", "compiled", "torch")
 PASSES = ("forward", "forward+backward")
 TRAFFIC = {"forward": 2, "forward+backward": 5}  # multiples of |x| in bytes
 
@@ -71,9 +73,39 @@ def interleaved(fns, rounds, min_time=0.01):
     return {name: float(np.median(s)) for name, s in samples.items()}
 
 
-def kernels(x, weight, bias, grad_output):
-    """(kernel, pass) -> a function of no argument running it on these arrays; a kernel
-    whose exercise raises NotImplementedError is left out."""
+def compiled_kernels():
+    """(forward, backward) of your normlib/layer_norm_compiled.py, in the NumPy kernels'
+    arguments (x (*B, H) as (R, H) rows; a None weight or bias as ones or zeros), or None
+    where Numba is not installed."""
+    try:
+        from normlib import layer_norm_compiled as compiled
+    except ImportError:  # (no Numba here)
+        return None
+
+    def params(weight, bias, h, dtype):
+        return (np.ones(h, dtype) if weight is None else weight,
+                np.zeros(h, dtype) if bias is None else bias)
+
+    def forward(x, shape, weight=None, bias=None, eps=1e-5):
+        h = x.shape[-1]
+        y, mean, rstd = compiled.layer_norm_forward_compiled(
+            x.reshape(-1, h), *params(weight, bias, h, x.dtype), eps)
+        return y.reshape(x.shape), mean, rstd
+
+    def backward(grad_output, x, shape, mean, rstd, weight=None, bias=None):
+        h = x.shape[-1]
+        return compiled.layer_norm_backward_compiled(
+            grad_output.reshape(-1, h), x.reshape(-1, h), mean, rstd,
+            params(weight, bias, h, x.dtype)[0])
+
+    return forward, backward
+
+
+def kernels(x, weight, bias, grad_output, chosen=KERNELS):
+    """(kernel, pass) -> a function of no argument running it on these arrays, for the
+    kernels chosen; a kernel whose exercise raises NotImplementedError, or needs Numba
+    where it is not installed, is left out. A compiled kernel is compiled here, by its
+    first call, not in its timing."""
     h = x.shape[-1]
     xt, wt, bt = (torch.from_numpy(a) for a in (x, weight, bias))
     dyt = torch.from_numpy(grad_output)
@@ -89,15 +121,21 @@ def kernels(x, weight, bias, grad_output):
 
     numpy = {"naive": (layer_norm.layer_norm_forward, layer_norm.layer_norm_backward),
              "fast": (layer_norm_fast.layer_norm_forward_fast,
-                      layer_norm_fast.layer_norm_backward_fast)}
+                      layer_norm_fast.layer_norm_backward_fast),
+             "compiled": compiled_kernels()}
     fns = {("torch", "forward"): lambda: F.layer_norm(xt, (h,), wt, bt),
            ("torch", "forward+backward"): torch_forward_backward}
-    for name, (forward, backward) in numpy.items():
+    for name, pair in numpy.items():
+        if pair is None or name not in chosen:
+            continue
+        forward, backward = pair
         for pass_, fn in [("forward", lambda f=forward: f(x, (h,), weight, bias)),
                           ("forward+backward",
                            lambda f=forward, b=backward: numpy_forward_backward(f, b))]:
             try:
-                fn()
+                with warnings.catch_warnings():  # (a compiled stub: Numba's notes on it)
+                    warnings.simplefilter("ignore")
+                    fn()
             except NotImplementedError:
                 continue
             fns[name, pass_] = fn
@@ -113,17 +151,17 @@ def inputs(rows, h, dtype, seed):
     return x, weight, bias, dy
 
 
-def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
-    """Time every kernel for (rows, H) inputs, H in sizes. Returns (results, bandwidth):
-    results a list of dicts (H, kernel, pass, seconds, ratio, bytes of the model, gbps,
-    fraction of the copy bandwidth);
-    bandwidth as copy_bandwidth returns it, measured first."""
+def run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0, chosen=KERNELS):
+    """Time the kernels chosen (torch always) for (rows, H) inputs, H in sizes. Returns
+    (results, bandwidth): results a list of dicts (H, kernel, pass, seconds, ratio, bytes
+    of the model, gbps, fraction of the copy bandwidth); bandwidth as copy_bandwidth
+    returns it, measured first."""
     bandwidth = copy_bandwidth()
     best = max(bandwidth.values())
     results = []
     for h in sizes:
         x, weight, bias, dy = inputs(rows, h, dtype, seed)
-        times = interleaved(kernels(x, weight, bias, dy), rounds)
+        times = interleaved(kernels(x, weight, bias, dy, chosen), rounds)
         for (kernel, pass_), seconds in sorted(times.items(), key=lambda kv: (
                 PASSES.index(kv[0][1]), KERNELS.index(kv[0][0]))):
             moved = TRAFFIC[pass_] * x.nbytes  # bytes, the minimum-traffic model
@@ -199,19 +237,25 @@ def rms_table(results):
 
 def environment(dtype=np.float32, rows=ROWS):
     """One line on what was measured: rows, dtype, threads."""
+    try:
+        import numba
+
+        compiled = f"; Numba {numba.__version__} on {numba.get_num_threads()} threads"
+    except ImportError:
+        compiled = "; no Numba"
     return (f"{rows} rows, {np.dtype(dtype).name}; torch {torch.__version__} on "
             f"{torch.get_num_threads()} threads; NumPy {np.__version__}, whose elementwise "
-            "operations run on 1 thread")
+            f"operations run on 1 thread{compiled}")
 
 
 def table(results, bandwidth):
     """The results of run() as a text table."""
     lines = [f"memory copy: NumPy {bandwidth['numpy']:.1f} GB/s (1 thread), torch "
              f"{bandwidth['torch']:.1f} GB/s; 'of copy' is against the faster",
-             f"{'H':>5}  {'pass':<17}{'kernel':<7}{'median ms':>10}{'x torch':>9}"
+             f"{'H':>5}  {'pass':<17}{'kernel':<9}{'median ms':>10}{'x torch':>9}"
              f"{'MB moved':>9}{'GB/s':>7}{'of copy':>9}"]
     for r in results:
-        lines.append(f"{r['H']:>5}  {r['pass']:<17}{r['kernel']:<7}{r['seconds'] * 1e3:>10.3f}"
+        lines.append(f"{r['H']:>5}  {r['pass']:<17}{r['kernel']:<9}{r['seconds'] * 1e3:>10.3f}"
                      f"{r['ratio']:>9.2f}{r['bytes'] / 1e6:>9.1f}{r['gbps']:>7.1f}"
                      f"{r['fraction']:>9.0%}")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3 and 6.4): torch tensors in
-float16 or bfloat16 in, the same dtype out, the arithmetic in float32.
+"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3 and 6.4), and LayerNorm's
+parameter gradients for them (Exercise 6.9): torch tensors in float16 or bfloat16 in, the
+same dtype out, the arithmetic in float32.
 
 In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so
 does the sum of 4096 values of 20; in bfloat16 (7 stored bits of mantissa) a sum of many terms
@@ -9,7 +10,9 @@ and the normalization (and the affine transform) there, and round to the 16-bit 
 once, at the end.
 
 Shapes as in torch.nn.functional: x (*B, *S), S = normalized_shape; weight, bias (*S) in
-x's dtype. These are forward-only (no saved statistics): Unit 6 is about the arithmetic.
+x's dtype. 6.3 and 6.4 are forward-only (no saved statistics): Unit 6 is about the
+arithmetic. 6.9 is the backward's reduction over the rows, the sums over every position of
+a batch that bfloat16 training gets wrong when it accumulates them in 16 bits.
 """
 
 import torch
@@ -45,3 +48,30 @@ def rms_norm_mixed(x, normalized_shape, weight=None, eps=None):
         y: (*B, *S) tensor of x's dtype: the float32 result rounded once.
     """
     raise NotImplementedError("Exercise 6.4: implement rms_norm_mixed")
+
+
+def layer_norm_param_grads_mixed(grad_output, x, normalized_shape, mean, rstd):
+    """Exercise 6.9: LayerNorm's parameter gradients for 16-bit tensors, summed in float32.
+
+    dweight and dbias as layer_norm_backward (of 2.2) returns them, x_hat recomputed
+    in float32 from the statistics the forward saved: each a sum over every row of the
+    batch (10^6 rows and more in training). Accumulated in a 16-bit variable, such a sum
+    stops growing once its terms fall below half a unit in its last place (bfloat16 keeps
+    8 significant bits: from 256 to 512 times the term); accumulated in float32 and rounded
+    once, it is right. (torch's own reductions of a 16-bit tensor, tensor.sum, accumulate
+    in float32 inside: a 16-bit accumulator is a loop over rows adding into a 16-bit
+    tensor.)
+
+    Args:
+        grad_output: torch tensor (*B, *S), dL/dy, of x's dtype.
+        x: torch tensor (*B, *S), float16 or bfloat16 (float32 works too).
+        normalized_shape: tuple of ints S.
+        mean, rstd: (*B, 1, .., 1), as torch's LayerNorm saved them in the forward
+            (torch.ops.aten.native_layer_norm). torch 2.13's CPU kernel saves them in x's
+            dtype, rounded from float32, for a 16-bit x with no weight or a weight of x's
+            dtype (in float32 for a float32 weight): use them as given, in float32.
+    Returns:
+        (dweight, dbias): tensors of shape S in x's dtype, the dtype of the parameters
+        (weight and bias of x's dtype): the float32 sums rounded once.
+    """
+    raise NotImplementedError("Exercise 6.9: implement layer_norm_param_grads_mixed")

@@ -103,6 +103,12 @@ DEFINITIONS = {
     "6.5": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
     "6.6": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
            "the exercise is its memory traffic",
+    "6.7": "the compiled forward computes Exercise 1.2's formula; the exercise is the fused, "
+           "parallel loop over rows",
+    "6.8": "the compiled backward computes Exercise 2.2's formula; the exercise is the fused "
+           "loop and the two-stage reduction that section 7 motivates",
+    "6.9": "dweight and dbias are Exercise 2.2's sums; the exercise is where they accumulate "
+           "(float32) and what they are returned in",
 }
 EDITION = REPO / "notebooks"
 STUBS = REPO / "normlib"

@@ -183,7 +183,7 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
     rows = [line.split() for line in out.splitlines() if line.strip()[:2] in ("16", "32")]
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (h, p, k) for h in ("16", "32") for p in ("forward", "forward+backward")
-        for k in ("naive", "fast", "torch")]
+        for k in ("naive", "fast", "compiled", "torch")]
     for r in rows:  # median ms, ratio to torch (torch's own is 1.00), MB, GB/s, of copy
         assert float(r[3]) > 0 and float(r[6]) >= 0 and r[7].endswith("%")
         # torch's own ratio is 1.00; another kernel's is positive (it may tie torch's)

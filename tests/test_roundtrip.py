@@ -681,9 +681,9 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
     assert course["student_files"] == [
         "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
-        "normlib/layer_norm.py", "normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
-        "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py", "normlib/rms_norm.py",
-        "normlib/transformer.py", "normlib/variance.py"]
+        "normlib/layer_norm.py", "normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
+        "normlib/mixed_precision.py", "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py",
+        "normlib/rms_norm.py", "normlib/transformer.py", "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
         [f"{n}.ipynb" for n in course["notebooks"]]
     config = (root / "nbgrader_config.py").read_text()
@@ -700,8 +700,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit4": ["normlib/batch_norm.py", "normlib/layer_norm.py", "normlib/mlp.py",
                   "normlib/norm.py"],  # mlp.py and the kernels its network runs
         "unit5": ["normlib/transformer.py"],
-        "unit6": ["normlib/layer_norm_fast.py", "normlib/mixed_precision.py",
-                  "normlib/variance.py"],
+        "unit6": ["normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
+                  "normlib/mixed_precision.py", "normlib/variance.py"],
     }
 
 

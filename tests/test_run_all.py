@@ -129,6 +129,8 @@ def cells_reaching_stubs(notebook_cells, reaching):
 NAMES_ONLY = {  # cells found that name such code but do not call it on the stubs
     ("02_layernorm_backward", "cell-20"): "builds normlib.nn.LayerNorm, never runs it",
     ("06_numerics_and_speed", "u6-45"): "fused_table: torch's kernels (a CUDA device only)",
+    ("06_numerics_and_speed", "u6-triton"): "triton_layer_norm.report: its own Triton kernels "
+                                            "(a CUDA device only)",
     # torch.nn.GroupNorm and BatchNorm2d share their names with normlib.nn's classes, so
     # normkit.convnet's norm_layer, and every name reaching it (convnet, train, runs, and
     # training.py's own `runs`, a variable), reads as reaching a stub: all are torch's

@@ -266,9 +266,9 @@ def main(argv=None):
     if args.readme:
         print(readme_table())
         return 0
-    print(f"{'exercise':<9}{'points':>6}  {'file':<28}{'function':<26}  uses")
+    print(f"{'exercise':<9}{'points':>6}  {'file':<32}{'function':<30}  uses")
     for e in exercises():
-        print(f"{e.number:<9}{e.points:>6}  {e.file:<28}{e.name:<26}  " + " ".join(e.uses))
+        print(f"{e.number:<9}{e.points:>6}  {e.file:<32}{e.name:<30}  " + " ".join(e.uses))
     total = sum(e.points for e in exercises())
     print(f"\n{len(exercises())} exercises, {total} points")
     written = sum(q.points for q in questions())

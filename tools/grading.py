@@ -231,6 +231,7 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
         "Judged": {"verdicts": str(root / "verdicts.json")},
         "Grading": {"timeout": limits.timeout, "notebook_timeout": limits.notebook_timeout,
                     "startup_timeout": limits.startup_timeout,
+                    "compile_timeout": limits.compile_timeout,
                     "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
                     "protected": list(limits.protected)},
         "GradingExecute": {"enabled": execute, "sandboxed": sandboxed}}))

@@ -17,6 +17,8 @@ class Limits:
     memory_mb: int = 4096  # address space of each grading process, MiB
     file_mb: int = 64  # largest file a grading process may write, MiB
     protected: tuple = ()  # folders student code may not read: the course, solutions/
+    compile_timeout: int = 60  # seconds for a check's compile step (Numba's kernels), before
+    # its own clock starts (tools/judge/judge.py, Judge._compile)
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self))

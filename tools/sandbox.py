@@ -64,7 +64,7 @@ def threads(n):
     """Environment variables limiting NumPy's and torch's threads to n per process: with
     several processes grading at once, more threads than cores slow every one of them."""
     return {name: str(n) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                      "OPENBLAS_NUM_THREADS")}
+                                      "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
 
 
 # the environment variables the worker keeps: its number of threads

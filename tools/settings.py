@@ -39,6 +39,9 @@ class Grading(Configurable):
                                "notebook)").tag(config=True)
     startup_timeout = Integer(_DEFAULT.startup_timeout, help="Seconds a grading process may "
                               "take to start (torch's import), on top").tag(config=True)
+    compile_timeout = Integer(_DEFAULT.compile_timeout, help="Seconds a check's compile "
+                              "step may take (Numba compiling a kernel of Exercises 6.7 and "
+                              "6.8), before its own time starts").tag(config=True)
     memory_mb = Integer(_DEFAULT.memory_mb, help="Address space of each grading process "
                         "(the judge's worker, a kernel), MiB").tag(config=True)
     file_mb = Integer(_DEFAULT.file_mb, help="Largest file a grading process may write, "
@@ -88,7 +91,8 @@ class Grading(Configurable):
 
     def limits(self):
         return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
-                      self.memory_mb, self.file_mb, tuple(self.protected))
+                      self.memory_mb, self.file_mb, tuple(self.protected),
+                      self.compile_timeout)
 
 
 @dataclasses.dataclass(frozen=True)

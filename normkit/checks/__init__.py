@@ -29,18 +29,37 @@ from pathlib import Path
 
 STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
 CHECKS = {}  # {"1.1": (the function running its visible cases, what it checks)}
+COMPILE = {}  # {"6.7": the exercise's compile step, a function of the student's kernel}
 KIT = Path(__file__).resolve().parents[1]  # normkit/
 
 
-def exercise(number, target):
+class Skipped(Exception):
+    """An exercise that cannot run here (Numba not installed): check() prints its message,
+    one line, instead of a failure."""
+
+
+def exercise(number, target, compile=None):
     """Register a function as Exercise `number`'s visible cases. target: what the student
-    writes, as "module.name" of normlib ("layer_norm.layer_norm_stats")."""
+    writes, as "module.name" of normlib ("layer_norm.layer_norm_stats"). compile: for a
+    compiled kernel (Numba), its compile step: a function of no argument that calls the
+    student's kernel once for each signature its checks use, on tiny arrays. check() runs it first,
+    and the judge before the check's clock starts (tools/judge/judge.py), so that a check
+    times and measures the kernel's runs, not its compilation."""
 
     def register(function):
         CHECKS[number] = (function, target)
+        if compile is not None:
+            COMPILE[number] = compile
         return function
 
     return register
+
+
+def compile_kernels(number):
+    """Exercise `number`'s compile step, if it has one (see exercise)."""
+    _registered(number)
+    if number in COMPILE:
+        COMPILE[number]()
 
 
 def _registered(number):
@@ -59,7 +78,11 @@ def check(number):
     first failure as a CheckFailed (failed())."""
     function, _ = _registered(number)
     try:
+        compile_kernels(number)
         function()
+    except Skipped as skipped:
+        print(f"Exercise {number}: skipped. {skipped}")
+        return
     except Exception as error:
         raise failed(number, error) from None
     print(f"Exercise {number}: the visible checks pass")

@@ -1,5 +1,6 @@
 """Unit 6's checks: Exercises 6.1 (welford), 6.2 (welford_merge), 6.3 (layer_norm_mixed),
-6.4 (rms_norm_mixed), 6.5 (layer_norm_forward_fast) and 6.6 (layer_norm_backward_fast).
+6.4 (rms_norm_mixed), 6.5 (layer_norm_forward_fast), 6.6 (layer_norm_backward_fast) and
+6.9 (layer_norm_param_grads_mixed).
 
 Each check function compares your result with the exact one (computed in float64, rounded
 to x's dtype), in value, shape and dtype, within the error model's tolerances
@@ -16,10 +17,15 @@ import math
 import numpy as np
 import torch
 
-from normkit.checks import exercise
+from normkit import diagnosis
+from normkit.checks import Skipped, exercise
 from normkit.checks.unit1 import affine, forward_mistakes, normalized_axes, rstd_mistakes
+from normkit.diagnosis import dtype_cause
 from normkit.testing import (
+    LAMBDA,
+    MARGIN,
     MEASURED,
+    ROUNDINGS,
     CheckFailed,
     assert_close,
     backward_mistakes,
@@ -494,3 +500,400 @@ def visible_6_6():
     check_fast_backward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
                         rng.standard_normal((3, 4)).astype(f32),
                         rng.standard_normal((3, 4)).astype(f32))
+
+
+# Exercise 6.9: the backward's reductions in low precision ---------------------------------
+# (dweight and dbias of a 16-bit LayerNorm: sums over every row, accumulated in float32)
+
+
+def saved_statistics(x, normalized_shape, eps=1e-5):
+    """mean and rstd (*B, 1, .., 1) as torch's LayerNorm forward saves them for x, no
+    weight or bias (torch.ops.aten.native_layer_norm): for a 16-bit x, torch 2.13's CPU
+    kernel computes them in float32 and saves them rounded to x's dtype."""
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, list(normalized_shape), None, None,
+                                                     eps)
+    return mean, rstd
+
+
+def param_grad_terms(grad_output, x, normalized_shape, mean, rstd):
+    """{"dweight", "dbias"}: each row's term of the two sums, computed exactly (float64) from
+    the numbers given, (R, *S) each: grad_output times x_hat = (x - mean) * rstd, and
+    grad_output."""
+    rows = (-1, *normalized_shape)
+    g = grad_output.double()  # (*B, *S)
+    x_hat = (x.double() - mean.double()) * rstd.double()  # (*B, *S)
+    return {"dweight": (g * x_hat).reshape(rows), "dbias": g.reshape(rows)}
+
+
+def param_grads_tolerance(terms, dtype):
+    """{"rtol", "atol"} for a sum over the rows of terms (R, *S) (float64), computed in
+    float32 and rounded once to dtype, against e, the exact sum rounded to dtype. A correct
+    result is the float32 sum, off by some delta before its rounding, rounded once: it
+    lies within half a unit in the last place, plus delta, plus half a unit (e's own
+    rounding) of e, so within eps * |e| + delta (eps = torch.finfo(dtype).eps; a unit at e
+    is at most eps * |e|). rtol = 2 eps covers the units, as check_mixed allows; atol is
+    MARGIN times the error model's bound on delta (normkit.testing): u32 (ROUNDINGS +
+    LAMBDA sqrt(R)) times the largest column's sum of |terms|, however the rows are
+    ordered, in units of max(1, max |e|) as assert_close reads atol. It matters only where
+    the rows' terms cancel, the sum small against them."""
+    u32, rows = 2.0**-24, terms.shape[0]
+    size = float(terms.abs().sum(dim=0).max()) if terms.numel() else 0.0
+    bound = u32 * (ROUNDINGS + LAMBDA * math.sqrt(rows)) * size
+    scale = max(1.0, float(in_dtype(terms.sum(dim=0), dtype).abs().max()))  # (e's largest)
+    return {"rtol": 2 * torch.finfo(dtype).eps, "atol": MARGIN * bound / scale}
+
+
+def running_sum(terms, dtype, chunks=1):
+    """The sum over the rows of terms (R, *S) (float64) accumulated in dtype, row by row,
+    total = dtype(total + term), as a loop adding into a tensor of dtype does; in `chunks`
+    contiguous parts of the rows, each with a running sum of its own, the parts' sums
+    added at the end and rounded once (float64, *S). torch's own CPU LayerNorm backward
+    sums a 16-bit x so, one part per thread: its per-thread buffers of dweight and dbias
+    have x's dtype (aten/src/ATen/native/cpu/layer_norm_kernel.cpp, torch 2.11 to 2.13)."""
+    size = -(-terms.shape[0] // chunks)  # rows per part, as at::parallel_for splits them
+    total = torch.zeros(terms.shape[1:], dtype=torch.float64)  # (*S)
+    for start in range(0, terms.shape[0], size):
+        part = torch.zeros(terms.shape[1:], dtype=torch.float64)  # (*S)
+        for term in terms[start:start + size]:
+            part = (part + term).to(dtype).double()
+        total += part
+    return total.to(dtype).double()
+
+
+def in_dtype(t, dtype):
+    """t (float64) rounded to dtype, as float64: one operation computed in dtype (torch
+    computes a 16-bit product or difference of 16-bit numbers in float32, where it is exact,
+    and rounds it once). torch converts float64 to a 16-bit dtype through float32: a second
+    rounding, which can add 2**-24 relative to the half unit of the first."""
+    return t.to(dtype).double()
+
+
+def accumulated_cause(name, rows, reached, chunks):
+    """The likely cause of a sum over the rows accumulated in the 16-bit dtype `name`, in
+    `chunks` running sums, which reached `reached` of the exact sum."""
+    where = ("" if chunks == 1 else f" (in {chunks} running sums, one per thread, as torch's "
+             "own CPU LayerNorm backward keeps them: its buffers have x's dtype)")
+    stalled = (f"; over these {rows} rows it reached {reached:.0%} of the exact sum"
+               if reached < 0.9 else "")
+    return (f"the sum over the rows was accumulated in {name}{where}: every row's addition "
+            "rounds the running sum to 16 bits, and once a row's term falls below half a "
+            "unit in its last place the sum stops growing (in bfloat16 at 256 to 512 times "
+            f"the term){stalled}. Accumulate in float32 and round once, at the end")
+
+
+def rounded_cause(what, name, cancel):
+    """The likely cause of terms rounded to the 16-bit dtype `name` before a float32 sum
+    (what: which value was), where the sums are `cancel` of their terms' magnitudes."""
+    left = (f", and where the rows' terms cancel, as here (the sums are {cancel:.1g} times "
+            "the sums of their magnitudes), those roundings are all that is left"
+            if cancel < 0.1 else "")
+    return (f"{what} rounded to {name} before the sum: each row's term then carries a "
+            f"rounding of up to half a unit of {name}{left}. Compute them in float32")
+
+
+def param_grads_mistakes(grad_output, x, normalized_shape, mean, rstd):
+    """{"dweight", "dbias": {likely cause: what that mistake gives (float64, *S)}} for
+    Exercise 6.9, computed exactly (float64): the sum over the rows accumulated in x's
+    dtype (one running sum, or one per thread of this process, as torch's CPU kernel
+    does), x_hat or the products rounded to x's dtype before a float32 sum."""
+    dtype, name = x.dtype, dtype_name(x.dtype)
+    terms = param_grad_terms(grad_output, x, normalized_shape, mean, rstd)
+    rows = (-1, *normalized_shape)
+    g = grad_output.double().reshape(rows)  # (R, *S)
+    x_hat = in_dtype(in_dtype(x.double() - mean.double(), dtype) * rstd.double(), dtype)
+    x_hat = x_hat.reshape(rows)  # (R, *S): x_hat computed in dtype
+    exact = float(terms["dbias"].sum(dim=0).abs().max())
+    size = float(terms["dweight"].abs().sum(dim=0).max())
+    cancel = float(terms["dweight"].sum(dim=0).abs().max()) / size if size else 1.0
+    found = {
+        "dweight": {rounded_cause("the products grad_output * x_hat were", name, cancel):
+                        in_dtype(g * x_hat, dtype).sum(dim=0),
+                    rounded_cause("x_hat was", name, cancel): (g * x_hat).sum(dim=0)},
+        "dbias": {}}
+    for chunks in sorted({1, min(torch.get_num_threads(), len(g))}):
+        stalled = running_sum(terms["dbias"], dtype, chunks)  # (*S)
+        reached = float(stalled.abs().max()) / exact if exact else 1.0
+        cause = accumulated_cause(name, len(g), reached, chunks)
+        found["dweight"][cause] = running_sum(terms["dweight"], dtype, chunks)
+        found["dbias"][cause] = stalled
+    return found
+
+
+def param_grads_shape_cause(actual, x, normalized_shape):
+    """The likely cause of a parameter gradient of the wrong shape, or ""."""
+    batch = tuple(range(x.dim() - len(normalized_shape)))
+    meaning = (f"the sum over the rows (all of x's axes but normalized_shape="
+               f"{tuple(normalized_shape)})")
+    return (diagnosis.axes_cause(tuple(actual.shape), tuple(x.shape), batch, meaning,
+                                 keepdims=False) or
+            diagnosis.shape_cause(np.empty(tuple(actual.shape)),
+                                  np.empty(tuple(normalized_shape))))
+
+
+def check_param_grad(actual, expected, name, case, x, normalized_shape, mistakes, tol):
+    """One parameter gradient: a tensor of exactly the shape normalized_shape and x's
+    dtype, close to expected (float64, rounded to the dtype) within tol; a wrong value
+    named by the mistake it matches (mistakes(): {likely cause: float64 tensor})."""
+    dtype = x.dtype
+    if not isinstance(actual, torch.Tensor):
+        raise CheckFailed(f"{name} {case}: expected a torch.Tensor, got {type(actual).__name__}.")
+    if tuple(actual.shape) != tuple(normalized_shape):
+        cause = param_grads_shape_cause(actual, x, normalized_shape)
+        raise CheckFailed(f"{name} {case}: expected shape {tuple(normalized_shape)}, got "
+                          f"{diagnosis.shape_words(actual.shape, tuple(normalized_shape))}"
+                          + (f".\n  Likely cause: {cause}." if cause else "."))
+    if actual.dtype != dtype:
+        wider = actual.is_floating_point() and actual.dtype.itemsize > dtype.itemsize
+        cause = (f".\n  Likely cause: the result stayed in {dtype_name(actual.dtype)}, where "
+                 f"it was summed; the parameters are x's dtype, and so are their gradients "
+                 "(the optimizer adds them to the weight): round once, at the end"
+                 if wider else "")
+        raise CheckFailed(f"{name} {case}: expected dtype {dtype_name(dtype)}, got "
+                          f"{dtype_name(actual.dtype)}" + cause + ".")
+    assert_diagnosed(actual.detach().double().numpy(), expected.numpy(), f"{name} {case}",
+                     lambda: {cause: v.numpy() for cause, v in mistakes().items()}, **tol)
+
+
+def check_param_grads_mixed(grad_output, x, normalized_shape, eps=1e-5):
+    """Your (dweight, dbias) for grad_output and x (*B, *S), with the mean and rstd that
+    torch's forward saves (saved_statistics), against the exact sums over the rows
+    (float64, from the same 16-bit numbers) rounded once to x's dtype: shape S and x's dtype
+    exactly, values within param_grads_tolerance; no argument modified. dbias first (its
+    terms are grad_output itself, so a 16-bit accumulator's stall is computed exactly),
+    then dweight. A wrong value is named by the mistake it matches
+    (param_grads_mistakes)."""
+    from normlib.mixed_precision import layer_norm_param_grads_mixed
+
+    mean, rstd = saved_statistics(x, normalized_shape, eps)
+    terms = param_grad_terms(grad_output, x, normalized_shape, mean, rstd)
+    expected = {name: in_dtype(t.sum(dim=0), x.dtype) for name, t in terms.items()}  # (*S)
+    inputs = {"grad_output": grad_output, "x": x, "mean": mean, "rstd": rstd}
+    saved = {name: t.clone() for name, t in inputs.items()}
+    result = layer_norm_param_grads_mixed(grad_output, x, normalized_shape, mean, rstd)
+    case = (f"for grad_output and x {tuple(x.shape)} {dtype_name(x.dtype)}, "
+            f"normalized_shape={tuple(normalized_shape)}")
+    for name, t in inputs.items():
+        if not torch.equal(t, saved[name]):
+            raise CheckFailed(f"{name} was modified in place {case}: a kernel must not write "
+                              "into its inputs (autograd still holds them).")
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailed(f"{case}: return (dweight, dbias), a tuple of two tensors.")
+    found = {}
+
+    def mistakes(name):
+        if not found:
+            found.update(param_grads_mistakes(grad_output, x, normalized_shape, mean, rstd))
+        return found[name]
+
+    for name, actual in (("dbias", result[1]), ("dweight", result[0])):
+        check_param_grad(actual, expected[name], name, case, x, normalized_shape,
+                         lambda name=name: mistakes(name),
+                         param_grads_tolerance(terms[name], x.dtype))
+
+
+def outlier_features(dtype, rows, features, spread=2.0, seed=0):
+    """x (rows, features) of dtype: each feature (column) with an offset of its own, drawn
+    with this spread, plus a standard normal sample: x_hat keeps one sign in most of a
+    column, as in networks whose features carry large offsets, so a column's terms of
+    dweight add up instead of cancelling."""
+    offsets = randn(torch.float64, features, scale=spread, seed=seed + 1)  # (H,)
+    return (offsets + randn(torch.float64, rows, features, seed=seed)).to(dtype)
+
+
+def orthogonal_grad(x, normalized_shape, seed=0):
+    """An upstream gradient (of x's shape and dtype) whose dweight is near 0: a random one
+    minus its projection on x_hat in each column (float64), then rounded to x's dtype, as at
+    a minimum of the loss in the weight. The rows' terms of dweight cancel, and what is left
+    is about the size of the rounding of the terms in x's dtype."""
+    rows = (-1, *normalized_shape)
+    mean, rstd = saved_statistics(x, normalized_shape)
+    x_hat = ((x.double() - mean.double()) * rstd.double()).reshape(rows)  # (R, *S)
+    g = randn(torch.float64, *x_hat.shape, seed=seed)  # (R, *S)
+    norm = (x_hat * x_hat).sum(dim=0).clamp_min(1e-30)  # (*S)
+    return (g - x_hat * ((g * x_hat).sum(dim=0) / norm)).reshape(x.shape).to(x.dtype)
+
+
+@exercise("6.9", "mixed_precision.layer_norm_param_grads_mixed")
+def visible_6_9():
+    b = torch.bfloat16
+    # 4096 rows, gradients of one sign: a 16-bit running sum stalls far below the total
+    check_param_grads_mixed(randn(b, 4096, 64, offset=1, scale=0.5, seed=3),
+                            outlier_features(b, 4096, 64, seed=4), (64,))
+    x = randn(b, 64, 256, offset=0.5, seed=5)  # dweight near 0: its terms cancel
+    check_param_grads_mixed(orthogonal_grad(x, (256,), seed=6), x, (256,))
+    check_param_grads_mixed(randn(b, 6, 16, seed=1), randn(b, 6, 16, seed=2), (16,))
+    check_param_grads_mixed(randn(b, 4, 3, 8, seed=7), randn(b, 4, 3, 8, seed=8), (3, 8))
+
+
+# -- Exercises 6.7 and 6.8: the compiled, fused kernels (Numba) -----------------------------
+
+def compiled_kernel(name):
+    """Your kernel `name` of normlib/layer_norm_compiled.py. Where Numba is not installed,
+    a Skipped that says so (the exercise is skipped, not failed)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        raise Skipped("Numba is not installed here, so Exercises 6.7 and 6.8 are skipped: "
+                      "`make lab` installs it (or pip install numba==0.68.1).") from None
+    import normlib.layer_norm_compiled as compiled
+
+    return getattr(compiled, name)
+
+
+def compile_rows(kernel, arrays):
+    """Numba's compile step for a kernel of rows: one call per dtype the checks use
+    (float32, float64), on 2 rows of 3 values, so that the checks' calls find it compiled
+    and what they measure is the kernel's run alone. arrays(dtype) gives the call's
+    arguments."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():  # (no prange: the check says so, in its own words)
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        for dtype in np.float32, np.float64:
+            kernel(*arrays(dtype))
+
+
+def _rows_of(dtype, seed=0):
+    """(x (2, 3), weight (3,), bias (3,)) of dtype, for the compile step."""
+    rng = np.random.default_rng(seed)
+    return tuple(np.ascontiguousarray(rng.standard_normal(s).astype(dtype))
+                 for s in ((2, 3), (3,), (3,)))
+
+
+def code_problems(kernel):
+    """A CheckFailed for what your kernel's code shows (normkit.kernel_code): no @njit,
+    fastmath flags that drop NaN and inf handling, no parallel loop, a data race."""
+    from normkit.kernel_code import code_cause, module_source
+
+    source, name = module_source(kernel)
+    cause = code_cause(source, name) if source else ""
+    if cause:
+        raise CheckFailed(f"the code of {name}: {cause}.")
+
+
+def check_dtype(result, name, x):
+    """A result of x's dtype; where it is float64 for a float32 x, the likely cause."""
+    if isinstance(result, np.ndarray) and result.dtype != x.dtype:
+        cause = ("NumPy's np.empty(n) and np.zeros(n) are float64 unless given a dtype, in "
+                 "Numba too, and so is a sum of float64 partial sums: make each result "
+                 "np.empty(n, x.dtype), or cast it with .astype(x.dtype)"
+                 if result.dtype == np.float64 else dtype_cause(result, x))
+        raise CheckFailed(f"{name}: dtype {result.dtype}, expected {x.dtype}.\n"
+                          f"  Likely cause: {cause}.")
+
+
+def check_compiled_memory(kernel, args, x, output):
+    """At most x's size (the output) and a quarter of it allocated during the call (and
+    1 MiB): a fused kernel needs no full-size temporary. Measured like 6.5's
+    (normkit.testing.peak_memory), after the compile step: compiling is not the kernel's
+    memory."""
+    if x.nbytes < MEASURED:
+        return
+    _, peak = peak_memory(kernel, *args)
+    if peak > x.nbytes * 1.25 + 2**20:
+        arrays = round(peak / x.nbytes) - 1
+        raise CheckFailed(
+            f"memory for x {x.shape} {x.dtype}: {peak / x.nbytes:.2f} times x's size allocated "
+            f"during the call; at most 1.25 ({output} and small arrays) allowed.\n  Likely "
+            f"cause: about {max(arrays, 1)} full-size temporar{'ies' if arrays > 1 else 'y'} "
+            f"besides {output}: a fused kernel keeps a row's intermediate values in scalars "
+            "(or one row's scratch of its own), never in an array the size of x.")
+
+
+def check_compiled_forward(x, weight, bias, eps=1e-5):
+    """Your layer_norm_forward_compiled(x (R, H), weight, bias, eps): y (R, H), mean and
+    rstd (R,) against torch's computed exactly (value, shape, dtype; 1.2's tolerances; NaN
+    where torch gives NaN); x, weight and bias unchanged; its code free of races and of
+    fastmath=True, with a parallel loop; for an x of 8 MiB or more, no full-size
+    temporary. A wrong value is named by the mistake it matches (Unit 1's)."""
+    kernel = compiled_kernel("layer_norm_forward_compiled")
+    code_problems(kernel)
+    shape = (x.shape[-1],)
+    expected = torch_layer_norm(x, shape, weight, bias, eps)
+    expected = (expected[0], expected[1].reshape(-1), expected[2].reshape(-1))
+    tol = layer_norm_tolerances(x, shape, eps)
+    untouched = guard_inputs(x=x, weight=weight, bias=bias)
+    result = kernel(x, weight, bias, eps)
+    case = f"for x {x.shape} {x.dtype}"
+    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)."
+    mistakes = {"y": lambda: forward_mistakes(x, shape, weight, bias, eps),
+                "rstd": lambda: {c: r.reshape(-1) for c, r in
+                                 rstd_mistakes(x, normalized_axes(x, shape), eps).items()}}
+    for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
+        check_dtype(actual, f"{name} {case}", x)
+        assert_diagnosed(actual, wanted, f"{name} {case}", mistakes.get(name, dict),
+                         **tol[name])
+    untouched(case)
+    check_compiled_memory(kernel, (x, weight, bias, eps), x, "y")
+
+
+def compile_6_7():
+    compile_rows(compiled_kernel("layer_norm_forward_compiled"),
+                 lambda dtype: (*_rows_of(dtype), 1e-5))
+
+
+@exercise("6.7", "layer_norm_compiled.layer_norm_forward_compiled", compile=compile_6_7)
+def visible_6_7():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    check_compiled_forward((1 + rng.standard_normal((2048, 1024))).astype(f32),
+                           rng.standard_normal(1024).astype(f32),
+                           rng.standard_normal(1024).astype(f32))
+    check_compiled_forward(rng.standard_normal((601, 257)).astype(f32),  # H odd
+                           rng.standard_normal(257).astype(f32), np.zeros(257, f32))
+    check_compiled_forward((1e-3 * rng.standard_normal((8, 64))).astype(f32),  # var < eps
+                           np.ones(64, f32), rng.standard_normal(64).astype(f32))
+
+
+def check_compiled_backward(x, weight, seed=0):
+    """Your layer_norm_backward_compiled(grad_output, x (R, H), mean, rstd, weight): dx
+    (R, H), dweight and dbias (H,) against torch autograd's computed exactly under a random
+    upstream gradient (value, shape, dtype; 2.2's tolerances); no argument modified; its
+    code free of races (dweight and dbias reduced in two stages) and of fastmath=True, with
+    a parallel loop; for an x of 8 MiB or more, no full-size temporary besides dx. A wrong
+    value is named by the mistake it matches (dx: normkit.testing.backward_mistakes;
+    dweight, dbias: partial_sum_cause)."""
+    kernel = compiled_kernel("layer_norm_backward_compiled")
+    code_problems(kernel)
+    shape = (x.shape[-1],)
+    grad = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
+    _, mean, rstd = torch_layer_norm(x, shape, weight)
+    mean, rstd = mean.reshape(-1), rstd.reshape(-1)  # (R,)
+    expected = torch_layer_norm_backward(grad, x, shape, weight, np.zeros_like(weight))
+    args = (grad, x, mean, rstd, weight)
+    untouched = guard_inputs(grad_output=grad, x=x, mean=mean, rstd=rstd, weight=weight)
+    result = kernel(*args)
+    case = f"for x {x.shape} {x.dtype}"
+    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
+    tol = layer_norm_backward_tolerances(x, shape)
+    g = grad.astype(np.float64) * weight  # (R, H) dL/dx_hat
+    terms = backward_terms(grad, x, shape)
+    for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
+        check_dtype(actual, f"{name} {case}", x)
+        assert_diagnosed(actual, wanted, f"{name} {case}",
+                         lambda dx=name == "dx": backward_mistakes(g, x, (1,)) if dx else {},
+                         lambda a=actual, name=name: "" if name == "dx" else
+                         partial_sum_cause(a, terms[name], tol[name], name), **tol[name])
+    untouched(case)
+    check_compiled_memory(kernel, args, x, "dx")
+
+
+def compile_6_8():
+    def arrays(dtype):
+        x, weight, _ = _rows_of(dtype)
+        return x, x, np.zeros(2, dtype), np.ones(2, dtype), weight  # (dy, x, mean, rstd, w)
+    compile_rows(compiled_kernel("layer_norm_backward_compiled"), arrays)
+
+
+@exercise("6.8", "layer_norm_compiled.layer_norm_backward_compiled", compile=compile_6_8)
+def visible_6_8():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    check_compiled_backward((1 + rng.standard_normal((2048, 1024))).astype(f32),
+                            rng.standard_normal(1024).astype(f32))
+    check_compiled_backward(rng.standard_normal((601, 257)).astype(f32),  # H odd
+                            rng.standard_normal(257).astype(f32), seed=1)
+    check_compiled_backward(rng.standard_normal((3, 4)).astype(f32),
+                            rng.standard_normal(4).astype(f32), seed=2)

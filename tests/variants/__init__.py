@@ -8,18 +8,20 @@
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
 one file per part of the course (layer_norm: Units 1-2, family: Unit 3, network: Unit 4,
-transformer: Unit 5, numerics: Unit 6), each a RIGHT or WRONG table of the exercise's function or class
+transformer: Unit 5, numerics: Unit 6, compiled: Unit 6's Numba kernels), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
 runs every check on every variant; `python -m tests.variants` counts them, and
 `python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).
 """
 
 from tests.variants import (
+    right_compiled,
     right_family,
     right_layer_norm,
     right_network,
     right_numerics,
     right_transformer,
+    wrong_compiled,
     wrong_family,
     wrong_layer_norm,
     wrong_network,
@@ -28,7 +30,7 @@ from tests.variants import (
 )
 
 RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_network.RIGHT,
-         **right_transformer.RIGHT, **right_numerics.RIGHT}
+         **right_transformer.RIGHT, **right_numerics.RIGHT, **right_compiled.RIGHT}
 WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_network.WRONG,
-         **wrong_transformer.WRONG, **wrong_numerics.WRONG}
+         **wrong_transformer.WRONG, **wrong_numerics.WRONG, **wrong_compiled.WRONG}
 FEWER = {}  # {number: why it has fewer than three classic mistakes}

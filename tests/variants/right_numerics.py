@@ -126,6 +126,42 @@ def backward_small_blocks(grad_output, x, normalized_shape, mean, rstd, weight=N
             None if bias is None else db.reshape(shape))
 
 
+# Exercise 6.9: the parameter gradients of a 16-bit LayerNorm --------------------------------
+
+
+def param_grads_einsum(grad_output, x, normalized_shape, mean, rstd):
+    """torch.einsum over the flattened rows, in float32."""
+    h = math.prod(normalized_shape)
+    g = grad_output.float().reshape(-1, h)
+    x_hat = ((x.float() - mean.float()) * rstd.float()).reshape(-1, h)
+    dweight = torch.einsum("rh,rh->h", g, x_hat).reshape(normalized_shape)
+    dbias = torch.einsum("rh->h", g).reshape(normalized_shape)
+    return dweight.to(x.dtype), dbias.to(x.dtype)
+
+
+def param_grads_row_blocks(grad_output, x, normalized_shape, mean, rstd):
+    """A loop over blocks of 100 rows into float32 accumulators, rounded once at the end."""
+    h = math.prod(normalized_shape)
+    g, x2 = grad_output.reshape(-1, h), x.reshape(-1, h)
+    mean2, rstd2 = mean.reshape(-1, 1).float(), rstd.reshape(-1, 1).float()
+    dweight = torch.zeros(h, dtype=torch.float32)
+    dbias = torch.zeros(h, dtype=torch.float32)
+    for i in range(0, g.shape[0], 100):
+        gb = g[i:i + 100].float()
+        dweight += (gb * ((x2[i:i + 100].float() - mean2[i:i + 100]) * rstd2[i:i + 100])).sum(0)
+        dbias += gb.sum(0)
+    return (dweight.reshape(normalized_shape).to(x.dtype),
+            dbias.reshape(normalized_shape).to(x.dtype))
+
+
+def param_grads_float64(grad_output, x, normalized_shape, mean, rstd):
+    """In float64 (more than needed), with x_hat as x * rstd - mean * rstd."""
+    dims = tuple(range(x.dim() - len(normalized_shape)))
+    g, r = grad_output.double(), rstd.double()
+    x_hat = x.double() * r - mean.double() * r
+    return (g * x_hat).sum(dim=dims).to(x.dtype), g.sum(dim=dims).to(x.dtype)
+
+
 RIGHT = {
     "6.1": {"float64 inside": welford_float64, "NumPy's two-pass state": welford_numpy_two_pass},
     "6.2": {"weighted means": merge_weighted_means, "float64 inside": merge_float64},
@@ -133,4 +169,7 @@ RIGHT = {
     "6.4": {"F.rms_norm in float32": rms_norm_via_float32, "float64": rms_norm_float64},
     "6.5": {"in place, no blocks": forward_in_place},
     "6.6": {"blocks of 16 rows, einsum sums": backward_small_blocks},
+    "6.9": {"einsum in float32": param_grads_einsum,
+            "blocks of 100 rows, float32 accumulators": param_grads_row_blocks,
+            "float64": param_grads_float64},
 }

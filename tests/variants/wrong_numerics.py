@@ -314,6 +314,60 @@ def backward_missing_variance_term(grad_output, x, normalized_shape, mean, rstd,
     return dx, dw, db
 
 
+# Exercise 6.9: the parameter gradients of a 16-bit LayerNorm --------------------------------
+
+
+def param_grads_16bit_accumulator(grad_output, x, normalized_shape, mean, rstd):
+    """x_hat in float32, but dweight and dbias accumulated row by row in x's dtype."""
+    rows = (-1, *normalized_shape)
+    g = grad_output.reshape(rows)
+    x_hat = ((x.float() - mean.float()) * rstd.float()).reshape(rows)
+    dweight = torch.zeros(normalized_shape, dtype=x.dtype)
+    dbias = torch.zeros(normalized_shape, dtype=x.dtype)
+    for r in range(g.shape[0]):
+        dweight += g[r].float() * x_hat[r]
+        dbias += g[r]
+    return dweight, dbias
+
+
+def param_grads_torch_cpu_kernel(grad_output, x, normalized_shape, mean, rstd):
+    """torch's own LayerNorm backward (aten's CPU kernel), asked for dweight and dbias."""
+    ones = torch.ones(normalized_shape, dtype=x.dtype)
+    _, dweight, dbias = torch.ops.aten.native_layer_norm_backward(
+        grad_output, x, list(normalized_shape), mean, rstd, ones, ones, [False, True, True])
+    return dweight, dbias
+
+
+def param_grads_x_hat_in_dtype(grad_output, x, normalized_shape, mean, rstd):
+    """x_hat computed in x's dtype; the products and the sums in float32."""
+    dims = tuple(range(x.dim() - len(normalized_shape)))
+    x_hat = (x - mean) * rstd
+    dweight = (grad_output.float() * x_hat.float()).sum(dim=dims)
+    return dweight.to(x.dtype), grad_output.float().sum(dim=dims).to(x.dtype)
+
+
+def param_grads_products_in_dtype(grad_output, x, normalized_shape, mean, rstd):
+    """Everything in x's dtype (torch's .sum accumulates in float32 inside, but the
+    products are rounded to 16 bits before it)."""
+    dims = tuple(range(x.dim() - len(normalized_shape)))
+    return (grad_output * ((x - mean) * rstd)).sum(dim=dims), grad_output.sum(dim=dims)
+
+
+def param_grads_float32_result(grad_output, x, normalized_shape, mean, rstd):
+    """Summed in float32 and returned as they are, in float32."""
+    dims = tuple(range(x.dim() - len(normalized_shape)))
+    g = grad_output.float()
+    return (g * (x.float() - mean.float()) * rstd.float()).sum(dim=dims), g.sum(dim=dims)
+
+
+def param_grads_all_but_last_axis(grad_output, x, normalized_shape, mean, rstd):
+    """Summed over every axis but the last, whatever normalized_shape says."""
+    dims = tuple(range(x.dim() - 1))
+    g = grad_output.float()
+    dweight = (g * (x.float() - mean.float()) * rstd.float()).sum(dim=dims)
+    return dweight.to(x.dtype), g.sum(dim=dims).to(x.dtype)
+
+
 WRONG = {
     "6.1": {"one-pass shortcut": Mistake(welford_one_pass, "cancellation"),
             "old mean twice": Mistake(welford_old_mean_twice,
@@ -365,4 +419,17 @@ WRONG = {
                                          "the mean's term is missing"),
             "missing variance term": Mistake(backward_missing_variance_term,
                                              "the variance's term is missing")},
+    "6.9": {"16-bit accumulator": Mistake(param_grads_16bit_accumulator,
+                                          "accumulated in bfloat16"),
+            "torch's own CPU kernel": Mistake(param_grads_torch_cpu_kernel,
+                                              "accumulated in bfloat16"),
+            "x_hat in the 16-bit dtype": Mistake(param_grads_x_hat_in_dtype,
+                                                 "x_hat was rounded to bfloat16"),
+            "products in the 16-bit dtype": Mistake(
+                param_grads_products_in_dtype,
+                "the products grad_output * x_hat were rounded to bfloat16"),
+            "float32 result": Mistake(param_grads_float32_result,
+                                      "the result stayed in float32"),
+            "all axes but the last": Mistake(param_grads_all_but_last_axis,
+                                             "the result was reduced over axes (0, 1)")},
 }

@@ -58,6 +58,7 @@ _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w|\.\d)")
 _QUOTED = re.compile(r"(?<!\w)'[^']*'|\"[^\"]*\"")  # (an apostrophe, as in x's, opens none)
 _INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normkit.diagnosis.mismatch's words)
+SOURCE_BYTES = 256 * 1024  # the most of a student's file the judge reads (Judge.source)
 NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
 ALL_NUMBERS = 8  # numbers a verdict quotes in all (a number the source holds is quoted as
 # it is: how many could the worker make it quote, to learn which of its guesses are there?)
@@ -264,7 +265,7 @@ class Judge:
 
     def start(self):
         self.process, self.peer = self._launch()
-        self.peer.measurer = self.measure
+        self.peer.measurer, self.peer.sourcer = self.measure, self.source
         for name in [n for n in sys.modules if n.split(".")[0] in ("normlib", "normkit")]:
             del sys.modules[name]  # proxies of a worker that is gone; course modules again
             # (normkit's too, which may hold them)
@@ -323,18 +324,45 @@ class Judge:
             raise TypeError("only a function of a student module is measured")
         with tempfile.TemporaryDirectory(prefix="measured-") as folder:
             staged, path = stage(args, folder)
+            compiled = self._compiled(function)
             fd = os.open(path, os.O_RDONLY)
             try:
                 staged = [{**a, "fd": fd} if isinstance(a, dict) and "$staged" in a else a
                           for a in staged]
-                process, peer = self._launch("--measure", env=MEASURED_ENV, fds=(fd,),
+                flags = ("--measure", "--numba") if compiled else ("--measure",)
+                process, peer = self._launch(*flags, env=MEASURED_ENV, fds=(fd,),
                                              measuring=True)
             finally:
                 os.close(fd)
-            return self._measured(process, peer, origin, args, staged, os.stat(path))
+            return self._measured(process, peer, origin, args, staged, os.stat(path),
+                                  compiled)
 
-    def _measured(self, process, peer, origin, args, staged, file):
-        """measure's call in its worker (see measure), the staged arguments' file's stat."""
+    def _compiled(self, function):
+        """Whether function, a student module's Remote, may be a compiled kernel: its file
+        names Numba (measure then loads Numba before the call, and compiles it apart)."""
+        with contextlib.suppress(Exception):
+            return "numba" in self.source(function)[0]
+        return False
+
+    def source(self, function):
+        """(the text of the submission's file that defines function, a student module's
+        Remote, and its name there): read here from the worker's folder, its first
+        SOURCE_BYTES, for a check that reads the kernel's code (normkit.kernel_code). No
+        student code runs for it; a verdict quotes of it what explain allows."""
+        origin = getattr(function, "_origin", None)
+        if origin is None:
+            raise TypeError("only a function of a student module has a source")
+        module, name = origin
+        path = Path(self.worker_dir, *module.split(".")).with_suffix(".py")
+        with open(path, "rb") as f:
+            return f.read(SOURCE_BYTES).decode("utf-8", errors="replace"), name
+
+    def _measured(self, process, peer, origin, args, staged, file, compiled=False):
+        """measure's call in its worker (see measure), the staged arguments' file's stat.
+        compiled: a Numba kernel's call, in three steps, so that the compiler's memory is
+        not counted and all the student's code's is: its module imported (measured), the
+        kernel compiled for the arguments' types (Peer._op_compile: Numba's own code, not
+        measured), then the call (measured)."""
         peer.deadline = self.peer.deadline or time.monotonic() + self.limits.timeout
         timer = threading.Timer(max(0.0, peer.deadline - time.monotonic()), process.kill)
         timer.start()
@@ -342,7 +370,12 @@ class Judge:
             peer.request("stage", *staged)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
             pid = sandbox.innermost(process.pid)
-            before = reset_resident_peak(pid)
+            before, loaded = reset_resident_peak(pid), 0
+            if compiled:
+                peer.request("load", origin[0])
+                loaded = resident_peak(pid) - before
+                peer.request("compile", *origin)
+                before = reset_resident_peak(pid)
             call = None
             if self.sandboxed:
                 with contextlib.suppress(OSError):
@@ -351,6 +384,7 @@ class Judge:
             peak = resident_peak(pid) - before + written_pages(pid, file)
             if call is not None:
                 peak = max(peak, cgroup.peak(call))
+            peak += loaded
             result, now = peer.request("fetch")
         except WorkerGone:
             self.peer.broken = self.peer.broken or peer.broken  # the check's verdict
@@ -370,6 +404,37 @@ class Judge:
         CPU time, no core dumps (the grading limits, as at autograde)."""
         guard.limit(self.limits.memory_mb, self.limits.file_mb,
                       guard.cpu_seconds(self.limits.notebook_timeout))
+
+    def _compile(self, source, deadline):
+        """The compile step of the check's exercise (normkit.checks.compile_kernels: its
+        Numba kernels compiled, for the signatures its cases use), before the check's clock
+        starts, within limits.compile_timeout: "" or, if it ran over, the verdict. An error
+        is the check's to report: it calls the same kernels."""
+        from normkit.checks import COMPILE, _registered, compile_kernels
+
+        title = TITLE.match(source)
+        with contextlib.suppress(Exception):
+            _registered(title[1])
+        if not title or title[1] not in COMPILE:
+            return ""
+        budget = max(0.0, min(self.limits.compile_timeout, deadline - time.monotonic()))
+        self.peer.deadline = time.monotonic() + budget
+        timer = threading.Timer(budget, self.process.kill)
+        timer.start()
+        try:
+            compile_kernels(title[1])
+        except Exception:  # (the check meets it again, and words it)
+            pass
+        finally:
+            timer.cancel()
+        broken, started = self.peer.broken, time.monotonic() - (self.peer.deadline - budget)
+        if not broken and self.process.poll() is None:
+            return ""
+        self.stop()
+        if broken == SILENT or started >= budget:
+            return (f"its kernels did not compile within the {self.limits.compile_timeout} s "
+                    "compile budget")
+        return broken or ENDED
 
     def stop(self):
         if self.process:
@@ -396,6 +461,9 @@ class Judge:
         if fresh:
             self.stop()
             self.start()
+        over = self._compile(source, deadline)
+        if over:
+            return False, over
         budget = self.limits.timeout + (self.limits.startup_timeout if fresh else 0)
         start = time.monotonic()
         budget = min(budget, deadline - start)

@@ -60,6 +60,11 @@ BROKE = "the worker broke the protocol:"
 UNQUOTED = "(raised by the submission's code; the judge does not read its message)"
 
 
+# A measuring worker's (tools/judge/worker.py --numba): (Numba's dispatcher class, its compile
+# method), saved before any student code runs; () where no compiled kernel is measured
+NUMBA = ()
+
+
 class RemoteError(Exception):
     """An exception raised on the other side. Its class, made here, is a subclass of the
     builtin one of that name (so that `except ValueError` catches a remote ValueError),
@@ -159,6 +164,13 @@ class Remote:
             raise RuntimeError("memory is measured by the judge only")
         return self._peer.measurer(self, args)
 
+    def remote_source(self):
+        """(the text of the student's file that defines this function, its name there), read
+        by the judge from the submission (`Peer.sourcer`; see normkit.kernel_code)."""
+        if self._peer.sourcer is None:
+            raise RuntimeError("a submission's source is read by the judge only")
+        return self._peer.sourcer(self)
+
     def remote_call_updating(self, args, updates):
         """self(*args), where the arrays `updates` (some of args) receive what the call wrote
         into them (see normkit.testing.call_updating)."""
@@ -191,6 +203,7 @@ class Peer:
         self.exports, self._ids, self._count = {}, {}, itertools.count(1)
         self.proxies, self.graphs, self._seq = {}, {}, itertools.count(1)
         self.measurer = None  # the judge's: (remote function, args) -> (result, bytes)
+        self.sourcer = None  # the judge's: remote function -> (its file's text, its name)
         self.staged = self.result = None  # a measuring worker's call (_op_stage, _op_run)
 
     # -- values ------------------------------------------------------------------------
@@ -438,6 +451,24 @@ class Peer:
         for fd in mapped:
             os.close(fd)
         self.staged = tuple(staged)
+        return {"value": None}
+
+    def _op_load(self, module):
+        """A compiled kernel's measured call, first step: its module imported (its memory
+        measured on its own: Judge._measured)."""
+        self._op_import(module)
+        return {"value": None}
+
+    def _op_compile(self, module, name):
+        """Second step: the kernel compiled by Numba for the staged arguments' types, where
+        it is one of Numba's (NUMBA, saved by the worker before any student code ran: a
+        module cannot swap it), before the judge takes the memory again: what the
+        compiler allocates is not the kernel's. Nothing of the student's runs here."""
+        function = getattr(self._op_import(module)["value"], str(name))
+        if NUMBA and type(function) is NUMBA[0]:
+            from numba import typeof
+
+            NUMBA[1](function, tuple(typeof(a) for a in self.staged))
         return {"value": None}
 
     def _op_run(self, module, name):

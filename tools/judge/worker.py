@@ -4,7 +4,7 @@ normlib modules from its working directory and answers the judge's requests (too
 nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
 inside the sandbox (tools.sandbox).
 
-    python -m tools.judge.worker [--measure] LIMITS_JSON [SOURCE]
+    python -m tools.judge.worker [--measure [--numba]] LIMITS_JSON [SOURCE]
 
 SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE;
 a measuring worker has none: its working folder is the submission, read-only).
@@ -15,6 +15,7 @@ processes) before any student code, as a second wall inside the OS sandbox.
 is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
 pages, so that its resident memory grows and shrinks with them, byte for byte; its
 arguments' arrays mapped copy-on-write from a file it gets as an open descriptor alone.
+--numba: the measured call is a compiled kernel's (Numba): Numba loaded first (_warm_up).
 """
 
 import os
@@ -22,7 +23,7 @@ import sys
 
 WORKER_OPS = ("import", "getattr", "setattr", "call", "backward", "params", "setparams",
               "reset")
-MEASURE_OPS = ("stage", "reset", "run", "fetch")
+MEASURE_OPS = ("stage", "reset", "load", "compile", "run", "fetch")
 # glibc's malloc: every block of 64 KiB or more mapped on its own and returned when freed
 # (no heap left over from decoding the arguments for a call to reuse unseen); set before the
 # process starts
@@ -40,7 +41,8 @@ def main():
     from tools.limits import Limits
 
     measure = sys.argv[1] == "--measure"
-    argv = sys.argv[2:] if measure else sys.argv[1:]
+    numba = measure and sys.argv[2] == "--numba"
+    argv = sys.argv[2 + numba:] if measure else sys.argv[1:]
     limits = Limits.from_json(argv[0])
     sys.path.insert(0, os.getcwd())  # the submission's normlib/, before anything installed
     source = argv[1] if len(argv) > 1 else None
@@ -48,7 +50,7 @@ def main():
     guard.install(os.getcwd(), limits.protected, limits.memory_mb, limits.file_mb,
                   source, tasks=boxed)
     if measure:
-        _warm_up()
+        _warm_up(numba)
 
     try:
         Peer(reader, writer, MEASURE_OPS if measure else WORKER_OPS).serve_forever()
@@ -57,15 +59,42 @@ def main():
     os._exit(0)
 
 
-def _warm_up():
+def _warm_up(numba=False):
     """What NumPy allocates once, on its first use, allocated before the judge takes the
-    measuring worker's memory (BLAS's buffers); its arrays in pages of 4 KiB."""
+    measuring worker's memory (BLAS's buffers); its arrays in pages of 4 KiB. numba: a
+    compiled kernel is measured (--numba): Numba too, its modules, its compiler and its
+    threads, started by a kernel of its own; its dispatcher's class and compile method
+    kept aside (peer.NUMBA) before any student code runs; and its cache turned off."""
     import numpy as np
 
     np._core.multiarray._set_madvise_hugepage(False)
     for dtype in (np.float32, np.float64):
         a = np.ones((64, 64), dtype)  # (64, 64)
         a @ a, a @ a[0], np.vecdot(a, a), a.sum(axis=1), np.sqrt(a)
+    if numba:
+        import warnings
+
+        from tools.judge import peer
+
+        with warnings.catch_warnings():  # (a read-only /dev/shm: no lock for its threads'
+            warnings.simplefilter("ignore")  # start, which one process does not need)
+            from numba import njit, prange
+            from numba.core.dispatcher import Dispatcher
+            from numba.core.registry import CPUDispatcher
+
+            # a kernel's @njit(cache=True) ignored: here nothing is writable, where Numba's
+            # cache would refuse to load the module (and the kernel is compiled apart)
+            Dispatcher.enable_caching = lambda self: None
+
+            @njit(parallel=True)
+            def total(a):
+                s = 0.0
+                for i in prange(a.shape[0]):
+                    s += a[i]
+                return s
+
+            total(np.ones(64, np.float32)), total(np.ones(64))
+        peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""A compiled, fused LayerNorm (Exercises 6.7 and 6.8): the forward and backward of
+Exercises 1.2 and 2.2 as Numba kernels, each reading x from memory once and writing its
+output once, on every core.
+
+Why compiled. A NumPy kernel, even the fast one of Exercise 6.5, makes one pass over its
+block per NumPy call, on one thread. A compiled loop does all the work of a row while the
+row is in the cache (a row of 1024 float32 values is 4 KB), so main memory sees one read
+of x and one write of y, the least any LayerNorm can move; and `prange` shares the rows
+among the cores.
+
+How Numba compiles it. `@njit` compiles a function of NumPy arrays and scalars to machine
+code (through LLVM) on its first call for each combination of argument types (float32 and
+float64 are two compilations, each a second or two; then each call runs the machine code).
+`parallel=True` lets a `for r in prange(rows):` loop run its iterations on several
+threads, in chunks of consecutive rows: iterations must not depend on each other, and two
+of them must never write the same element (a data race: both read, both add, one write is
+lost). `fastmath={"reassoc", "contract"}` lets LLVM reorder a sum (so that it adds 8 lanes
+at a time with SIMD) and fuse a multiply and an add; never `fastmath=True`, whose
+no-NaN and no-inf flags let LLVM compile NaN and inf handling away (a NaN in would come
+out as a number).
+
+Shapes: rows of x (R, H), C-contiguous, float32 or float64 (a caller flattens x (*B, *S)
+to (R, prod(S)) rows: a view); weight, bias (H,) of x's dtype (ones and zeros where a
+layer has none); mean, rstd (R,): saved by the forward for the backward. Every result is
+in x's dtype.
+"""
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+# LLVM may reorder sums and fuse multiply-adds; it may not assume that no NaN or inf occurs
+FAST = {"reassoc", "contract"}
+
+
+@njit(parallel=True, fastmath=FAST)
+def layer_norm_forward_compiled(x, weight, bias, eps):
+    """Exercise 6.7: LayerNorm forward over the rows of x, fused: each row's statistics and
+    output computed while the row is in the cache, the rows shared among the threads.
+
+    Args:
+        x: (R, H) float32 or float64, C-contiguous; not modified.
+        weight, bias: (H,) of x's dtype.
+        eps: added to the biased variance inside the square root.
+    Returns:
+        y (R, H), and the saved mean and rstd (R,), all in x's dtype.
+    """
+    raise NotImplementedError("Exercise 6.7: implement layer_norm_forward_compiled")
+
+
+@njit(parallel=True, fastmath=FAST)
+def layer_norm_backward_compiled(grad_output, x, mean, rstd, weight):
+    """Exercise 6.8: LayerNorm backward over the rows of x, fused: each row's dx from the
+    row of x and of grad_output while they are in the cache, and dweight and dbias, sums
+    over every row, reduced in two stages: each thread sums its own rows' shares into a
+    partial sum of its own, then the partial sums are added.
+
+    Args:
+        grad_output, x: (R, H) float32 or float64, C-contiguous; not modified.
+        mean, rstd: (R,) saved by layer_norm_forward_compiled.
+        weight: (H,) of x's dtype.
+    Returns:
+        dx (R, H), dweight (H,) and dbias (H,), in x's dtype.
+    """
+    raise NotImplementedError("Exercise 6.8: implement layer_norm_backward_compiled")

@@ -1,0 +1,199 @@
+"""The compiled, fused LayerNorm of Exercises 6.7 and 6.8 (Numba): what the checks read in a
+kernel's code (normkit/kernel_code.py), the judge's compile step and its measure of a
+compiled kernel's memory (tools/judge/judge.py), and the course where Numba is missing.
+
+(Every wrong and right variant of tests/variants/wrong_compiled.py and right_compiled.py
+runs through the checks in tests/test_graders.py and tests/test_diagnosis.py.)
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from normkit.kernel_code import code_cause, races
+from tests.test_judge import needs_bwrap
+from tools.course import KIT
+from tools.exercises import REPO, SOLUTIONS, by_number
+from tools.limits import Limits
+
+REFERENCE = (SOLUTIONS / "normlib" / "layer_norm_compiled.py").read_text()
+WRONG = (REPO / "tests" / "variants" / "wrong_compiled.py").read_text()
+RIGHT = (REPO / "tests" / "variants" / "right_compiled.py").read_text()
+LIMITS = Limits(timeout=60)
+
+
+def kernel(body, decorator="@njit(parallel=True, fastmath=FAST)"):
+    """A module's source with one kernel, `k`, of this body."""
+    return (f'FAST = {{"reassoc", "contract"}}\n\n\n{decorator}\ndef k(x, out, parts):\n'
+            + textwrap.indent(textwrap.dedent(body), "    "))
+
+
+RACES = {  # a write two iterations may both make
+    "an element indexed by the inner loop alone": """
+        for r in prange(x.shape[0]):
+            for j in range(x.shape[1]):
+                out[j] += x[r, j]
+        """,
+    "a plain assignment of a sum": """
+        for r in prange(x.shape[0]):
+            for j in range(x.shape[1]):
+                out[j] = out[j] + x[r, j]
+        """,
+    "one cell for every iteration": """
+        for r in prange(x.shape[0]):
+            out[0] += x[r, 0]
+        """,
+}
+OWNED = {  # writes that belong to their iteration
+    "indexed by the loop's variable": """
+        for r in prange(x.shape[0]):
+            out[r] = x[r, 0]
+        """,
+    "indexed by a row computed from the part": """
+        for p in prange(parts):
+            for r in range(p * x.shape[0] // parts, (p + 1) * x.shape[0] // parts):
+                out[p, 0] += x[r, 0]
+                x2 = r
+                out[x2, 1] = 0.0
+        """,
+    "indexed by the thread's id": """
+        for r in prange(x.shape[0]):
+            t = numba.get_thread_id()
+            out[t, 0] += x[r, 0]
+        """,
+    "a scratch row made in the iteration": """
+        for r in prange(x.shape[0]):
+            row = np.empty(x.shape[1])
+            for j in range(x.shape[1]):
+                row[j] = x[r, j]
+        """,
+    "a whole-array reduction, which Numba makes private": """
+        for r in prange(x.shape[0]):
+            out += x[r]
+        """,
+}
+
+
+@pytest.mark.parametrize("body", RACES.values(), ids=list(RACES))
+def test_a_write_two_iterations_may_make_is_a_race(body):
+    assert races(kernel(body), "k")
+    assert "a data race" in code_cause(kernel(body), "k")
+
+
+@pytest.mark.parametrize("body", OWNED.values(), ids=list(OWNED))
+def test_a_write_of_the_iterations_own_is_no_race(body):
+    assert races(kernel(body), "k") == []
+    assert code_cause(kernel(body), "k") == ""
+
+
+def test_the_reference_and_every_right_variant_read_clean_and_the_race_does_not():
+    for name in ("layer_norm_forward_compiled", "layer_norm_backward_compiled"):
+        assert code_cause(REFERENCE, name) == ""
+    for name in ("forward_welford", "forward_blocks_with_scratch", "backward_thread_partials",
+                 "backward_by_columns"):
+        assert code_cause(RIGHT, name) == "", name
+    assert [(array, loop) for _, array, loop in races(WRONG, "backward_race")] == \
+        [("dweight", 151), ("dbias", 151)]
+
+
+@pytest.mark.parametrize("decorator, words", [
+    ("@njit(parallel=True, fastmath=True)", "fastmath=True"),
+    ('@numba.njit(parallel=True, fastmath={"fast"})', "fastmath=True"),
+    ('@jit(nopython=True, parallel=True, fastmath=["nnan", "reassoc"])', "fastmath=True"),
+    ("@njit(fastmath=FAST)", "runs on one thread"),
+    ("@njit(parallel=False)", "runs on one thread"),
+    ("", "not compiled"),
+])
+def test_the_decorator_is_read_for_unsafe_fastmath_and_no_parallel_loop(decorator, words):
+    body = """
+        for r in prange(x.shape[0]):
+            out[r] = x[r, 0]
+        """
+    assert words in code_cause(kernel(body, decorator), "k")
+
+
+def test_the_flags_a_name_stands_for_are_read_where_the_module_assigns_it():
+    body = "for r in prange(x.shape[0]):\n    out[r] = x[r, 0]\n"
+    source = kernel(body, "@njit(parallel=True, fastmath=UNSAFE)")
+    assert "fastmath=True" in code_cause('UNSAFE = {"nnan"}\n' + source, "k")
+    assert code_cause(source, "k") == ""  # (FAST, the module's own: safe)
+
+
+@pytest.mark.parametrize("source", ["def k(:\n", "x = 1\n", "(" * 10000])
+def test_code_that_cannot_be_read_names_no_cause(source):
+    assert races(source, "k") == [] and code_cause(source, "k") == ""
+
+
+def compiled_cells(numbers=("6.7", "6.8")):
+    """[(grade_id, source)] of these exercises' check cells, hidden tests too."""
+    return [(by_number()[n].grade_id, by_number()[n].source) for n in numbers]
+
+
+def judged(tmp_path, text=None, limits=LIMITS, numbers=("6.7", "6.8")):
+    """{grade_id: (passed, detail)} of these exercises' checks on the reference normlib/,
+    its layer_norm_compiled.py replaced by text, judged in the sandbox. (The reference's
+    own pass through the judge is the round trip's: tests/test_roundtrip.py, unit6.)"""
+    shutil.copytree(SOLUTIONS / "normlib", tmp_path / "normlib")
+    shutil.copytree(KIT, tmp_path / "normkit")
+    if text is not None:
+        (tmp_path / "normlib" / "layer_norm_compiled.py").write_text(text)
+    script = (f"import json, sys\nfrom pathlib import Path\nfrom tools.judge.judge import Judge\n"
+              f"from tools.limits import Limits\n"
+              f"print(json.dumps(Judge(Path({str(tmp_path)!r}), Path({str(tmp_path)!r}), "
+              f"{{'normlib.layer_norm_compiled'}}, Limits.from_json({limits.to_json()!r}))"
+              f".run(json.loads(sys.stdin.read()))))")
+    run = subprocess.run([sys.executable, "-c", script], input=json.dumps(compiled_cells(numbers)),
+                         capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
+    return {k: tuple(v) for k, v in json.loads(run.stdout.splitlines()[-1]).items()}
+
+
+def variant_module(forward, backward, prefix=""):
+    """A layer_norm_compiled.py whose kernels are these of wrong_compiled.py, renamed."""
+    text = WRONG[:WRONG.index("WRONG = {")].replace(
+        "from tests.variants.mistake import Mistake\n", "")
+    text = text.replace(f"def {forward}(", "def layer_norm_forward_compiled(")
+    return prefix + text.replace(f"def {backward}(", "def layer_norm_backward_compiled(")
+
+
+@needs_bwrap
+def test_the_judge_fails_a_race_and_a_temporary_in_their_words(tmp_path):
+    """Compiled in the worker, the code read by the judge, the memory measured from outside
+    with the compiler's memory left out (a kernel allocating y alone passes it: the round
+    trip's reference)."""
+    wrong = judged(tmp_path, variant_module("forward_centred_copy", "backward_race"))
+    forward, backward = (wrong[g][1] for g, _ in compiled_cells())
+    assert "times x's size allocated during the call" in forward
+    assert "a data race" in backward
+
+
+@needs_bwrap
+def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_path):
+    """The measured call's module is imported where its memory is counted: only Numba's
+    compiling is left out (tools/judge/judge.py, Judge._measured)."""
+    text = REFERENCE.replace("\nFAST =", "\nKEPT = np.ones(4 << 20, np.float32)  # 16 MiB\nFAST =")
+    verdict = judged(tmp_path, text, numbers=("6.7",))[by_number()["6.7"].grade_id]
+    assert not verdict[0] and "times x's size allocated during the call" in verdict[1]
+
+
+@needs_bwrap
+def test_a_compile_step_over_its_budget_fails_that_check_in_its_words(tmp_path):
+    verdicts = judged(tmp_path, limits=Limits(timeout=60, compile_timeout=0))
+    assert verdicts == {g: (False, "its kernels did not compile within the 0 s compile "
+                                   "budget") for g, _ in compiled_cells()}
+
+
+def test_without_numba_the_exercises_say_they_are_skipped_and_the_rest_runs():
+    script = ("import sys\nsys.modules['numba'] = None\nfrom normkit.checks import check\n"
+              "check('6.7'); check('6.8')\nimport normkit.benchmark as b\n"
+              "assert b.compiled_kernels() is None\nprint(b.environment())")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=SOLUTIONS, timeout=120)
+    skip = ("skipped. Numba is not installed here, so Exercises 6.7 and 6.8 are skipped: "
+            "`make lab` installs it (or pip install numba==0.68.1).")
+    assert run.stdout.splitlines() == [f"Exercise 6.7: {skip}", f"Exercise 6.8: {skip}",
+                                       run.stdout.splitlines()[-1]], run.stderr
+    assert run.stdout.splitlines()[-1].endswith("; no Numba") and run.stderr == ""

@@ -1,0 +1,272 @@
+"""Realistic wrong Numba kernels for Exercises 6.7 and 6.8 (normlib/layer_norm_compiled.py):
+every one must fail its graded check (tests/test_graders.py), and its visible check must
+name the cause (tests/test_diagnosis.py). Keyed by exercise number, then by the mistake's
+name. Each is compiled on its first call, for float32 and float64, a second or two each,
+and cached (cache=True, in tests/variants/__pycache__) for the other test processes; their
+partial sums are PARTS, not one per thread (numba.get_num_threads() would make a kernel
+that Numba cannot cache), which is as right."""
+
+import numpy as np
+from numba import njit, prange
+
+from tests.variants.mistake import Mistake
+
+FAST = {"reassoc", "contract"}
+PARTS = 4  # the partial sums of a two-stage reduction
+
+# Exercise 6.7: layer_norm_forward_compiled ---------------------------------------------------
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_eps_outside_sqrt(x, weight, bias, eps):
+    """rstd = 1 / (sqrt(var) + eps): eps added to the std, outside the square root."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            v += (x[r, j] - m) ** 2
+        rs = 1.0 / (np.sqrt(v / h) + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_float64_statistics(x, weight, bias, eps):
+    """mean and rstd made with np.empty(rows): float64 whatever x's dtype."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows), np.empty(rows)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            v += (x[r, j] - m) ** 2
+        rs = 1.0 / np.sqrt(v / h + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def forward_fastmath_true(x, weight, bias, eps):
+    """fastmath=True: LLVM may assume no NaN or inf, and drop their handling."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            v += (x[r, j] - m) ** 2
+        rs = 1.0 / np.sqrt(v / h + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_range_not_prange(x, weight, bias, eps):
+    """parallel=True with a plain range over the rows: nothing runs in parallel."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in range(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            v += (x[r, j] - m) ** 2
+        rs = 1.0 / np.sqrt(v / h + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_unbiased(x, weight, bias, eps):
+    """The variance divided by H - 1 (the unbiased estimate)."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            v += (x[r, j] - m) ** 2
+        rs = 1.0 / np.sqrt(v / (h - 1) + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_centred_copy(x, weight, bias, eps):
+    """x - mean kept in a full-size array between the passes: a temporary the size of x."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    xc = np.empty_like(x)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h):
+            m += x[r, j]
+        m /= h
+        v = 0.0
+        for j in range(h):
+            xc[r, j] = x[r, j] - m
+            v += xc[r, j] ** 2
+        rs = 1.0 / np.sqrt(v / h + eps)
+        for j in range(h):
+            y[r, j] = xc[r, j] * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+# Exercise 6.8: layer_norm_backward_compiled --------------------------------------------------
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_race(grad_output, x, mean, rstd, weight):
+    """dweight[j] += ... straight from the parallel loop over rows: a data race."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    dweight, dbias = np.zeros(h, x.dtype), np.zeros(h, x.dtype)
+    for r in prange(rows):
+        a, b = 0.0, 0.0
+        for j in range(h):
+            x_hat = (x[r, j] - mean[r]) * rstd[r]
+            a += grad_output[r, j] * weight[j]
+            b += grad_output[r, j] * weight[j] * x_hat
+            dweight[j] += grad_output[r, j] * x_hat
+            dbias[j] += grad_output[r, j]
+        for j in range(h):
+            x_hat = (x[r, j] - mean[r]) * rstd[r]
+            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+    return dx, dweight, dbias
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_float64_sums(grad_output, x, mean, rstd, weight):
+    """dweight and dbias returned as the float64 sums of the partials, never cast back."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    parts = max(1, min(rows, PARTS))
+    dw, db = np.zeros((parts, h)), np.zeros((parts, h))
+    for p in prange(parts):
+        for r in range(p * rows // parts, (p + 1) * rows // parts):
+            a, b = 0.0, 0.0
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                a += grad_output[r, j] * weight[j]
+                b += grad_output[r, j] * weight[j] * x_hat
+                dw[p, j] += grad_output[r, j] * x_hat
+                db[p, j] += grad_output[r, j]
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+    return dx, dw.sum(axis=0), db.sum(axis=0)
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_missing_mean_term(grad_output, x, mean, rstd, weight):
+    """dx without the mean(g) term: the gradient through the mean is forgotten."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    parts = max(1, min(rows, PARTS))
+    dw, db = np.zeros((parts, h)), np.zeros((parts, h))
+    for p in prange(parts):
+        for r in range(p * rows // parts, (p + 1) * rows // parts):
+            b = 0.0
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                b += grad_output[r, j] * weight[j] * x_hat
+                dw[p, j] += grad_output[r, j] * x_hat
+                db[p, j] += grad_output[r, j]
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - x_hat * b / h)
+    return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def backward_fastmath_true(grad_output, x, mean, rstd, weight):
+    """fastmath=True on the backward: LLVM may drop NaN and inf handling."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    parts = max(1, min(rows, PARTS))
+    dw, db = np.zeros((parts, h)), np.zeros((parts, h))
+    for p in prange(parts):
+        for r in range(p * rows // parts, (p + 1) * rows // parts):
+            a, b = 0.0, 0.0
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                a += grad_output[r, j] * weight[j]
+                b += grad_output[r, j] * weight[j] * x_hat
+                dw[p, j] += grad_output[r, j] * x_hat
+                db[p, j] += grad_output[r, j]
+            for j in range(h):
+                x_hat = (x[r, j] - mean[r]) * rstd[r]
+                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+    return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_x_hat_array(grad_output, x, mean, rstd, weight):
+    """x_hat computed for every row first, into an array the size of x, then used."""
+    rows, h = x.shape
+    x_hat = np.empty_like(x)
+    for r in prange(rows):
+        for j in range(h):
+            x_hat[r, j] = (x[r, j] - mean[r]) * rstd[r]
+    dx = np.empty_like(x)
+    for r in prange(rows):
+        a, b = 0.0, 0.0
+        for j in range(h):
+            a += grad_output[r, j] * weight[j]
+            b += grad_output[r, j] * weight[j] * x_hat[r, j]
+        for j in range(h):
+            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat[r, j] * b / h)
+    dweight, dbias = np.empty(h, x.dtype), np.empty(h, x.dtype)
+    for j in prange(h):
+        sw, sb = 0.0, 0.0
+        for r in range(rows):
+            sw += grad_output[r, j] * x_hat[r, j]
+            sb += grad_output[r, j]
+        dweight[j], dbias[j] = sw, sb
+    return dx, dweight, dbias
+
+
+WRONG = {
+    "6.7": {"eps outside the square root": Mistake(forward_eps_outside_sqrt,
+                                                   "eps is added to the std"),
+            "float64 statistics": Mistake(forward_float64_statistics,
+                                          "float64 unless given a dtype"),
+            "fastmath=True": Mistake(forward_fastmath_true, "fastmath=True"),
+            "no prange": Mistake(forward_range_not_prange, "it runs on one thread"),
+            "the unbiased variance": Mistake(forward_unbiased, "unbiased"),
+            "a full-size temporary": Mistake(forward_centred_copy, "full-size temporar")},
+    "6.8": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
+            "float64 parameter gradients": Mistake(backward_float64_sums,
+                                                   "float64 unless given a dtype"),
+            "missing mean term": Mistake(backward_missing_mean_term,
+                                         "the mean's term is missing"),
+            "fastmath=True": Mistake(backward_fastmath_true, "fastmath=True"),
+            "a full-size temporary": Mistake(backward_x_hat_array, "full-size temporar")},
+}
