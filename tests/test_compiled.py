@@ -96,8 +96,11 @@ def test_the_reference_and_every_right_variant_read_clean_and_the_race_does_not(
     for name in ("forward_welford", "forward_blocks_with_scratch", "backward_thread_partials",
                  "backward_by_columns"):
         assert code_cause(RIGHT, name) == "", name
-    assert [(array, loop) for _, array, loop in races(WRONG, "backward_race")] == \
-        [("dweight", 151), ("dbias", 151)]
+    lines = WRONG.splitlines()
+    loop = next(n for n, line in enumerate(lines, 1) if line.startswith("def backward_race")) + 5
+    assert lines[loop - 1].strip() == "for r in prange(rows):"
+    assert [(array, at) for _, array, at in races(WRONG, "backward_race")] == \
+        [("dweight", loop), ("dbias", loop)]
 
 
 @pytest.mark.parametrize("decorator, words", [
@@ -151,12 +154,17 @@ def judged(tmp_path, text=None, limits=LIMITS, numbers=("6.7", "6.8")):
     return {k: tuple(v) for k, v in json.loads(run.stdout.splitlines()[-1]).items()}
 
 
-def variant_module(forward, backward, prefix=""):
-    """A layer_norm_compiled.py whose kernels are these of wrong_compiled.py, renamed."""
-    text = WRONG[:WRONG.index("WRONG = {")].replace(
-        "from tests.variants.mistake import Mistake\n", "")
+def variant_module(forward, backward):
+    """A layer_norm_compiled.py whose kernels are these of wrong_compiled.py, renamed, with
+    the row's steps they share (compiled_rows.py) written into it: a student's file imports
+    nothing of tests/."""
+    rows = (REPO / "tests" / "variants" / "compiled_rows.py").read_text()
+    kernels = WRONG[:WRONG.index("WRONG = {")]
+    kernels = kernels[kernels.index("from tests.variants.mistake import Mistake\n"):]
+    kernels = kernels.replace("from tests.variants.mistake import Mistake\n", "")
+    text = f"import numpy as np\nfrom numba import prange\n{rows}\n{kernels}"
     text = text.replace(f"def {forward}(", "def layer_norm_forward_compiled(")
-    return prefix + text.replace(f"def {backward}(", "def layer_norm_backward_compiled(")
+    return text.replace(f"def {backward}(", "def layer_norm_backward_compiled(")
 
 
 @needs_bwrap

@@ -41,10 +41,11 @@ class Skipped(Exception):
 def exercise(number, target, compile=None):
     """Register a function as Exercise `number`'s visible cases. target: what the student
     writes, as "module.name" of normlib ("layer_norm.layer_norm_stats"). compile: for a
-    compiled kernel (Numba), its compile step: a function of no argument that calls the
-    student's kernel once for each signature its checks use, on tiny arrays. check() runs it first,
-    and the judge before the check's clock starts (tools/judge/judge.py), so that a check
-    times and measures the kernel's runs, not its compilation."""
+    compiled kernel (Numba), its compile step: a function of `hidden` that calls the
+    student's kernel once for each signature its visible cases use (hidden: its hidden
+    tests' too), on tiny arrays. check() runs it first, and the judge, with hidden, before
+    the check's clock starts (tools/judge/judge.py), so that a check times and measures the
+    kernel's runs, not its compilation."""
 
     def register(function):
         CHECKS[number] = (function, target)
@@ -55,11 +56,12 @@ def exercise(number, target, compile=None):
     return register
 
 
-def compile_kernels(number):
-    """Exercise `number`'s compile step, if it has one (see exercise)."""
+def compile_kernels(number, hidden=False):
+    """Exercise `number`'s compile step, if it has one (see exercise): for the signatures
+    of its visible cases, and with hidden, of its hidden tests too."""
     _registered(number)
     if number in COMPILE:
-        COMPILE[number]()
+        COMPILE[number](hidden)
 
 
 def _registered(number):

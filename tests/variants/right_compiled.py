@@ -1,11 +1,12 @@
 """Correct Numba kernels for Exercises 6.7 and 6.8 written otherwise than the reference:
 the checks must pass them (tests/test_graders.py, tests/test_diagnosis.py). Cached like
-tests/variants/wrong_compiled.py's, but the one that calls get_num_threads()."""
+tests/variants/wrong_compiled.py's, but the one that calls get_num_threads(); the row's steps
+they share are tests/variants/compiled_rows.py's."""
 
 import numpy as np
 from numba import get_num_threads, get_thread_id, njit, prange
 
-FAST = {"reassoc", "contract"}
+from tests.variants.compiled_rows import FAST, row_means, write_dx
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
@@ -56,16 +57,11 @@ def backward_thread_partials(grad_output, x, mean, rstd, weight):
     dw, db = np.zeros((get_num_threads(), h)), np.zeros((get_num_threads(), h))
     for r in prange(rows):
         t = get_thread_id()
-        a, b = 0.0, 0.0
         for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            a += grad_output[r, j] * weight[j]
-            b += grad_output[r, j] * weight[j] * x_hat
-            dw[t, j] += grad_output[r, j] * x_hat
+            dw[t, j] += grad_output[r, j] * (x[r, j] - mean[r]) * rstd[r]
             db[t, j] += grad_output[r, j]
-        for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
 
 
@@ -76,14 +72,8 @@ def backward_by_columns(grad_output, x, mean, rstd, weight):
     rows, h = x.shape
     dx = np.empty_like(x)
     for r in prange(rows):
-        a, b = 0.0, 0.0
-        for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            a += grad_output[r, j] * weight[j]
-            b += grad_output[r, j] * weight[j] * x_hat
-        for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     dweight, dbias = np.empty(h, x.dtype), np.empty(h, x.dtype)
     for j in prange(h):
         sw, sb = 0.0, 0.0

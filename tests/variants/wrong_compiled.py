@@ -2,17 +2,23 @@
 every one must fail its graded check (tests/test_graders.py), and its visible check must
 name the cause (tests/test_diagnosis.py). Keyed by exercise number, then by the mistake's
 name. Each is compiled on its first call, for float32 and float64, a second or two each,
-and cached (cache=True, in tests/variants/__pycache__) for the other test processes; their
-partial sums are PARTS, not one per thread (numba.get_num_threads() would make a kernel
-that Numba cannot cache), which is as right."""
+and cached (cache=True, in tests/variants/__pycache__) for the other test processes. The
+steps they share are tests/variants/compiled_rows.py's: what is written out here is the
+mistake."""
 
 import numpy as np
 from numba import njit, prange
 
+from tests.variants.compiled_rows import (
+    FAST,
+    PARTS,
+    add_shares,
+    row_means,
+    row_statistics,
+    write_dx,
+    write_row,
+)
 from tests.variants.mistake import Mistake
-
-FAST = {"reassoc", "contract"}
-PARTS = 4  # the partial sums of a two-stage reduction
 
 # Exercise 6.7: layer_norm_forward_compiled ---------------------------------------------------
 
@@ -20,19 +26,12 @@ PARTS = 4  # the partial sums of a two-stage reduction
 @njit(parallel=True, fastmath=FAST, cache=True)
 def forward_eps_outside_sqrt(x, weight, bias, eps):
     """rstd = 1 / (sqrt(var) + eps): eps added to the std, outside the square root."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     for r in prange(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
-        v = 0.0
-        for j in range(h):
-            v += (x[r, j] - m) ** 2
-        rs = 1.0 / (np.sqrt(v / h) + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        m, v = row_statistics(x, r)
+        rs = 1.0 / (np.sqrt(v) + eps)
+        write_row(y, x, r, m, rs, weight, bias)
         mean[r], rstd[r] = m, rs
     return y, mean, rstd
 
@@ -40,19 +39,12 @@ def forward_eps_outside_sqrt(x, weight, bias, eps):
 @njit(parallel=True, fastmath=FAST, cache=True)
 def forward_float64_statistics(x, weight, bias, eps):
     """mean and rstd made with np.empty(rows): float64 whatever x's dtype."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, mean, rstd = np.empty_like(x), np.empty(rows), np.empty(rows)
     for r in prange(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
-        v = 0.0
-        for j in range(h):
-            v += (x[r, j] - m) ** 2
-        rs = 1.0 / np.sqrt(v / h + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        m, v = row_statistics(x, r)
+        rs = 1.0 / np.sqrt(v + eps)
+        write_row(y, x, r, m, rs, weight, bias)
         mean[r], rstd[r] = m, rs
     return y, mean, rstd
 
@@ -60,19 +52,12 @@ def forward_float64_statistics(x, weight, bias, eps):
 @njit(parallel=True, fastmath=True, cache=True)
 def forward_fastmath_true(x, weight, bias, eps):
     """fastmath=True: LLVM may assume no NaN or inf, and drop their handling."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     for r in prange(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
-        v = 0.0
-        for j in range(h):
-            v += (x[r, j] - m) ** 2
-        rs = 1.0 / np.sqrt(v / h + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        m, v = row_statistics(x, r)
+        rs = 1.0 / np.sqrt(v + eps)
+        write_row(y, x, r, m, rs, weight, bias)
         mean[r], rstd[r] = m, rs
     return y, mean, rstd
 
@@ -80,19 +65,12 @@ def forward_fastmath_true(x, weight, bias, eps):
 @njit(parallel=True, fastmath=FAST, cache=True)
 def forward_range_not_prange(x, weight, bias, eps):
     """parallel=True with a plain range over the rows: nothing runs in parallel."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     for r in range(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
-        v = 0.0
-        for j in range(h):
-            v += (x[r, j] - m) ** 2
-        rs = 1.0 / np.sqrt(v / h + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        m, v = row_statistics(x, r)
+        rs = 1.0 / np.sqrt(v + eps)
+        write_row(y, x, r, m, rs, weight, bias)
         mean[r], rstd[r] = m, rs
     return y, mean, rstd
 
@@ -100,19 +78,12 @@ def forward_range_not_prange(x, weight, bias, eps):
 @njit(parallel=True, fastmath=FAST, cache=True)
 def forward_unbiased(x, weight, bias, eps):
     """The variance divided by H - 1 (the unbiased estimate)."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     for r in prange(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
-        v = 0.0
-        for j in range(h):
-            v += (x[r, j] - m) ** 2
-        rs = 1.0 / np.sqrt(v / (h - 1) + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] - m) * rs * weight[j] + bias[j]
+        m, v = row_statistics(x, r, 1)
+        rs = 1.0 / np.sqrt(v + eps)
+        write_row(y, x, r, m, rs, weight, bias)
         mean[r], rstd[r] = m, rs
     return y, mean, rstd
 
@@ -124,10 +95,7 @@ def forward_centred_copy(x, weight, bias, eps):
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     xc = np.empty_like(x)
     for r in prange(rows):
-        m = 0.0
-        for j in range(h):
-            m += x[r, j]
-        m /= h
+        m, _ = row_statistics(x, r)
         v = 0.0
         for j in range(h):
             xc[r, j] = x[r, j] - m
@@ -149,16 +117,11 @@ def backward_race(grad_output, x, mean, rstd, weight):
     dx = np.empty_like(x)
     dweight, dbias = np.zeros(h, x.dtype), np.zeros(h, x.dtype)
     for r in prange(rows):
-        a, b = 0.0, 0.0
         for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            a += grad_output[r, j] * weight[j]
-            b += grad_output[r, j] * weight[j] * x_hat
-            dweight[j] += grad_output[r, j] * x_hat
+            dweight[j] += grad_output[r, j] * (x[r, j] - mean[r]) * rstd[r]
             dbias[j] += grad_output[r, j]
-        for j in range(h):
-            x_hat = (x[r, j] - mean[r]) * rstd[r]
-            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     return dx, dweight, dbias
 
 
@@ -171,16 +134,9 @@ def backward_float64_sums(grad_output, x, mean, rstd, weight):
     dw, db = np.zeros((parts, h)), np.zeros((parts, h))
     for p in prange(parts):
         for r in range(p * rows // parts, (p + 1) * rows // parts):
-            a, b = 0.0, 0.0
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                a += grad_output[r, j] * weight[j]
-                b += grad_output[r, j] * weight[j] * x_hat
-                dw[p, j] += grad_output[r, j] * x_hat
-                db[p, j] += grad_output[r, j]
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+            add_shares(dw, db, p, grad_output, x, r, mean, rstd)
+            g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+            write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     return dx, dw.sum(axis=0), db.sum(axis=0)
 
 
@@ -193,15 +149,9 @@ def backward_missing_mean_term(grad_output, x, mean, rstd, weight):
     dw, db = np.zeros((parts, h)), np.zeros((parts, h))
     for p in prange(parts):
         for r in range(p * rows // parts, (p + 1) * rows // parts):
-            b = 0.0
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                b += grad_output[r, j] * weight[j] * x_hat
-                dw[p, j] += grad_output[r, j] * x_hat
-                db[p, j] += grad_output[r, j]
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - x_hat * b / h)
+            add_shares(dw, db, p, grad_output, x, r, mean, rstd)
+            _, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+            write_dx(dx, grad_output, x, r, mean, rstd, weight, 0.0, gx_mean)
     return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
 
 
@@ -214,16 +164,9 @@ def backward_fastmath_true(grad_output, x, mean, rstd, weight):
     dw, db = np.zeros((parts, h)), np.zeros((parts, h))
     for p in prange(parts):
         for r in range(p * rows // parts, (p + 1) * rows // parts):
-            a, b = 0.0, 0.0
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                a += grad_output[r, j] * weight[j]
-                b += grad_output[r, j] * weight[j] * x_hat
-                dw[p, j] += grad_output[r, j] * x_hat
-                db[p, j] += grad_output[r, j]
-            for j in range(h):
-                x_hat = (x[r, j] - mean[r]) * rstd[r]
-                dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat * b / h)
+            add_shares(dw, db, p, grad_output, x, r, mean, rstd)
+            g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+            write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
 
 
@@ -237,12 +180,8 @@ def backward_x_hat_array(grad_output, x, mean, rstd, weight):
             x_hat[r, j] = (x[r, j] - mean[r]) * rstd[r]
     dx = np.empty_like(x)
     for r in prange(rows):
-        a, b = 0.0, 0.0
-        for j in range(h):
-            a += grad_output[r, j] * weight[j]
-            b += grad_output[r, j] * weight[j] * x_hat[r, j]
-        for j in range(h):
-            dx[r, j] = rstd[r] * (grad_output[r, j] * weight[j] - a / h - x_hat[r, j] * b / h)
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
     dweight, dbias = np.empty(h, x.dtype), np.empty(h, x.dtype)
     for j in prange(h):
         sw, sb = 0.0, 0.0

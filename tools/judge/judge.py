@@ -422,7 +422,7 @@ class Judge:
         timer = threading.Timer(budget, self.process.kill)
         timer.start()
         try:
-            compile_kernels(title[1])
+            compile_kernels(title[1], hidden=True)
         except Exception:  # (the check meets it again, and words it)
             pass
         finally:

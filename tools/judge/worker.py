@@ -93,7 +93,7 @@ def _warm_up(numba=False):
                     s += a[i]
                 return s
 
-            total(np.ones(64, np.float32)), total(np.ones(64))
+            total(np.ones(64))
         peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile)
 
 
