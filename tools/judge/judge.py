@@ -406,19 +406,19 @@ class Judge:
                       guard.cpu_seconds(self.limits.notebook_timeout))
 
     def _compile(self, source, deadline):
-        """The compile step of the check's exercise (normkit.checks.compile_kernels: its
-        Numba kernels compiled, for the signatures its cases use), before the check's clock
-        starts, within limits.compile_timeout: "" or, if it ran over, the verdict. An error
-        is the check's to report: it calls the same kernels."""
-        from normkit.checks import COMPILE, _registered, compile_kernels
+        """The compile step of the check's exercise, if it has one
+        (normkit.checks.compile_kernels: its Numba kernels compiled for the signatures of
+        its visible and hidden cases), before the check's clock starts, within
+        limits.compile_timeout: "" or, if the worker ran over it or was lost, the verdict.
+        An error in it is the check's to report: the check calls the same kernels."""
+        from normkit.checks import compile_kernels
 
         title = TITLE.match(source)
-        with contextlib.suppress(Exception):
-            _registered(title[1])
-        if not title or title[1] not in COMPILE:
+        if not title:
             return ""
         budget = max(0.0, min(self.limits.compile_timeout, deadline - time.monotonic()))
-        self.peer.deadline = time.monotonic() + budget
+        start = time.monotonic()
+        self.peer.deadline = start + budget
         timer = threading.Timer(budget, self.process.kill)
         timer.start()
         try:
@@ -427,11 +427,11 @@ class Judge:
             pass
         finally:
             timer.cancel()
-        broken, started = self.peer.broken, time.monotonic() - (self.peer.deadline - budget)
+        broken = self.peer.broken
         if not broken and self.process.poll() is None:
             return ""
         self.stop()
-        if broken == SILENT or started >= budget:
+        if broken == SILENT or time.monotonic() - start >= budget:
             return (f"its kernels did not compile within the {self.limits.compile_timeout} s "
                     "compile budget")
         return broken or ENDED
