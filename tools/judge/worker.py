@@ -63,8 +63,9 @@ def _warm_up(numba=False):
     """What NumPy allocates once, on its first use, allocated before the judge takes the
     measuring worker's memory (BLAS's buffers); its arrays in pages of 4 KiB. numba: a
     compiled kernel is measured (--numba): Numba too, its modules, its compiler and its
-    threads, started by a kernel of its own; its dispatcher's class and compile method
-    kept aside (peer.NUMBA) before any student code runs; and its cache turned off."""
+    threads, started by a kernel of its own (its threads alone are not enough: a first
+    parallel call allocates about 5 MiB more, measured); its dispatcher's class and compile
+    method kept aside (peer.NUMBA) before any student code runs; and its cache turned off."""
     import numpy as np
 
     np._core.multiarray._set_madvise_hugepage(False)
