@@ -65,49 +65,107 @@ def _is_call_to(node, names):
         getattr(node.func, "id", None) in names or getattr(node.func, "attr", None) in names)
 
 
+def _exactly(expr, owned):
+    """Whether expr takes one value per iteration that no other iteration takes: an owned
+    name, or one plus or minus a constant. (Through %, //, a call, a subscript or the sum
+    of two varying values, two iterations can meet: r % 2, r + j.)"""
+    if isinstance(expr, ast.Name):
+        return expr.id in owned
+    return isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)) and (
+        (_exactly(expr.left, owned) and isinstance(expr.right, ast.Constant)) or
+        (_exactly(expr.right, owned) and isinstance(expr.left, ast.Constant)))
+
+
+def _starts_in(loop, owned):
+    """Whether a for loop runs over a range whose start depends on an owned name (a part's
+    rows: range(p * rows // parts, ...)), so that its variable is the iteration's own."""
+    call = loop.iter
+    return _is_call_to(call, ("range",)) and bool(call.args) and \
+        bool(_names(call.args[0]) & owned) and len(call.args) <= 3
+
+
 def _owned(loop):
-    """The names that belong to one iteration of a prange loop: its variable, and every
-    name the body computes from an owned name or the thread's id (to a fixed point)."""
-    owned = _names(loop.target)
-    steps = []  # (the names bound, the expression they come from)
+    """The names that belong to one iteration of a prange loop: its variable; a name
+    assigned exactly from an owned one (_exactly) or from the thread's id; the variable of
+    an inner loop over a range that starts at an owned value. Propagated along a worklist
+    (each assignment looked at again only when a name it reads becomes owned)."""
+    owned, steps, readers = set(_names(loop.target)), [], {}
     for node in ast.walk(loop):
-        if node is loop:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            steps.append((node.targets[0].id, node, node.value))
+        elif isinstance(node, ast.For) and node is not loop and \
+                isinstance(node.target, ast.Name):
+            steps.append((node.target.id, node, node.iter))
+    for i, (_, _, value) in enumerate(steps):
+        for name in _names(value):
+            readers.setdefault(name, []).append(i)
+    todo = list(range(len(steps)))  # (each step once at first: the thread id needs none)
+    while todo:
+        bound, node, value = steps[todo.pop()]
+        if bound in owned:
             continue
-        if isinstance(node, ast.Assign):
-            steps.append((set().union(*map(_bound, node.targets)), node.value))
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            steps.append((_bound(node.target), node.value))
-        elif isinstance(node, ast.For):
-            steps.append((_bound(node.target), node.iter))
-    changed = True
-    while changed:
-        changed = False
-        for bound, value in steps:
-            thread = any(_is_call_to(n, THREAD_IDS) for n in ast.walk(value))
-            if (thread or _names(value) & owned) and not bound <= owned:
-                owned |= bound
-                changed = True
+        if (_starts_in(node, owned) if isinstance(node, ast.For) else
+                _exactly(value, owned) or _is_call_to(value, THREAD_IDS)):
+            owned.add(bound)
+            todo.extend(readers.get(bound, ()))
     return owned
 
 
-def _made_in(loop):
-    """The names the loop's body binds by assignment to a name (its own arrays, scalars)."""
-    made = set()
+ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+               "full_like", "copy")
+
+
+def _private(loop, owned):
+    """The arrays of one iteration's own: made in the loop's body (np.empty(h), ...), or a
+    view of an owned row (y_row = y[r])."""
+    private = set()
     for node in ast.walk(loop):
-        if isinstance(node, ast.Assign):
-            made |= set().union(*map(_bound, node.targets))
-    return made
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if _is_call_to(value, ALLOCATIONS) or (isinstance(value, ast.Subscript) and
+                                                   _index_owned(value.slice, owned)):
+                private.add(node.targets[0].id)
+    return private
+
+
+def _index_owned(index, owned):
+    """Whether a subscript's index (one value or a tuple) has an element of one iteration's
+    own (_exactly)."""
+    elements = index.elts if isinstance(index, ast.Tuple) else [index]
+    return any(_exactly(e, owned) for e in elements)
+
+
+def _written(target):
+    """(the root name, its subscripts' indices) of an assignment's target a[i][j], or None
+    where the target is not an element of a named array."""
+    indices = []
+    while isinstance(target, ast.Subscript):
+        indices.append(target.slice)
+        target = target.value
+    return (target.id, indices) if indices and isinstance(target, ast.Name) else None
+
+
+def _prange_names(tree):
+    """The names prange goes by in a module: its own, and an alias (from numba import
+    prange as p)."""
+    return {"prange"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                         for a in n.names if a.name == "prange" and a.asname}
 
 
 def _function(source, name):
-    """(the module's tree, the top-level def of `name`) of a module's source, or None."""
+    """(the module's tree, the def of `name`) of a module's source: the last top-level def
+    of that name, where nothing else at the top level binds it; or None."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-                     and n.name == name), None)
-    return None if function is None else (tree, function)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    rebound = any(name in set().union(*map(_bound, n.targets)) if isinstance(n, ast.Assign)
+                  else isinstance(n, (ast.AugAssign, ast.AnnAssign)) and name in _bound(n.target)
+                  for n in tree.body)
+    return (tree, defs[-1]) if defs and not rebound else None
 
 
 def races(source, name):
@@ -117,19 +175,30 @@ def races(source, name):
     parsed = _function(source, name)
     if parsed is None:
         return []
-    found, function = [], parsed[1]
+    tree, function = parsed
+    found, prange = [], _prange_names(tree)
     for loop in ast.walk(function):
-        if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, ("prange",))):
+        if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, prange)):
             continue
-        owned, made = _owned(loop), _made_in(loop)
+        owned = _owned(loop)
+        private = _private(loop, owned)
         for node in ast.walk(loop):
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, ast.AugAssign) else []
-            for target in targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                        and target.value.id not in made and not _names(target.slice) & owned:
-                    found.append((node.lineno, target.value.id, loop.lineno))
+            for written in filter(None, map(_written, targets)):
+                array, indices = written
+                if array not in private and not any(_index_owned(i, owned) for i in indices):
+                    found.append((node.lineno, array[:40], loop.lineno))
     return sorted(set(found))
+
+
+def _parses(source):
+    """Whether a module's source parses (a file that does not is the import's error)."""
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _options(tree, function):
@@ -154,7 +223,10 @@ def code_cause(source, name):
     no @njit, fastmath flags assuming no NaN or inf, no parallel loop, a race."""
     parsed = _function(source, name)
     if parsed is None:
-        return ""
+        readable = _parses(source)
+        return ("the check reads your kernel's code and finds no function " + name[:40] +
+                " defined by a def at the top of the file and bound to nothing else: keep "
+                "it as the file gives it, a def with its @njit decorator") if readable else ""
     tree, function = parsed
     options = _options(tree, function)
     if options is None:
@@ -168,7 +240,7 @@ def code_cause(source, name):
                 "as NaN. Allow only what a sum needs, reassociation and contraction: "
                 "fastmath=FAST, the set at the top of the file")
     loops = [n for n in ast.walk(function)
-             if isinstance(n, ast.For) and _is_call_to(n.iter, ("prange",))]
+             if isinstance(n, ast.For) and _is_call_to(n.iter, _prange_names(tree))]
     if getattr(options.get("parallel"), "value", None) is not True or not loops:
         return ("it runs on one thread: the rows are shared among the cores by "
                 "@njit(parallel=True) and a loop `for r in prange(rows):` (prange from "

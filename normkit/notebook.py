@@ -80,6 +80,18 @@ def revealed(number):
     return False
 
 
+def numba_here():
+    """Whether Numba is installed (a cell of notebook 06 compiles a kernel). If not, print
+    that the cell is skipped, in one line, and how to install it."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        print("Numba is not installed here, so this cell is skipped: `make lab` installs it "
+              "(or pip install numba==0.68.1).")
+        return False
+    return True
+
+
 def check_failed(error):
     """The message of a failed check (CheckFailed) raised by a check cell: its own words,
     then where to look: the exercise's function or class in your file, and the check's

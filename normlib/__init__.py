@@ -12,8 +12,10 @@ never edit.
 - ``normlib.mlp``            a network of your kernels, trained by hand (Exercises 4.1, 4.2)
 - ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.5)
 - ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 6.1, 6.2)
-- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm (Exercises 6.3, 6.4)
+- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm, and LayerNorm's
+                             parameter gradients in bfloat16 (Exercises 6.3, 6.4, 6.9)
 - ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 6.5, 6.6)
+- ``normlib.layer_norm_compiled`` a compiled, fused LayerNorm, in Numba (Exercises 6.7, 6.8)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.5)
@@ -22,8 +24,8 @@ never edit.
 import importlib
 
 __all__ = ["batch_norm", "functional", "group_norm", "instance_norm", "layer_norm",
-           "layer_norm_fast", "mixed_precision", "mlp", "nn", "norm", "rms_norm",
-           "transformer", "variance"]
+           "layer_norm_compiled", "layer_norm_fast", "mixed_precision", "mlp", "nn", "norm",
+           "rms_norm", "transformer", "variance"]
 
 
 def __getattr__(name):

@@ -14,10 +14,10 @@ float64 are two compilations, each a second or two; then each call runs the mach
 `parallel=True` lets a `for r in prange(rows):` loop run its iterations on several
 threads, in chunks of consecutive rows: iterations must not depend on each other, and two
 of them must never write the same element (a data race: both read, both add, one write is
-lost). `fastmath={"reassoc", "contract"}` lets LLVM reorder a sum (so that it adds 8 lanes
-at a time with SIMD) and fuse a multiply and an add; never `fastmath=True`, whose
-no-NaN and no-inf flags let LLVM compile NaN and inf handling away (a NaN in would come
-out as a number).
+lost). `fastmath={"reassoc", "contract"}` lets LLVM reorder a sum (so that it adds 4 to 16
+lanes at a time with SIMD, by the dtype and the CPU) and fuse a multiply and an add; never
+`fastmath=True`, whose no-NaN and no-inf flags let LLVM compile NaN and inf handling away
+(a NaN in would come out as a number).
 
 Shapes: rows of x (R, H), C-contiguous, float32 or float64 (a caller flattens x (*B, *S)
 to (R, prod(S)) rows: a view); weight, bias (H,) of x's dtype (ones and zeros where a

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -47,6 +48,35 @@ RACES = {  # a write two iterations may both make
         for r in prange(x.shape[0]):
             out[0] += x[r, 0]
         """,
+    "an inner loop as long as the row (len)": """
+        for r in prange(x.shape[0]):
+            xr = x[r]
+            for j in range(len(xr)):
+                out[j] += xr[j]
+        """,
+    "an inner loop over enumerate": """
+        for r in prange(x.shape[0]):
+            for j, v in enumerate(x[r]):
+                out[j] += v
+        """,
+    "a part chosen by r % parts": """
+        for r in prange(x.shape[0]):
+            out[r % parts, 0] += x[r, 0]
+        """,
+    "a chained subscript": """
+        for r in prange(x.shape[0]):
+            out[0][r % 2] += x[r, 0]
+        """,
+    "an alias of a shared row": """
+        for r in prange(x.shape[0]):
+            row = out[0]
+            row[1] += x[r, 0]
+        """,
+    "windows that overlap": """
+        for r in prange(x.shape[0]):
+            for j in range(3):
+                out[r + j] += x[r, j]
+        """,
 }
 OWNED = {  # writes that belong to their iteration
     "indexed by the loop's variable": """
@@ -74,6 +104,21 @@ OWNED = {  # writes that belong to their iteration
     "a whole-array reduction, which Numba makes private": """
         for r in prange(x.shape[0]):
             out += x[r]
+        """,
+    "a view of the iteration's own row": """
+        for r in prange(x.shape[0]):
+            out_row = out[r]
+            for j in range(x.shape[1]):
+                out_row[j] = x[r, j]
+        """,
+    "the next element, r + 1": """
+        for r in prange(x.shape[0] - 1):
+            out[r + 1] = x[r, 0]
+        """,
+    "a part's rows by stride": """
+        for p in prange(parts):
+            for r in range(p, x.shape[0], parts):
+                out[p, 0] += x[r, 0]
         """,
 }
 
@@ -109,6 +154,7 @@ def test_the_reference_and_every_right_variant_read_clean_and_the_race_does_not(
     ('@jit(nopython=True, parallel=True, fastmath=["nnan", "reassoc"])', "fastmath=True"),
     ("@njit(fastmath=FAST)", "runs on one thread"),
     ("@njit(parallel=False)", "runs on one thread"),
+    ("from numba import prange as pr\n@njit(fastmath=FAST)", "runs on one thread"),
     ("", "not compiled"),
 ])
 def test_the_decorator_is_read_for_unsafe_fastmath_and_no_parallel_loop(decorator, words):
@@ -126,9 +172,25 @@ def test_the_flags_a_name_stands_for_are_read_where_the_module_assigns_it():
     assert code_cause(source, "k") == ""  # (FAST, the module's own: safe)
 
 
-@pytest.mark.parametrize("source", ["def k(:\n", "x = 1\n", "(" * 10000])
+@pytest.mark.parametrize("source", ["def k(:\n", "(" * 10000])
 def test_code_that_cannot_be_read_names_no_cause(source):
+    """(A file that does not parse fails at its import, with its own error.)"""
     assert races(source, "k") == [] and code_cause(source, "k") == ""
+
+
+@pytest.mark.parametrize("source", ["x = 1\n", "def k(x):\n    pass\n\n\nk = 3\n",
+                                    "def _k(x):\n    pass\n\n\nk = njit(parallel=True)(_k)\n"])
+def test_a_kernel_that_is_no_def_of_its_name_is_one_the_check_cannot_read(source):
+    assert "finds no function k defined by a def" in code_cause(source, "k")
+
+
+def test_a_chain_of_thousands_of_names_is_read_in_linear_time():
+    """The judge reads a submission's file in its own process: no file makes it slow."""
+    body = "for r in prange(x.shape[0]):\n" + "".join(
+        f"    a{i} = a{i + 1}\n" for i in range(8000)) + "    a8000 = r\n    out[a0] = 1.0\n"
+    start = time.process_time()
+    assert races(kernel(body), "k") == []  # (a0 is r, through 8000 names)
+    assert time.process_time() - start < 5
 
 
 def compiled_cells(numbers=("6.7", "6.8")):
@@ -189,19 +251,31 @@ def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_p
 
 @needs_bwrap
 def test_a_compile_step_over_its_budget_fails_that_check_in_its_words(tmp_path):
-    verdicts = judged(tmp_path, limits=Limits(timeout=60, compile_timeout=0))
+    verdicts = judged(tmp_path, limits=Limits(timeout=60, compile_timeout=0, startup_timeout=0))
     assert verdicts == {g: (False, "its kernels did not compile within the 0 s compile "
                                    "budget") for g, _ in compiled_cells()}
 
 
+def numba_cells():
+    """The sources of notebook 06's cells that compile a kernel of their own."""
+    cells = json.loads((SOLUTIONS / "06_numerics_and_speed.ipynb").read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["id"] in ("u6-reassoc", "u6-rms-fused-code")]
+
+
 def test_without_numba_the_exercises_say_they_are_skipped_and_the_rest_runs():
+    cells = numba_cells()
+    assert len(cells) == 2 and all("numba" in cell for cell in cells)
     script = ("import sys\nsys.modules['numba'] = None\nfrom normkit.checks import check\n"
               "check('6.7'); check('6.8')\nimport normkit.benchmark as b\n"
-              "assert b.compiled_kernels() is None\nprint(b.environment())")
+              "assert b.compiled_kernels() is None\n"
+              f"for cell in {cells!r}:\n    exec(cell, {{}})\n"
+              "print(b.environment())")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=SOLUTIONS, timeout=120)
     skip = ("skipped. Numba is not installed here, so Exercises 6.7 and 6.8 are skipped: "
             "`make lab` installs it (or pip install numba==0.68.1).")
-    assert run.stdout.splitlines() == [f"Exercise 6.7: {skip}", f"Exercise 6.8: {skip}",
-                                       run.stdout.splitlines()[-1]], run.stderr
+    cell = ("Numba is not installed here, so this cell is skipped: `make lab` installs it (or "
+            "pip install numba==0.68.1).")
+    assert run.stdout.splitlines() == [f"Exercise 6.7: {skip}", f"Exercise 6.8: {skip}", cell,
+                                       cell, run.stdout.splitlines()[-1]], run.stderr
     assert run.stdout.splitlines()[-1].endswith("; no Numba") and run.stderr == ""

@@ -56,6 +56,15 @@ def exercise(number, target, compile=None):
     return register
 
 
+def has_compile_step(number):
+    """Whether Exercise `number` has a compile step (False for a number of no exercise)."""
+    try:
+        _registered(number)
+    except ValueError:
+        return False
+    return number in COMPILE
+
+
 def compile_kernels(number, hidden=False):
     """Exercise `number`'s compile step, if it has one (see exercise): for the signatures
     of its visible cases, and with hidden, of its hidden tests too."""

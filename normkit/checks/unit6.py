@@ -751,8 +751,30 @@ def compile_rows(kernel, arrays, hidden):
 
     with warnings.catch_warnings():  # (no prange: the check says so, in its own words)
         warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        if not hidden:
+            check_bounds(kernel, arrays(np.float32))
         for dtype in (np.float32, np.float64)[:1 + hidden]:
             kernel(*arrays(dtype))
+
+
+def check_bounds(kernel, args):
+    """Your kernel run once with Numba's index checks on (boundscheck=True, on one thread),
+    on the compile step's tiny arrays, before it runs as it is: compiled kernels check no
+    index, so a loop one element too long would read or write past an array's end, and
+    could crash the notebook's kernel. (In the notebook and make check; at grading your
+    code runs in the judge's worker, whose crash is the check's failure.)"""
+    from numba import njit
+
+    if hasattr(kernel, "remote_source") or not hasattr(kernel, "py_func"):
+        return
+    try:
+        njit(boundscheck=True)(kernel.py_func)(*args)
+    except IndexError as error:
+        raise CheckFailed(f"{kernel.py_func.__name__} indexes outside an array on 2 rows of 3 "
+                          f"values ({error}).\n  Likely cause: a loop one element too long, or "
+                          "an index off by one (x[r, j + 1], range(h + 1)): a compiled kernel "
+                          "checks no index, and would read or write past the array's "
+                          "end.") from None
 
 
 def _rows_of(dtype, seed=0):

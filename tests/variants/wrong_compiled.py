@@ -107,6 +107,24 @@ def forward_centred_copy(x, weight, bias, eps):
     return y, mean, rstd
 
 
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_one_past_the_row(x, weight, bias, eps):
+    """The row's sum over range(h + 1): one element past the row's end. (The checks run it
+    with Numba's index checks first, never as it is: past the last row, it reads outside x.)"""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in prange(rows):
+        m = 0.0
+        for j in range(h + 1):
+            m += x[r, j]
+        m /= h
+        _, v = row_statistics(x, r)
+        rs = 1.0 / np.sqrt(v + eps)
+        write_row(y, x, r, m, rs, weight, bias)
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
 # Exercise 6.8: layer_norm_backward_compiled --------------------------------------------------
 
 
@@ -200,7 +218,9 @@ WRONG = {
             "fastmath=True": Mistake(forward_fastmath_true, "fastmath=True"),
             "no prange": Mistake(forward_range_not_prange, "it runs on one thread"),
             "the unbiased variance": Mistake(forward_unbiased, "unbiased"),
-            "a full-size temporary": Mistake(forward_centred_copy, "full-size temporar")},
+            "a full-size temporary": Mistake(forward_centred_copy, "full-size temporar"),
+            "one past the row's end": Mistake(forward_one_past_the_row, "indexes outside an "
+                                                                        "array")},
     "6.8": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
             "float64 parameter gradients": Mistake(backward_float64_sums,
                                                    "float64 unless given a dtype"),

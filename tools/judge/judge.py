@@ -168,6 +168,12 @@ def resident_peak(pid):
     return int(line.split()[1]) * 1024
 
 
+def thread_count(pid):
+    """The number of threads of process pid."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
 def written_pages(pid, file):
     """The bytes of process pid's mappings of a file (its os.stat: dev and inode) that it
     wrote into: copied on write, they are its own ("Anonymous" in /proc/PID/smaps)."""
@@ -372,9 +378,14 @@ class Judge:
             pid = sandbox.innermost(process.pid)
             before, loaded = reset_resident_peak(pid), 0
             if compiled:
+                threads = thread_count(pid)
                 peer.request("load", origin[0])
                 loaded = resident_peak(pid) - before
                 peer.request("compile", *origin)
+                if thread_count(pid) != threads:  # (one would run on, uncounted, meanwhile)
+                    raise AssertionError("the kernel's module started threads of its own when "
+                                         "imported: a compiled kernel's memory is measured "
+                                         "with none")
                 before = reset_resident_peak(pid)
             call = None
             if self.sandboxed:
@@ -405,18 +416,21 @@ class Judge:
         guard.limit(self.limits.memory_mb, self.limits.file_mb,
                       guard.cpu_seconds(self.limits.notebook_timeout))
 
-    def _compile(self, source, deadline):
+    def _compile(self, source, deadline, fresh):
         """The compile step of the check's exercise, if it has one
         (normkit.checks.compile_kernels: its Numba kernels compiled for the signatures of
         its visible and hidden cases), before the check's clock starts, within
-        limits.compile_timeout: "" or, if the worker ran over it or was lost, the verdict.
-        An error in it is the check's to report: the check calls the same kernels."""
-        from normkit.checks import compile_kernels
+        limits.compile_timeout (and startup_timeout for a fresh worker, which imports the
+        student's module, torch and Numba in it): "" or, if the worker ran over it or was
+        lost, the verdict. An error in it is the check's to report: the check calls the
+        same kernels."""
+        from normkit.checks import compile_kernels, has_compile_step
 
         title = TITLE.match(source)
-        if not title:
+        if not title or not has_compile_step(title[1]):
             return ""
-        budget = max(0.0, min(self.limits.compile_timeout, deadline - time.monotonic()))
+        allowed = self.limits.compile_timeout + (self.limits.startup_timeout if fresh else 0)
+        budget = max(0.0, min(allowed, deadline - time.monotonic()))
         start = time.monotonic()
         self.peer.deadline = start + budget
         timer = threading.Timer(budget, self.process.kill)
@@ -461,7 +475,7 @@ class Judge:
         if fresh:
             self.stop()
             self.start()
-        over = self._compile(source, deadline)
+        over = self._compile(source, deadline, fresh)
         if over:
             return False, over
         budget = self.limits.timeout + (self.limits.startup_timeout if fresh else 0)

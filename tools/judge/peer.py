@@ -29,6 +29,7 @@ import itertools
 import mmap
 import os
 import re
+import sys
 import types
 from dataclasses import dataclass
 
@@ -61,7 +62,8 @@ UNQUOTED = "(raised by the submission's code; the judge does not read its messag
 
 
 # A measuring worker's (tools/judge/worker.py --numba): (Numba's dispatcher class, its compile
-# method), saved before any student code runs; () where no compiled kernel is measured
+# method, numba.typeof), saved before any student code runs; () where no compiled kernel is
+# measured
 NUMBA = ()
 
 
@@ -460,15 +462,19 @@ class Peer:
         return {"value": None}
 
     def _op_compile(self, module, name):
-        """Second step: the kernel compiled by Numba for the staged arguments' types, where
-        it is one of Numba's (NUMBA, saved by the worker before any student code ran: a
-        module cannot swap it), before the judge takes the memory again: what the
-        compiler allocates is not the kernel's. Nothing of the student's runs here."""
-        function = getattr(self._op_import(module)["value"], str(name))
-        if NUMBA and type(function) is NUMBA[0]:
-            from numba import typeof
-
-            NUMBA[1](function, tuple(typeof(a) for a in self.staged))
+        """Second step: the kernel compiled by Numba for the staged arguments' types, before
+        the judge takes the memory again: what the compiler allocates is not the kernel's.
+        Only where the module is a module and the kernel one of Numba's dispatchers, found
+        in the module's own namespace, compiled by Numba's own methods (NUMBA: kept by the
+        worker before any student code ran, so that no attribute or method of the
+        student's runs here); a kernel compiled at import (an explicit signature) is
+        compiled already. Numba's compiler may still run code of the student's (a typing
+        hook): docs/security.md's residual."""
+        found = sys.modules.get(str(module))
+        function = vars(found).get(str(name)) if type(found) is types.ModuleType else None
+        if NUMBA and type(function) is NUMBA[0] and function._can_compile:
+            _, compile_, typeof = NUMBA
+            compile_(function, tuple(typeof(a) for a in self.staged))
         return {"value": None}
 
     def _op_run(self, module, name):

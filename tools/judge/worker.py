@@ -79,7 +79,7 @@ def _warm_up(numba=False):
 
         with warnings.catch_warnings():  # (a read-only /dev/shm: no lock for its threads'
             warnings.simplefilter("ignore")  # start, which one process does not need)
-            from numba import njit, prange
+            from numba import njit, prange, typeof
             from numba.core.dispatcher import Dispatcher
             from numba.core.registry import CPUDispatcher
 
@@ -95,7 +95,7 @@ def _warm_up(numba=False):
                 return s
 
             total(np.ones(64))
-        peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile)
+        peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile, typeof)
 
 
 if __name__ == "__main__":
