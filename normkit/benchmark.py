@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from normkit.kernel_code import numba_installed
 from normlib import layer_norm, layer_norm_fast, rms_norm
 
 ROWS = 4096
@@ -237,12 +238,11 @@ def rms_table(results):
 
 def environment(dtype=np.float32, rows=ROWS):
     """One line on what was measured: rows, dtype, threads."""
-    try:
+    compiled = "; no Numba"
+    if numba_installed():
         import numba
 
         compiled = f"; Numba {numba.__version__} on {numba.get_num_threads()} threads"
-    except ImportError:
-        compiled = "; no Numba"
     return (f"{rows} rows, {np.dtype(dtype).name}; torch {torch.__version__} on "
             f"{torch.get_num_threads()} threads; NumPy {np.__version__}, whose elementwise "
             f"operations run on 1 thread{compiled}")

@@ -1,9 +1,9 @@
 """What a Numba kernel's code shows (Exercises 6.7 and 6.8's checks): a data race, fastmath
 flags that compile NaN and inf away, no parallel loop. Read from the code, since none of
-the three shows reliably in one run's numbers.
+the three shows reliably in one run's numbers. (And whether Numba is installed at all:
+numba_installed, NUMBA_INSTALL.)
 
-Races.
-Two iterations of a `prange` loop run on different threads at the same time. A write in
+Races. Two iterations of a `prange` loop run on different threads at the same time. A write in
 the loop's body to an element that another iteration may write too is a data race: both
 threads read the old value, both add their share, and one of the two writes is lost. How
 often that happens depends on the machine, the load and the number of threads (on one
@@ -24,8 +24,19 @@ import ast
 import inspect
 from pathlib import Path
 
+NUMBA_INSTALL = "`make lab` installs it (or pip install numba==0.68.1)"  # (pyproject's pin)
 THREAD_IDS = ("get_thread_id", "_get_thread_id")  # numba's (and its internal name)
 SOURCE_BYTES = 256 * 1024  # the largest source read (a student's module is a few KB)
+
+
+def numba_installed():
+    """Whether Numba imports here (Unit 6's compiled kernels, notebook 06's cells and the
+    benchmark need it; the rest of the course does not)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def module_source(function):

@@ -83,11 +83,10 @@ def revealed(number):
 def numba_here():
     """Whether Numba is installed (a cell of notebook 06 compiles a kernel). If not, print
     that the cell is skipped, in one line, and how to install it."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        print("Numba is not installed here, so this cell is skipped: `make lab` installs it "
-              "(or pip install numba==0.68.1).")
+    from normkit.kernel_code import NUMBA_INSTALL, numba_installed
+
+    if not numba_installed():
+        print(f"Numba is not installed here, so this cell is skipped: {NUMBA_INSTALL}.")
         return False
     return True
 

@@ -7,7 +7,6 @@ runs through the checks in tests/test_graders.py and tests/test_diagnosis.py.)
 """
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,15 +15,13 @@ import time
 import pytest
 
 from normkit.kernel_code import code_cause, races
-from tests.test_judge import needs_bwrap
-from tools.course import KIT
+from tests.test_judge import IN_PROCESS, judge_in_process, needs_bwrap, submission
 from tools.exercises import REPO, SOLUTIONS, by_number
 from tools.limits import Limits
 
 REFERENCE = (SOLUTIONS / "normlib" / "layer_norm_compiled.py").read_text()
 WRONG = (REPO / "tests" / "variants" / "wrong_compiled.py").read_text()
 RIGHT = (REPO / "tests" / "variants" / "right_compiled.py").read_text()
-LIMITS = Limits(timeout=60)
 
 
 def kernel(body, decorator="@njit(parallel=True, fastmath=FAST)"):
@@ -198,22 +195,13 @@ def compiled_cells(numbers=("6.7", "6.8")):
     return [(by_number()[n].grade_id, by_number()[n].source) for n in numbers]
 
 
-def judged(tmp_path, text=None, limits=LIMITS, numbers=("6.7", "6.8")):
+def judged(tmp_path, text=None, limits=IN_PROCESS, numbers=("6.7", "6.8")):
     """{grade_id: (passed, detail)} of these exercises' checks on the reference normlib/,
     its layer_norm_compiled.py replaced by text, judged in the sandbox. (The reference's
     own pass through the judge is the round trip's: tests/test_roundtrip.py, unit6.)"""
-    shutil.copytree(SOLUTIONS / "normlib", tmp_path / "normlib")
-    shutil.copytree(KIT, tmp_path / "normkit")
-    if text is not None:
-        (tmp_path / "normlib" / "layer_norm_compiled.py").write_text(text)
-    script = (f"import json, sys\nfrom pathlib import Path\nfrom tools.judge.judge import Judge\n"
-              f"from tools.limits import Limits\n"
-              f"print(json.dumps(Judge(Path({str(tmp_path)!r}), Path({str(tmp_path)!r}), "
-              f"{{'normlib.layer_norm_compiled'}}, Limits.from_json({limits.to_json()!r}))"
-              f".run(json.loads(sys.stdin.read()))))")
-    run = subprocess.run([sys.executable, "-c", script], input=json.dumps(compiled_cells(numbers)),
-                         capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
-    return {k: tuple(v) for k, v in json.loads(run.stdout.splitlines()[-1]).items()}
+    files = {} if text is None else {"layer_norm_compiled": text}
+    return judge_in_process(submission(tmp_path, **files), compiled_cells(numbers), True,
+                            ("normlib.layer_norm_compiled",), limits)
 
 
 def variant_module(forward, backward):

@@ -48,14 +48,17 @@ PACKAGES = ("normlib", "normkit")  # the modules a judge takes out of sys.module
 UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
 
 
-def judge_in_process(folder, cells, sandboxed, modules=("normlib.layer_norm",)):
+IN_PROCESS = Limits(timeout=60)
+
+
+def judge_in_process(folder, cells, sandboxed, modules=("normlib.layer_norm",),
+                     limits=IN_PROCESS):
     """{grade_id: (passed, detail)}: the judge run in this process (so that a test can
     force where it makes cgroups), its modules and finder taken out again after."""
     saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
                                             if n.split(".")[0] in PACKAGES}
     try:
-        return Judge(folder, folder, set(modules), Limits(timeout=60),
-                     sandboxed=sandboxed).run(cells)
+        return Judge(folder, folder, set(modules), limits, sandboxed=sandboxed).run(cells)
     finally:
         sys.meta_path[:], sys.path[:] = saved[0], saved[1]
         for name in [n for n in sys.modules if n.split(".")[0] in PACKAGES]:

@@ -20,7 +20,6 @@ import torch
 from normkit import diagnosis
 from normkit.checks import Skipped, exercise
 from normkit.checks.unit1 import affine, forward_mistakes, normalized_axes, rstd_mistakes
-from normkit.diagnosis import dtype_cause
 from normkit.testing import (
     LAMBDA,
     MARGIN,
@@ -730,11 +729,11 @@ def visible_6_9():
 def compiled_kernel(name):
     """Your kernel `name` of normlib/layer_norm_compiled.py. Where Numba is not installed,
     a Skipped that says so (the exercise is skipped, not failed)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
+    from normkit.kernel_code import NUMBA_INSTALL, numba_installed
+
+    if not numba_installed():
         raise Skipped("Numba is not installed here, so Exercises 6.7 and 6.8 are skipped: "
-                      "`make lab` installs it (or pip install numba==0.68.1).") from None
+                      f"{NUMBA_INSTALL}.")
     import normlib.layer_norm_compiled as compiled
 
     return getattr(compiled, name)
@@ -801,7 +800,7 @@ def check_dtype(result, name, x):
         cause = ("NumPy's np.empty(n) and np.zeros(n) are float64 unless given a dtype, in "
                  "Numba too, and so is a sum of float64 partial sums: make each result "
                  "np.empty(n, x.dtype), or cast it with .astype(x.dtype)"
-                 if result.dtype == np.float64 else dtype_cause(result, x))
+                 if result.dtype == np.float64 else diagnosis.dtype_cause(result, x))
         raise CheckFailed(f"{name}: dtype {result.dtype}, expected {x.dtype}.\n"
                           f"  Likely cause: {cause}.")
 
