@@ -431,6 +431,9 @@ CASES = {
     "unit6": {  # one submission (grading time): half right, half shortcuts with right values
         "mixed": reference_submission(6, variance=ONE_PASS, layer_norm_fast=NAIVE_BACKWARD),
     },
+    "unit7": {
+        "reference": reference_submission(7),
+    },
 }
 
 

@@ -75,6 +75,11 @@ ANSWERS = {
         r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
         r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
     ],
+    "7.3": [  # DyT's gradients: alpha's factor in dx, x's in dalpha, summed over everything
+        r"alpha\*g,\(?g\*x\)?\.sum\(", r"\(1-t\*t\)\*x", r"x\*\(1-t\*\*2\)",
+        r"\\alpha\\,?g\\odot\\gamma\\odot\(1-\\tanh\^2",
+        r"\\sum_?\{?i?\}?g_i\\gamma_i\(1-\\tanh\^2\(\\alphax_i\)\)x_i",
+    ],
     "6.2": [  # Chan, Golub and LeVeque's merge of M2
         r"\\delta\^2\\frac\{n_an_b\}\{n\}", r"delta\^2\*count_a\*count_b/count",
         r"delta\*\*2\*\w+\*\w+/\w+",
@@ -109,6 +114,11 @@ DEFINITIONS = {
            "loop and the two-stage reduction that section 7 motivates",
     "6.9": "dweight and dbias are Exercise 2.2's sums; the exercise is where they accumulate "
            "(float32) and what they are returned in",
+    "7.1": "QK-norm's definition (an RMSNorm with a gain on each head's query and key, "
+           "before the dot product) is stated in section 1; the exercise is its wiring",
+    "7.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
+    "7.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
+           "argument) is the specification, as in 2.5",
 }
 EDITION = REPO / "notebooks"
 STUBS = REPO / "normlib"

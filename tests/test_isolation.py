@@ -28,7 +28,7 @@ from tests.conftest import exercise_marks
 from tests.synthetic import override
 from tools.check import run
 from tools.course import build_course, load_course
-from tools.exercises import SOLUTIONS, by_number, exercises, student_files
+from tools.exercises import SOLUTIONS, by_number, exercises, imported, student_files
 from tools.limits import Limits
 from tools.verdicts import verdicts
 
@@ -37,9 +37,10 @@ LIMITS_HERE = Limits()
 
 
 def expected_failures(rel):
-    """The exercises a syntax error in file rel must fail: its own, and those whose
-    reference calls one of them (transitively)."""
-    failing = {e.number for e in exercises() if e.file == rel}
+    """The exercises a syntax error in file rel must fail: those of rel and of the files
+    that import it (tools.exercises.imported), and those whose reference calls one of them
+    (transitively)."""
+    failing = {e.number for e in exercises() if e.file == rel or rel in imported(e.file)}
     while True:
         more = {e.number for e in exercises() if set(e.uses) & failing} - failing
         if not more:
@@ -69,15 +70,25 @@ def reference_with_broken(folder, rel):
 
 def test_the_files_students_write_are_those_of_the_exercises():
     assert student_files() == [
-        "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
-        "normlib/layer_norm.py", "normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
-        "normlib/mixed_precision.py", "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py",
-        "normlib/rms_norm.py", "normlib/transformer.py", "normlib/variance.py"]
+        "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
+        "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
+        "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
+        "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
+        "normlib/transformer.py", "normlib/variance.py"]
     # what the reference's code calls (tools.exercises reads it from the code)
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
         "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),
         "3.5": ("3.1",), "4.1": ("1.2", "3.3"), "4.2": ("2.2", "3.8", "4.1"), "5.2": ("5.1",),
-        "5.3": ("5.2",)}
+        "5.3": ("5.2",), "7.4": ("7.2", "7.3")}
+    # what a file imports to import at all: QK-norm subclasses Unit 5's provided attention,
+    # so Unit 7's assignment grades transformer.py too, and a broken one fails 7.1
+    assert {rel: imported(rel) for rel in student_files() if imported(rel)} == {
+        "normlib/group_norm.py": ["normlib/norm.py"], "normlib/instance_norm.py":
+        ["normlib/norm.py"], "normlib/mlp.py": ["normlib/batch_norm.py", "normlib/layer_norm.py"],
+        "normlib/nn.py": ["normlib/layer_norm.py"], "normlib/qk_norm.py":
+        ["normlib/transformer.py"]}
+    assert student_files([7]) == ["normlib/dyt.py", "normlib/qk_norm.py",
+                                  "normlib/transformer.py"]
     # the compiled kernels' file imports no other student file (make_check relies on it)
     assert [line for line in (SOLUTIONS / COMPILED).read_text().splitlines()
             if line.startswith(("import ", "from "))] == \
@@ -155,8 +166,8 @@ def grade(root, rel):
 
 
 # The course layout grades every exercise (14 s a file): one file there, layer_norm.py,
-# whose exercises are built on in two units; the unit layout covers every file, and no
-# exercise uses another unit's file (test_the_files_students_write_are_...).
+# whose exercises are built on in two units; the unit layout covers every file, in each
+# assignment that grades it (transformer.py in unit5's and unit7's).
 LAYOUT_FILES = [pytest.param("unit", f.values[0], marks=f.marks, id=f"unit-{f.id}")
                 for f in FILES] + [pytest.param("course", f.values[0], marks=f.marks,
                                                 id=f"course-{f.id}")

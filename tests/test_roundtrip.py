@@ -136,6 +136,7 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # the reference but a one-pass welford and the naive backward under the fast name (right
     # values, 4x the memory): the fast forward passes the memory check inside the sandbox
     ("unit6", "mixed"): scores("unit6", "6.1", "6.6"),
+    ("unit7", "reference"): scores("unit7"),
 }
 # the submissions whose status says more than "graded", and what
 STATUS = {
@@ -158,6 +159,7 @@ EXECUTED = {
     "unit4": ["reference"],
     "unit5": ["reference", "stubs"],
     "unit6": ["mixed"],
+    "unit7": ["reference"],
 }
 
 
@@ -680,10 +682,11 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     course = plan["assignments"]["normalization"]
     assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
     assert course["student_files"] == [
-        "normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
-        "normlib/layer_norm.py", "normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
-        "normlib/mixed_precision.py", "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py",
-        "normlib/rms_norm.py", "normlib/transformer.py", "normlib/variance.py"]
+        "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
+        "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
+        "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
+        "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
+        "normlib/transformer.py", "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
         [f"{n}.ipynb" for n in course["notebooks"]]
     config = (root / "nbgrader_config.py").read_text()
@@ -702,6 +705,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit5": ["normlib/transformer.py"],
         "unit6": ["normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
                   "normlib/mixed_precision.py", "normlib/variance.py"],
+        # qk_norm.py subclasses Unit 5's attention: transformer.py is graded with it
+        "unit7": ["normlib/dyt.py", "normlib/qk_norm.py", "normlib/transformer.py"],
     }
 
 

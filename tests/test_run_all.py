@@ -137,6 +137,18 @@ NAMES_ONLY = {  # cells found that name such code but do not call it on the stub
     ("04_why_normalization_helps", "training-run-code"): "training.sweep: torch's layers",
     ("04_why_normalization_helps", "training-edge-code"): "training.sweep_edge: torch's layers",
     ("04_why_normalization_helps", "convnet-code"): "convnet.runs: torch's layers",
+    # normkit.modern's make_norm and DyT share their names with normlib's (transformer.
+    # make_norm builds your RMSNorm; dyt.DyT runs your Function), and so does every name
+    # reaching them, as unit7's ReferenceAttention builds torch's RMSNorm: all are torch's
+    ("07_normalization_today", "u7-bound"): "ReferenceAttention: the checks' torch reference",
+    ("07_normalization_today", "u7-qk-run"): "modern.qk_runs: torch's layers",
+    ("07_normalization_today", "u7-qk-plot"): "plots qk_runs",
+    ("07_normalization_today", "u7-qk-claims"): "modern.qk_claims of qk_runs",
+    ("07_normalization_today", "u7-dyt-curve"): "modern.norm_points: torch's layers",
+    ("07_normalization_today", "u7-dyt-run"): "modern.dyt_runs: torch's layers",
+    ("07_normalization_today", "u7-dyt-plot"): "plots dyt_runs",
+    ("07_normalization_today", "u7-dyt-saturation"): "modern's DyT runs",
+    ("07_normalization_today", "u7-dyt-claims"): "modern.dyt_claims of dyt_runs",
 }
 
 

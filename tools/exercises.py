@@ -233,15 +233,33 @@ def of_notebooks(stems, folder=SOLUTIONS):
     return [e for e in exercises(folder) if e.notebook in stems]
 
 
+def imported(rel, folder=SOLUTIONS):
+    """The student files that file rel imports when it is imported, and those they import:
+    a relative import at its top level (normlib/qk_norm.py's `from .transformer import
+    ...`). A file that does not import breaks each of them. Sorted."""
+    found, todo = set(), [rel]
+    while todo:
+        tree = ast.parse((Path(folder) / todo.pop()).read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                other = f"normlib/{node.module.replace('.', '/')}.py"
+                if other not in found:
+                    found.add(other)
+                    todo.append(other)
+    return sorted(found - {rel})
+
+
 def student_files(units=None):
     """The files students write for these units (default all), sorted: those of their
-    exercises, and of the exercises these build on (Exercise.uses, transitively), whatever
-    their unit: Unit 4's network runs the student's own kernels of Units 1 to 3, so its
-    assignment grades those files too. "normlib/layer_norm.py", ..."""
+    exercises, of the exercises these build on (Exercise.uses, transitively), whatever
+    their unit (Unit 4's network runs the student's own kernels of Units 1 to 3, so its
+    assignment grades those files too), and the files these import (imported: Unit 7's
+    qk_norm.py subclasses Unit 5's attention). "normlib/layer_norm.py", ..."""
     units = None if units is None else set(units)
     chosen = [e.number for e in exercises() if units is None or e.unit in units]
     used = {n for number in chosen for n in needs(number, set(by_number()))}
-    return sorted({by_number()[n].file for n in {*chosen, *used}})
+    files = {by_number()[n].file for n in {*chosen, *used}}
+    return sorted(files.union(*(imported(rel) for rel in files)))
 
 
 def readme_table():

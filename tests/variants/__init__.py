@@ -8,7 +8,7 @@
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
 one file per part of the course (layer_norm: Units 1-2, family: Unit 3, network: Unit 4,
-transformer: Unit 5, numerics: Unit 6, compiled: Unit 6's Numba kernels), each a RIGHT or WRONG table of the exercise's function or class
+transformer: Unit 5, numerics: Unit 6, compiled: Unit 6's Numba kernels, today: Unit 7), each a RIGHT or WRONG table of the exercise's function or class
 (tools.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
 runs every check on every variant; `python -m tests.variants` counts them, and
 `python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).
@@ -20,17 +20,21 @@ from tests.variants import (
     right_layer_norm,
     right_network,
     right_numerics,
+    right_today,
     right_transformer,
     wrong_compiled,
     wrong_family,
     wrong_layer_norm,
     wrong_network,
     wrong_numerics,
+    wrong_today,
     wrong_transformer,
 )
 
 RIGHT = {**right_layer_norm.RIGHT, **right_family.RIGHT, **right_network.RIGHT,
-         **right_transformer.RIGHT, **right_numerics.RIGHT, **right_compiled.RIGHT}
+         **right_transformer.RIGHT, **right_numerics.RIGHT, **right_compiled.RIGHT,
+         **right_today.RIGHT}
 WRONG = {**wrong_layer_norm.WRONG, **wrong_family.WRONG, **wrong_network.WRONG,
-         **wrong_transformer.WRONG, **wrong_numerics.WRONG, **wrong_compiled.WRONG}
+         **wrong_transformer.WRONG, **wrong_numerics.WRONG, **wrong_compiled.WRONG,
+         **wrong_today.WRONG}
 FEWER = {}  # {number: why it has fewer than three classic mistakes}

@@ -1,0 +1,84 @@
+"""Unit 7's layers (normlib/qk_norm.py, normlib/dyt.py, the reference's): bad input gets a
+specific error, and the attention's norms are the student's own RMSNorm, whose kernels
+give torch's results there."""
+
+import numpy as np
+import pytest
+import torch
+
+from normkit.checks.unit7 import ReferenceAttention
+from normkit.testing import encoder_tolerance, torch_norms, torch_tensor_close
+from normlib import nn
+from normlib.dyt import DyT, dyt_backward, dyt_forward
+from normlib.qk_norm import QKNormSelfAttention
+from tests.conftest import exercise
+
+
+@exercise("7.1")
+def test_the_attentions_norms_are_your_rmsnorm_and_give_torchs_results():
+    torch.manual_seed(0)
+    ours = QKNormSelfAttention(16, 4, dtype=torch.float64)
+    assert isinstance(ours.q_norm, nn.RMSNorm) and isinstance(ours.k_norm, nn.RMSNorm)
+    assert ours.q_norm.weight.shape == ours.k_norm.weight.shape == (4,)
+    assert ours.q_norm.eps == ours.k_norm.eps == 1e-6
+    with torch_norms():
+        theirs = QKNormSelfAttention(16, 4, dtype=torch.float64)
+    assert isinstance(theirs.q_norm, torch.nn.RMSNorm)
+    with torch.no_grad():
+        ours.q_norm.weight.uniform_(0.5, 2)
+        ours.k_norm.weight.uniform_(-2, 2)
+    theirs.load_state_dict(ours.state_dict())
+    ours.is_causal = theirs.is_causal = True
+    x = 3 * torch.randn(2, 7, 16, dtype=torch.float64)  # (N, S, E)
+    torch_tensor_close(ours(x), theirs(x).detach(), "output", **encoder_tolerance(x, 1, 16))
+    exact = ReferenceAttention(16, 4, 1e-6, is_causal=True).double()
+    exact.load_state_dict(ours.state_dict())
+    torch_tensor_close(ours(x), exact(x).detach(), "output", **encoder_tolerance(x, 1, 16))
+
+
+def test_qk_norm_attention_refuses_heads_that_do_not_divide_the_model():
+    with pytest.raises(ValueError, match=r"d_model \(10\) must be divisible by nhead \(3\)"):
+        QKNormSelfAttention(10, 3)
+    with pytest.raises(ValueError, match=r"expected input of shape \(N, S, 8\).*got shape "
+                                         r"\(2, 5, 6\)"):
+        QKNormSelfAttention(8, 2)(torch.randn(2, 5, 6))
+
+
+@pytest.mark.parametrize("shape, message", [
+    (0, "normalized_shape must be the number of channels C"),
+    ((2, 3), "normalized_shape must be the number of channels C"),
+    ("8", "got '8'"),
+])
+def test_dyt_refuses_a_shape_that_is_not_one_channel_count(shape, message):
+    with pytest.raises(ValueError, match=message):
+        DyT(shape)
+
+
+@exercise("7.4")
+def test_dyt_refuses_input_it_cannot_map():
+    layer = DyT(4)
+    assert layer.normalized_shape == DyT((4,)).normalized_shape == (4,)
+    assert [name for name, _ in layer.named_parameters()] == ["alpha", "weight", "bias"]
+    assert layer.alpha.shape == (1,) and layer.alpha.item() == 0.5
+    with pytest.raises(TypeError, match="input must be a torch.Tensor, got ndarray"):
+        layer(np.zeros((2, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        layer(torch.zeros(2, 5))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        layer(torch.zeros(2, 4, dtype=torch.int64))
+
+
+@exercise("7.2")
+def test_dyt_kernels_keep_float32():
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    alpha, weight, bias = (np.array([0.5], np.float32), np.ones(4, np.float32),
+                           np.zeros(4, np.float32))
+    assert dyt_forward(x, alpha, weight, bias).dtype == np.float32
+
+
+@exercise("7.3")
+def test_dyt_backward_shapes_and_dtypes():
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    grads = dyt_backward(np.ones_like(x), x, np.array([0.5], np.float32), np.ones(4, np.float32))
+    assert [(g.shape, g.dtype) for g in grads] == [((2, 3, 4), np.float32), ((1,), np.float32),
+                                                   ((4,), np.float32), ((4,), np.float32)]

@@ -1,0 +1,293 @@
+"""Realistic wrong implementations of Unit 7's exercises: every one must fail its graded
+check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name.
+
+Targets: 7.1 replaces normlib.qk_norm.QKNormSelfAttention (subclasses of the reference
+overriding forward, or __init__), 7.2 normlib.dyt.dyt_forward, 7.3 dyt_backward, 7.4 the
+class DyTFunction (the provided DyT module calls whichever is in normlib.dyt).
+"""
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import normlib.dyt as dyt
+import normlib.qk_norm as reference
+from tests.variants.mistake import Mistake
+
+# Exercise 7.1: QKNormSelfAttention ----------------------------------------------------------
+
+
+class _Attention(reference.QKNormSelfAttention):
+    """The attention written out (as a student writes it without scaled_dot_product_
+    attention), with hooks for each mistake: norm_q, norm_k, norm_v, scale, mask."""
+
+    def heads(self, x):
+        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
+        return [self.split_heads(t) for t in qkv.chunk(3, dim=-1)]  # (N, H, S, D) each
+
+    def norm_q(self, q):
+        return self.q_norm(q)
+
+    def norm_k(self, k):
+        return self.k_norm(k)
+
+    def norm_v(self, v):
+        return v
+
+    def logits(self, q, k):
+        return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (N, H, S, S)
+
+    def forward(self, x):
+        reference.check_input(x, self.d_model)
+        n, s, e = x.shape
+        q, k, v = self.heads(x)
+        scores = self.logits(self.norm_q(q), self.norm_k(k))  # (N, H, S, S)
+        if self.is_causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -math.inf)
+        heads = scores.softmax(-1) @ self.norm_v(v)  # (N, H, S, D)
+        return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
+
+
+class ValuesToo(_Attention):
+    def norm_v(self, v):  # the values normalized as well
+        return F.rms_norm(v, v.shape[-1:], eps=self.eps)
+
+
+class NoGain(_Attention):
+    def norm_q(self, q):  # normalized, the gain left out
+        return F.rms_norm(q, q.shape[-1:], eps=self.eps)
+
+    def norm_k(self, k):
+        return F.rms_norm(k, k.shape[-1:], eps=self.eps)
+
+
+class QueriesOnly(_Attention):
+    def norm_k(self, k):
+        return k
+
+
+class AfterTheDotProduct(_Attention):
+    def forward(self, x):  # the logits normalized, q and k left as they are
+        reference.check_input(x, self.d_model)
+        n, s, e = x.shape
+        q, k, v = self.heads(x)
+        scores = F.rms_norm(self.logits(q, k), (s,), eps=self.eps)  # (N, H, S, S)
+        if self.is_causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -math.inf)
+        heads = scores.softmax(-1) @ v
+        return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
+
+
+class NoScale(_Attention):
+    def logits(self, q, k):  # "the norms make it unnecessary"
+        return q @ k.transpose(-1, -2)
+
+
+class OverTheModelDimension(reference.QKNormSelfAttention):
+    """OLMo 2's convention: q and k normalized over E, before the heads are split."""
+
+    def __init__(self, d_model, nhead, dropout=0.0, bias=True, eps=1e-6, device=None,
+                 dtype=None):
+        super().__init__(d_model, nhead, dropout, bias, eps, device, dtype)
+        self.q_norm = reference.make_norm("rms", d_model, eps, dtype=dtype)
+        self.k_norm = reference.make_norm("rms", d_model, eps, dtype=dtype)
+
+    def forward(self, x):
+        reference.check_input(x, self.d_model)
+        n, s, e = x.shape
+        q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        q, k, v = (self.split_heads(t) for t in (self.q_norm(q), self.k_norm(k), v))
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.is_causal)
+        return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
+
+
+class OneNormForBoth(reference.QKNormSelfAttention):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.k_norm = self.q_norm  # one gain for queries and keys
+
+
+# Exercise 7.2: dyt_forward ------------------------------------------------------------------
+
+
+def dyt_alpha_outside(x, alpha, weight, bias):
+    return weight * alpha * np.tanh(x) + bias
+
+
+def dyt_no_alpha(x, alpha, weight, bias):
+    return weight * np.tanh(x) + bias
+
+
+def dyt_bias_inside(x, alpha, weight, bias):
+    return weight * np.tanh(alpha * x + bias)
+
+
+def dyt_channels_first(x, alpha, weight, bias):
+    """The authors' code for images (channels_last=False): weight[:, None, None]."""
+    return weight[:, None] * np.tanh(alpha * x) + bias[:, None]
+
+
+def dyt_float64(x, alpha, weight, bias):
+    return weight * np.tanh(float(alpha[0]) * x.astype(np.float64)) + bias
+
+
+# Exercise 7.3: dyt_backward -----------------------------------------------------------------
+
+
+def _parts(x, alpha, weight, grad_output):
+    t = np.tanh(alpha * x)  # (*B, C)
+    return t, grad_output * weight * (1 - t * t), tuple(range(x.ndim - 1))
+
+
+def dyt_backward_no_alpha_in_dx(grad_output, x, alpha, weight):
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    return (inner, (inner * x).sum(keepdims=True).reshape(1), (grad_output * t).sum(axis=lead),
+            grad_output.sum(axis=lead))
+
+
+def dyt_backward_one_minus_tanh(grad_output, x, alpha, weight):
+    t, _, lead = _parts(x, alpha, weight, grad_output)
+    inner = grad_output * weight * (1 - t)
+    return (alpha * inner, (inner * x).sum(keepdims=True).reshape(1),
+            (grad_output * t).sum(axis=lead), grad_output.sum(axis=lead))
+
+
+def dyt_backward_dalpha_not_summed(grad_output, x, alpha, weight):
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    return alpha * inner, inner * x, (grad_output * t).sum(axis=lead), grad_output.sum(axis=lead)
+
+
+def dyt_backward_dalpha_without_x(grad_output, x, alpha, weight):
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    return (alpha * inner, inner.sum(keepdims=True).reshape(1), (grad_output * t).sum(axis=lead),
+            grad_output.sum(axis=lead))
+
+
+def dyt_backward_dweight_from_x(grad_output, x, alpha, weight):
+    _, inner, lead = _parts(x, alpha, weight, grad_output)
+    return (alpha * inner, (inner * x).sum(keepdims=True).reshape(1),
+            (grad_output * x).sum(axis=lead), grad_output.sum(axis=lead))
+
+
+def dyt_backward_means(grad_output, x, alpha, weight):
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    return (alpha * inner, (inner * x).sum(keepdims=True).reshape(1),
+            (grad_output * t).mean(axis=lead), grad_output.mean(axis=lead))
+
+
+# Exercise 7.4: DyTFunction ------------------------------------------------------------------
+
+
+class DyTFunctionThreeGradients(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        ctx.save_for_backward(input, alpha, weight)
+        return torch.from_numpy(dyt.dyt_forward(*(t.detach().numpy() for t in (
+            input, alpha, weight, bias))))
+
+    @staticmethod
+    def backward(ctx, grad_output):  # dalpha forgotten
+        input, alpha, weight = ctx.saved_tensors
+        dx, _, dweight, dbias = dyt.dyt_backward(*(t.numpy() for t in (
+            grad_output, input, alpha, weight)))
+        return torch.from_numpy(dx), torch.from_numpy(dweight), torch.from_numpy(dbias)
+
+
+class DyTFunctionSavesOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        y = torch.from_numpy(dyt.dyt_forward(*(t.detach().numpy() for t in (
+            input, alpha, weight, bias))))
+        ctx.save_for_backward(y, alpha, weight)  # the output, where the input is needed
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        y, alpha, weight = ctx.saved_tensors
+        return tuple(torch.from_numpy(g) for g in dyt.dyt_backward(*(t.numpy() for t in (
+            grad_output, y, alpha, weight))))
+
+
+class DyTFunctionSwapped(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        ctx.save_for_backward(input, alpha, weight)
+        return torch.from_numpy(dyt.dyt_forward(*(t.detach().numpy() for t in (
+            input, alpha, weight, bias))))
+
+    @staticmethod
+    def backward(ctx, grad_output):  # dweight and dbias swapped
+        input, alpha, weight = ctx.saved_tensors
+        dx, dalpha, dweight, dbias = dyt.dyt_backward(*(t.numpy() for t in (
+            grad_output, input, alpha, weight)))
+        return tuple(torch.from_numpy(g) for g in (dx, dalpha, dbias, dweight))
+
+
+class DyTFunctionOnTheClass(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        DyTFunctionOnTheClass.saved = (input, alpha, weight)  # shared by every call
+        return torch.from_numpy(dyt.dyt_forward(*(t.detach().numpy() for t in (
+            input, alpha, weight, bias))))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, alpha, weight = DyTFunctionOnTheClass.saved
+        return tuple(torch.from_numpy(g) for g in dyt.dyt_backward(*(t.detach().numpy() for t in (
+            grad_output, input, alpha, weight))))
+
+
+class DyTFunctionInTorch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):  # torch's operations, not the kernels
+        ctx.save_for_backward(input, alpha, weight)
+        return weight * torch.tanh(alpha * input) + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, alpha, weight = ctx.saved_tensors
+        t = torch.tanh(alpha * input)
+        inner = grad_output * weight * (1 - t * t)
+        lead = tuple(range(input.dim() - 1))
+        return (alpha * inner, (inner * input).sum().reshape(1), (grad_output * t).sum(lead),
+                grad_output.sum(lead))
+
+
+WRONG = {
+    "7.1": {
+        "values normalized too": Mistake(ValuesToo, "the values were normalized too"),
+        "no gain": Mistake(NoGain, "the gains are missing"),
+        "queries only": Mistake(QueriesOnly, "the keys are not normalized"),
+        "after the dot product": Mistake(AfterTheDotProduct,
+                                         "the logits were normalized after the dot product"),
+        "no 1/sqrt(D)": Mistake(NoScale, "the logits lack the 1 / sqrt(D) scale"),
+        "over the model dimension (OLMo 2's)": Mistake(OverTheModelDimension,
+                                                       "That is the other convention, OLMo 2's"),
+        "one norm for both": Mistake(OneNormForBoth, "one norm serves queries and keys"),
+    },
+    "7.2": {
+        "alpha outside the tanh": Mistake(dyt_alpha_outside, "alpha scales the tanh's output"),
+        "alpha missing": Mistake(dyt_no_alpha, "alpha is missing"),
+        "bias inside the tanh": Mistake(dyt_bias_inside, "the bias is inside the tanh"),
+        "channels first": Mistake(dyt_channels_first, "channels first"),
+        "float64 result": Mistake(dyt_float64, "float64"),
+    },
+    "7.3": {
+        "dx without alpha": Mistake(dyt_backward_no_alpha_in_dx, "dx lacks the factor alpha"),
+        "1 - tanh": Mistake(dyt_backward_one_minus_tanh, "1 - tanh, not 1 - tanh^2"),
+        "dalpha not summed": Mistake(dyt_backward_dalpha_not_summed,
+                                     "dalpha was not summed over the elements"),
+        "dalpha without x": Mistake(dyt_backward_dalpha_without_x, "dalpha lacks the factor x"),
+        "dweight from x": Mistake(dyt_backward_dweight_from_x, "dweight sums grad * x"),
+        "means, not sums": Mistake(dyt_backward_means, "a mean over the rows, not a sum"),
+    },
+    "7.4": {
+        "three gradients": Mistake(DyTFunctionThreeGradients, "wrong number of gradients"),
+        "saves the output": Mistake(DyTFunctionSavesOutput, "the forward's output y"),
+        "dweight and dbias swapped": Mistake(DyTFunctionSwapped, "are swapped"),
+        "saved on the class": Mistake(DyTFunctionOnTheClass, "the two calls share"),
+        "torch's operations": Mistake(DyTFunctionInTorch, "must compute with your NumPy kernels"),
+    },
+}
