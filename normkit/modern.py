@@ -34,6 +34,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from normkit import language_model
 from normkit.language_model import Corpus, loss_of, text_windows, unigram_loss, validation_loss
 from normkit.training import jitter_
 
@@ -43,17 +44,13 @@ __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train",
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """The experiments' sizes and schedule (the capstone's model, torch's layers)."""
+class Settings(language_model.Settings):
+    """The experiments' sizes and schedule: the capstone's model (language_model.Settings:
+    d_model, layers, heads, windows, batch, seed), on torch's layers, trained longer and at
+    a higher high rate."""
 
-    d_model: int = 64
-    num_layers: int = 4
-    nhead: int = 4
-    context: int = 64  # characters a model reads
-    batch: int = 16  # windows per step
     steps: int = 200
     lrs: tuple = (3e-3, 6e-2)  # Adam's learning rate: a usual one, and twenty times it
-    seed: int = 0
 
     @classmethod
     def light(cls):
