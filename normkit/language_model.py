@@ -194,10 +194,11 @@ class Run:
     model: CharLM
 
 
-def fit(model, lr, s, corpus, steps, report=None):
+def fit(model, lr, s, corpus, steps, report=None, watch=None):
     """Train model with Adam at lr for `steps` steps on random windows of corpus.train (the
     same batches for every model of one seed): its losses, (steps,). report(step, losses),
-    if given, every 10 steps."""
+    if given, every 10 steps; watch(model), if given, after each step's forward, before its
+    update (normkit.modern logs the attention's logits there)."""
     opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     gen = torch.Generator().manual_seed(s.seed + 1)
     high = len(corpus.train) - s.context - 1
@@ -205,6 +206,8 @@ def fit(model, lr, s, corpus, steps, report=None):
     for step in range(steps):
         starts = torch.randint(0, high, (s.batch,), generator=gen)  # (batch,)
         loss = loss_of(model, *text_windows(corpus.train, s.context, starts))
+        if watch is not None:
+            watch(model)
         opt.zero_grad()
         loss.backward()
         opt.step()

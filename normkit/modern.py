@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from normkit import language_model
-from normkit.language_model import Corpus, loss_of, text_windows, unigram_loss, validation_loss
+from normkit.language_model import Corpus, text_windows, unigram_loss, validation_loss
 from normkit.training import jitter_
 
 __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train", "logit_bound",
@@ -300,23 +300,11 @@ def train(config, lr, s, corpus, jitter=None, report=None):
     torch.manual_seed(s.seed)
     model = CharLM(len(corpus.chars), config, s)
     jitter_(model.parameters(), jitter)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
-    gen = torch.Generator().manual_seed(s.seed + 1)
-    high = len(corpus.train) - s.context - 1
-    losses, max_logits, bounds = [], [], []
-    for step in range(s.steps):
-        starts = torch.randint(0, high, (s.batch,), generator=gen)  # (batch,)
-        loss = loss_of(model, *text_windows(corpus.train, s.context, starts))
-        max_logits.append(model.max_logit())
-        bounds.append(logit_bound(model))  # (the gains of this forward, before the step)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if report is not None and (step + 1) % 10 == 0:
-            report(step + 1, losses)
-    logs = (torch.tensor(log, dtype=torch.float64) for log in (losses, max_logits, bounds))
-    return Run(config, lr, *logs, validation_loss(model, corpus, s), model)
+    seen = []  # (largest logit, bound) of each step: the gains of its forward, before its update
+    losses = language_model.fit(model, lr, s, corpus, s.steps, report,
+                                watch=lambda m: seen.append((m.max_logit(), logit_bound(m))))
+    logs = (torch.tensor(log, dtype=torch.float64) for log in zip(*seen))  # (steps,) each
+    return Run(config, lr, losses, *logs, validation_loss(model, corpus, s), model)
 
 
 def train_all(configs, s, corpus, jitter=None, report=None):

@@ -11,7 +11,6 @@ classic mistake gives, computed exactly, to name its likely cause. Your code is 
 when a check runs, so it is always your file as it is now.
 """
 
-import contextlib
 import copy
 import math
 
@@ -24,7 +23,7 @@ from normkit.testing import (
     CheckFailed,
     assert_close,
     assert_same_computation,
-    counted,
+    counted_calls,
     encoder_tolerance,
     guard_inputs,
     perturb_,
@@ -387,21 +386,12 @@ def check_dyt_module(shape, dtype=torch.float32, seed=0, scale=2.0):
 KERNELS = ("dyt_forward", "dyt_backward")  # what DyTFunction computes with
 
 
-@contextlib.contextmanager
 def counted_kernels():
     """Inside the block, each call of the NumPy kernels (KERNELS, in normlib.dyt) appends its
     name to the list it yields."""
     import normlib.dyt
 
-    calls = []
-    saved = {name: getattr(normlib.dyt, name) for name in KERNELS}
-    try:
-        for name, kernel in saved.items():
-            setattr(normlib.dyt, name, counted(kernel, calls, name))
-        yield calls
-    finally:
-        for name, kernel in saved.items():
-            setattr(normlib.dyt, name, kernel)
+    return counted_calls((normlib.dyt,), KERNELS)
 
 
 def check_uses_kernels(shape, seed=0):
