@@ -13,17 +13,22 @@ validation loss) written out so that each choice of today's models is one option
 - `placement`: where the norms sit around each sublayer F (PLACEMENTS): "pre" (x + F(N(x))),
   "post" (N(x + F(x))), "peri" (x + N(F(N(x))), Gemma 2 and 3), "reordered"
   (x + N(F(x)), OLMo 2) and "deepnorm" (N(alpha x + F(x)) with DeepNet's initialization,
-  Wang et al. 2022). No experiment uses the placements yet: each is one line of PLACEMENTS.
+  Wang et al. 2022). Each is one line of PLACEMENTS.
 
 Each attention records the largest |logit| of its last forward, so that `train` logs the
-largest attention logit of every step beside the loss. Two experiments, each with the claims
-the notebook asserts (`qk_claims`, `dyt_claims`): QK-norm against plain Pre-LN at a usual and a
-high learning rate (`qk_runs`), and DyT against LayerNorm and RMSNorm (`dyt_runs`), with the
-S-shaped curves that motivated DyT (`norm_points`, `s_shape`). Settings travel as one frozen
-dataclass: Settings() is the notebook's, Settings.light() what nbval runs (NORMLIB_LIGHT=1),
-chosen by settings(). Each claim holds by a wide margin under the perturbation test
-(normkit.training's jitter, other seeds) and on torch's generic and AVX2 kernels
-(tests/test_modern.py, tests/test_machines.py); the claims' docstrings give what was observed.
+largest attention logit of every step beside the loss. Three experiments, each with the
+claims the notebook asserts: QK-norm against plain Pre-LN at a usual and a high learning
+rate (`qk_runs`, `qk_claims`); DyT against LayerNorm and RMSNorm (`dyt_runs`, `dyt_claims`),
+with the S-shaped curves that motivated DyT (`norm_points`, `s_shape`, `curve_claims`); and
+the five placements at a depth where plain Post-LN fails (`placement_runs`,
+`placement_claims`), with the gradient-norm profile across the blocks at initialization
+(`grad_profile`: Unit 5's Exercise 5.5 on this model; `profile_claims`). Settings travel as
+one frozen dataclass: Settings() is the notebook's, Settings.light() what nbval runs
+(NORMLIB_LIGHT=1), chosen by settings(); the placements' are Settings.deep() and
+Settings.deep_light(), chosen by deep_settings(). Each claim holds by a wide margin under
+the perturbation test (normkit.training's jitter, other seeds) and on torch's generic and
+AVX2 kernels (tests/test_modern.py, tests/test_machines.py); the claims' docstrings give
+what was observed.
 """
 
 import dataclasses
@@ -40,7 +45,9 @@ from normkit.training import jitter_
 
 __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train", "logit_bound",
            "qk_runs", "qk_claims", "dyt_runs", "dyt_claims", "norm_points", "s_shape",
-           "s_shapes", "curve_claims", "saturation"]
+           "s_shapes", "curve_claims", "saturation", "PLACED", "deep_settings",
+           "placement_runs", "placement_claims", "grad_profile", "grad_profiles",
+           "profile_claims"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +66,24 @@ class Settings(language_model.Settings):
         which the high rate's claims keep their margins: after 80, QK-norm's lead over the
         plain model was down to 0.07 for seed 0."""
         return cls(context=32, steps=85)
+
+    @classmethod
+    def deep(cls):
+        """The placements experiment's: 12 blocks of d_model 32 (4 heads of 8), windows of
+        32, 100 steps at one learning rate, 1e-2, without warm-up: a depth and a rate where
+        Post-LN fails and the other placements learn (about 13 s on one thread, the
+        gradient profile 0.5 s of it; 200 steps, 25 s, showed the same). At 1e-2 Post-LN
+        (seed 0, 100 steps) learned at 4 and 6 blocks, part of the way at 8 (2.83) and
+        nothing at 12 and 16; at 3e-3 it learned at 12; at 3e-2 DeepNorm failed too."""
+        return cls(d_model=32, num_layers=12, context=32, steps=100, lrs=(1e-2,))
+
+    @classmethod
+    def deep_light(cls):
+        """What nbval runs of the placements experiment: Settings.deep() for 60 steps (about
+        8 s on one thread), by which the four placements that learn have left the unigram
+        loss's plateau (peri-LN and the reordered norm leave it last, after 10 to 30
+        steps)."""
+        return dataclasses.replace(cls.deep(), steps=60)
 
 
 def settings():
@@ -524,4 +549,113 @@ def curve_claims(shapes, num_layers):
             late < early,
         "the S is faint at this scale: a tanh fits every norm's points at most 20% better "
         "than a line": all(v > 0.8 for v in shapes.values()),
+    }
+
+
+# Placements at depth ------------------------------------------------------------------
+
+PLACED = tuple(Config("layer", placement=p) for p in ("post", "pre", "peri", "reordered",
+                                                      "deepnorm"))  # LayerNorm, each placement
+
+
+def deep_settings():
+    """Settings.deep_light() where NORMLIB_LIGHT=1 (nbval, set by conftest.py), else
+    Settings.deep(): the placements experiment's."""
+    return Settings.deep_light() if os.environ.get("NORMLIB_LIGHT") == "1" else Settings.deep()
+
+
+def placement_runs(s, corpus, jitter=None, report=None):
+    """The five placements (PLACED: LayerNorm) at s.lrs: {(config, lr): Run}."""
+    return train_all(PLACED, s, corpus, jitter, report)
+
+
+def placement_claims(runs, corpus):
+    """{claim: whether it holds} for placement_runs(): what the notebook asserts. Observed
+    with Settings.deep() (100 steps) for seeds 0 to 4 and for seed 0 under jitters 1 to 4 on
+    this machine's kernels (AVX-512), and for seeds 0 (plain and jitter 1) and 1 (plain and
+    jitter 1) on torch's generic kernels and seed 0 (plain and jitter 1) on its AVX2 ones (15
+    sets); with Settings.deep_light() for seeds 0 to 9 and for seed 0 under jitters 0 to 4 on
+    AVX-512, and for seeds 0 to 4 and seed 0 under jitters 0 to 4 on each of the generic and
+    AVX2 kernels (35 sets); and with 200 steps (18 sets, as these): the unigram loss is
+    3.228; Pre-LN, peri-LN, the reordered norm and DeepNorm end between 2.61 and 2.80 (100
+    steps), 2.64 and 2.86 (light) and 2.58 and 2.85 (200 steps), 0.37 or more below the
+    unigram's (learns: 0.2 below); Post-LN at 3.218 to 3.236 (100 steps), 3.218 to 3.232
+    (light) and 3.222 to 3.231 (200 steps), never more than 0.011 below it (next to
+    nothing: less than 0.1 below). For seed 0 the jitter and the kernels move no loss but
+    peri-LN's (by up to 0.016) and the reordered norm's (by up to 0.15). No ranking of the
+    four is asserted: the reordered norm ends highest most often, but peri-LN did for
+    seed 2 (100 steps), and Pre-LN and DeepNorm, the lowest, trade places from seed to
+    seed."""
+    (lr,) = {lr for _, lr in runs}
+    unigram = unigram_loss(corpus)
+    val = {c.placement: r.val_loss for (c, _), r in runs.items()}
+    return {
+        f"lr {lr:g}: Pre-LN, peri-LN, reordered and DeepNorm learn (validation loss {LEARNS} "
+        f"or more below the unigram's)":
+            all(val[p] < unigram - LEARNS for p in val if p != "post"),
+        f"lr {lr:g}: Post-LN learns next to nothing from the context (it ends less than "
+        f"{NOTHING} below the unigram's loss)":
+            val["post"] > unigram - NOTHING,
+    }
+
+
+LEARNS, NOTHING = 0.2, 0.1  # nats below the unigram's loss: "learns" and "next to nothing"
+
+
+def mlp_out_grad_norms(model, x, y):
+    """Exercise 5.5's measure on a CharLM: the Frobenius norm of the gradient of the
+    language-model loss of tokens x (N, T) and next characters y (N, T) with respect to
+    each block's MLP output weight, block.mlp[2].weight (W^{2,l}), of this loss alone:
+    (num_layers,) float64, block 1 first."""
+    model.zero_grad()
+    language_model.loss_of(model, x, y).backward()
+    return torch.tensor([b.mlp[2].weight.grad.norm().item() for b in model.blocks],
+                        dtype=torch.float64)  # (num_layers,)
+
+
+@one_thread
+def grad_profile(config, s, corpus, seeds=(0, 1, 2)):
+    """The gradient-norm profile across the layers at initialization (Xiong et al. 2020,
+    Unit 5's Exercise 5.5): mlp_out_grad_norms of a CharLM of config initialized as train()
+    initializes it for each seed (s's other sizes), on the first batch train() would draw
+    for that seed, averaged over the seeds: (num_layers,) float64, block 1 first."""
+    def one(seed):
+        torch.manual_seed(seed)
+        model = CharLM(len(corpus.chars), config, s)
+        gen = torch.Generator().manual_seed(seed + 1)  # (language_model.fit's batches)
+        starts = torch.randint(0, len(corpus.train) - s.context - 1, (s.batch,), generator=gen)
+        return mlp_out_grad_norms(model, *text_windows(corpus.train, s.context, starts))
+
+    return torch.stack([one(seed) for seed in seeds]).mean(dim=0)  # (num_layers,)
+
+
+def grad_profiles(s, corpus, seeds=(0, 1, 2)):
+    """grad_profile of each placement (PLACED): {config: (num_layers,) float64}."""
+    return {config: grad_profile(config, s, corpus, seeds) for config in PLACED}
+
+
+def profile_claims(profiles):
+    """{claim: whether it holds} for grad_profiles() of Settings.deep() (the seeds 0, 1, 2):
+    what the notebook asserts. Observed for the seeds (0, 1, 2), (3, 4, 5), (6, 7, 8) and
+    (9, 10, 11), on torch's generic, AVX2 and AVX-512 kernels (which change no ratio in its
+    fourth digit; Settings.deep_light() has the same sizes, so the same profiles), with the
+    ranges of single seeds 0 to 9 in brackets: at the last block Post-LN's gradient is 1.39
+    to 1.52 times Pre-LN's (1.27 to 1.74), at the first 0.94 to 1.03 times (0.92 to 1.05);
+    DeepNorm's is 5.3 to 7.8 times smaller than Post-LN's, block by block (4.0 to 9.1);
+    Post-LN's, Pre-LN's and DeepNorm's largest over their smallest are 1.09 to 1.45 (1.10
+    to 1.73); peri-LN's and the reordered norm's first block's is 2.7 to 3.9 times
+    Pre-LN's (2.3 to 4.9) and 1.67 to 2.68 times their own last block's (1.46 to 3.6)."""
+    g = {c.placement: p for c, p in profiles.items()}
+    return {
+        "Post-LN's gradient is 1.2 times Pre-LN's or more at the last block, and within 15% "
+        "of it at the first": bool(g["post"][-1] > 1.2 * g["pre"][-1])
+        and abs(g["post"][0] / g["pre"][0] - 1).item() < 0.15,
+        "DeepNorm's gradient is 3 times smaller than Post-LN's or more, at every block":
+            bool((g["post"] > 3 * g["deepnorm"]).all()),
+        "Post-LN's, Pre-LN's and DeepNorm's profiles are flat: within a factor of 2 across "
+        "the blocks": all(g[p].max() < 2 * g[p].min() for p in ("post", "pre", "deepnorm")),
+        "peri-LN's and the reordered norm's gradients are largest at the first block: there "
+        "twice Pre-LN's or more, and 1.3 times their own last block's or more":
+            all(g[p][0] > 2 * g["pre"][0] and g[p][0] > 1.3 * g[p][-1]
+                for p in ("peri", "reordered")),
     }

@@ -17,7 +17,10 @@ from tests.conftest import failed
 
 # jitter 0 on this machine; jitter 1 in tests/test_machines.py's configuration
 TESTED = training.JITTERS[1 if os.environ.get("COURSE_CONFIGURATION") else 0]
-SEEDS = (0, 1, 2)  # the notebook's, and two others
+# the notebook's seed and two others on this machine; in a configuration the notebook's alone,
+# perturbed: other kernels change the last bits as the jitter does, and the other seeds'
+# margins are shown here (their 24 s there were a tenth of the configuration's run)
+SEEDS = (0,) if os.environ.get("COURSE_CONFIGURATION") else (0, 1, 2)
 
 
 @pytest.mark.parametrize("jitter", (TESTED,), ids=lambda j: f"jitter{j}")

@@ -106,8 +106,8 @@ def test_the_authors_tables_list_the_exercises_and_count_the_variants():
                                   str(len(RIGHT[number]))]
     assert rows["3.3"][4:] == ["3.1"]
     assert "35 exercises, 102 points" in result.stdout
-    assert "9 written questions graded by hand, 18 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, 4.2, " \
-        "5.1, 6.1" in result.stdout
+    assert "10 written questions graded by hand, 20 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, " \
+        "4.2, 5.1, 6.1, 7.1" in result.stdout
 
 
 def files_matching(pattern):
@@ -189,8 +189,8 @@ def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, ch
 def test_the_written_questions_are_read_with_their_points_and_units():
     found = questions()
     assert [q.number for q in found] == ["1.1", "2.1", "2.2", "3.1", "3.2", "4.1", "4.2", "5.1",
-                                         "6.1"]
-    assert {q.unit for q in found} == {1, 2, 3, 4, 5, 6} and sum(q.points for q in found) == 18
+                                         "6.1", "7.1"]
+    assert {q.unit for q in found} == set(range(1, 8)) and sum(q.points for q in found) == 20
     assert found[2] == Question("2.2", "q2_2_sum_hides", 2, "02_layernorm_backward")
 
 

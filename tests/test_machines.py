@@ -10,7 +10,7 @@ the training experiments' claims (tests/test_training.py: perturbed by jitter 1,
 run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
 seconds; and the edge of stability with its own jitters) and the capstone's
 (tests/test_language_model.py, its light settings, perturbed by jitter 1) and Unit 7's
-(tests/test_modern.py, light settings, jitter 1):
+(tests/test_modern.py and tests/test_conditioning.py, light settings, jitter 1):
 
 - torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
   without its SIMD dispatch (NPY_DISABLE_CPU_FEATURES) and OpenBLAS on an old core's
@@ -101,10 +101,12 @@ NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 NOTEBOOK_THREADS = threads(1)
 NOTEBOOKS = {name: [path for path in RUN_WHOLE if (unit(path) == 4) != (name == FARTHEST)]
              for name in CONFIGURATIONS}
-# Unit 7's experiments (normkit/modern.py), perturbed, as the capstone's: in the farthest
-# configuration (their 8 runs cost 20 s there); their AVX2 runs were measured once, over
-# five jitters (normkit.modern's claims' docstrings)
-TODAY = ["tests/test_modern.py::test_the_claims_hold"]
+# Unit 7's experiments (normkit/modern.py, normkit/conditioning.py), perturbed, as the
+# capstone's: in the farthest configuration; their AVX2 runs were measured once, over five
+# jitters (the claims' docstrings)
+TODAY = [f"tests/{test}[jitter1]" for test in (
+    "test_modern.py::test_the_claims_hold", "test_modern.py::test_the_placement_claims_hold",
+    "test_conditioning.py::test_the_claims_hold")]
 assert FARTHEST in CONFIGURATIONS  # (a name that matches none would run nothing)
 PROBE = """
 import ctypes, glob, json, os, numpy, torch

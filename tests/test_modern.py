@@ -1,6 +1,7 @@
 """Unit 7's experiments (normkit/modern.py): the model's shapes, its options and its causal
 mask; QK-norm's bound, which holds against adversarial weights and inputs where the plain
-attention's logits exceed it by far; the S-shape measure; each claim can fail; and the
+attention's logits exceed it by far; the S-shape measure; the placements' gradient profile,
+autograd's gradient of each block's MLP output weight; each claim can fail; and the
 claims hold, perturbed (normkit.training's jitter), in tests/test_machines.py's farthest
 configuration (torch's generic kernels, NumPy's baseline; the AVX2 kernels were measured
 over five jitters once: the claims' docstrings).
@@ -42,6 +43,15 @@ if os.environ.get("COURSE_CONFIGURATION"):
         assert failed(M.qk_claims(qk, CORPUS)) == [], values
         assert failed(M.dyt_claims(dyt, CORPUS)) == [], values
         assert failed(M.curve_claims(shapes, s.num_layers)) == [], shapes
+
+    @pytest.mark.parametrize("jitter", (1,), ids=("jitter1",))
+    def test_the_placement_claims_hold(jitter):
+        s = M.deep_settings()
+        runs = M.placement_runs(s, CORPUS, jitter=jitter)
+        values = {c.label: round(r.val_loss, 3) for (c, _), r in runs.items()}
+        assert failed(M.placement_claims(runs, CORPUS)) == [], values
+        profiles = M.grad_profiles(s, CORPUS)
+        assert failed(M.profile_claims(profiles)) == [], profiles
 
 
 # The model --------------------------------------------------------------------------------
@@ -337,4 +347,86 @@ SHAPES = {"block 0, attention": 0.99, "block 0, MLP": 0.97, "block 3, attention"
 ])
 def test_each_curve_claim_can_fail(changed, refuted):
     found = failed(M.curve_claims({**SHAPES, **changed}, 4))
+    assert len(found) == len(refuted) and all(r in f for r, f in zip(refuted, found)), found
+
+
+# Placements at depth ---------------------------------------------------------------------
+
+
+def test_the_deep_settings_here_are_the_light_ones():
+    assert M.deep_settings() == M.Settings.deep_light() != M.Settings.deep()
+    light, full = M.Settings.deep_light(), M.Settings.deep()
+    assert {**vars(light), "steps": 0} == {**vars(full), "steps": 0} and light.steps < full.steps
+
+
+def test_grad_profile_is_the_gradient_of_each_blocks_mlp_output_weight():
+    """Seed by seed, the norm of d(loss)/d(block.mlp[2].weight) that autograd gives directly,
+    of the model and the first batch that train() draws; the mean over the seeds."""
+    s = M.Settings(d_model=16, num_layers=3, nhead=4, context=8, batch=4)
+    config = M.Config("layer", placement="post")
+    profiles = [M.grad_profile(config, s, CORPUS, seeds=(seed,)) for seed in (0, 1)]
+    for seed, profile in enumerate(profiles):
+        assert profile.shape == (3,) and profile.dtype == torch.float64
+        torch.manual_seed(seed)
+        model = M.CharLM(len(CORPUS.chars), config, s)
+        gen = torch.Generator().manual_seed(seed + 1)
+        starts = torch.randint(0, len(CORPUS.train) - s.context - 1, (s.batch,), generator=gen)
+        x, y = M.text_windows(CORPUS.train, s.context, starts)
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        grads = torch.autograd.grad(loss, [b.mlp[2].weight for b in model.blocks])
+        assert torch.allclose(profile, torch.stack([g.norm() for g in grads]).double(),
+                              rtol=1e-6)
+    both = M.grad_profile(config, s, CORPUS, seeds=(0, 1))
+    assert torch.allclose(both, (profiles[0] + profiles[1]) / 2, rtol=1e-12)
+
+
+def test_mlp_out_grad_norms_counts_this_loss_alone():
+    """.grad adds every backward pass: called twice, the same norms (not twice them)."""
+    torch.manual_seed(0)
+    model = M.CharLM(len(CORPUS.chars), M.PLAIN, SMALL)
+    x, y = M.text_windows(CORPUS.train, 8, torch.tensor([0, 100, 200]))
+    first = M.mlp_out_grad_norms(model, x, y)
+    assert torch.equal(M.mlp_out_grad_norms(model, x, y), first)
+
+
+def fake_placement_runs(changed):
+    """Runs at 1e-2 where every placement claim holds, but for changed's:
+    {placement: validation loss}."""
+    vals = {"post": 3.23, "pre": 2.62, "peri": 2.66, "reordered": 2.8, "deepnorm": 2.62,
+            **changed}
+    return {(c, 1e-2): M.Run(c, 1e-2, None, None, None, vals[c.placement], None)
+            for c in M.PLACED}
+
+
+@pytest.mark.parametrize("changed, refuted", [
+    ({}, []),
+    ({"peri": 3.05}, ["reordered and DeepNorm learn"]),
+    ({"deepnorm": math.inf}, ["reordered and DeepNorm learn"]),
+    ({"post": 3.1}, ["Post-LN learns next to nothing"]),
+])
+def test_each_placement_claim_can_fail(changed, refuted):
+    found = failed(M.placement_claims(fake_placement_runs(changed), CORPUS))
+    assert len(found) == len(refuted) and all(r in f for r, f in zip(refuted, found)), found
+
+
+def fake_profiles(**changed):
+    """Profiles of 4 blocks where every profile claim holds, but for changed's:
+    {config: (4,) float64}."""
+    shapes = {"post": [0.30, 0.32, 0.33, 0.36], "pre": [0.29, 0.26, 0.25, 0.25],
+              "peri": [1.0, 0.7, 0.5, 0.45], "reordered": [1.1, 0.7, 0.5, 0.44],
+              "deepnorm": [0.05, 0.05, 0.048, 0.05], **changed}
+    return {c: torch.tensor(shapes[c.placement], dtype=torch.float64) for c in M.PLACED}
+
+
+@pytest.mark.parametrize("changed, refuted", [
+    ({}, []),
+    ({"post": [0.30, 0.30, 0.30, 0.29]}, ["1.2 times Pre-LN's"]),
+    ({"post": [0.36, 0.36, 0.36, 0.36]}, ["1.2 times Pre-LN's"]),
+    ({"deepnorm": [0.08, 0.1, 0.11, 0.13]}, ["3 times smaller"]),
+    ({"pre": [0.29, 0.2, 0.14, 0.25]}, ["flat"]),
+    ({"peri": [0.5, 0.5, 0.45, 0.45]}, ["largest at the first block"]),
+    ({"reordered": [0.7, 0.7, 0.6, 0.6]}, ["largest at the first block"]),
+])
+def test_each_profile_claim_can_fail(changed, refuted):
+    found = failed(M.profile_claims(fake_profiles(**changed)))
     assert len(found) == len(refuted) and all(r in f for r, f in zip(refuted, found)), found

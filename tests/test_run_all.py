@@ -149,6 +149,14 @@ NAMES_ONLY = {  # cells found that name such code but do not call it on the stub
     ("07_normalization_today", "u7-dyt-plot"): "plots dyt_runs",
     ("07_normalization_today", "u7-dyt-saturation"): "modern's DyT runs",
     ("07_normalization_today", "u7-dyt-claims"): "modern.dyt_claims of dyt_runs",
+    ("07_normalization_today", "u7-place-profile"): "modern.grad_profiles: torch's layers",
+    ("07_normalization_today", "u7-place-run"): "modern.placement_runs: torch's layers",
+    ("07_normalization_today", "u7-place-plot"): "plots place_runs",
+    ("07_normalization_today", "u7-place-claims"): "modern.placement_claims of place_runs",
+    # normkit.conditioning builds its blocks from modern.Attention (torch's layers)
+    ("07_normalization_today", "u7-adaln-identity"): "conditioning.ConditionalLM: torch's",
+    ("07_normalization_today", "u7-adaln-train"): "conditioning.train: torch's layers",
+    ("07_normalization_today", "u7-adaln-claims"): "conditioning.claims of its run",
 }
 
 
