@@ -228,25 +228,19 @@ def loss_of(model, x, y, condition):
 
 
 def fit(model, s, texts, report=None):
-    """Train model with Adam at s.lrs[0] for s.steps steps, as language_model.fit does, on
+    """Train model with Adam at s.lrs[0] for s.steps steps (language_model.descend), on
     s.batch random windows a step, each of a random text (condition): the losses, (steps,)
     float64. The batches depend on s.seed only. report(step, losses) every 10 steps."""
-    opt = torch.optim.Adam(model.parameters(), lr=s.lrs[0], foreach=True)
     gen = torch.Generator().manual_seed(s.seed + 1)
     high = texts.train.shape[1] - s.context - 1
-    losses = []
-    for step in range(s.steps):
+
+    def step_loss():
         starts = torch.randint(0, high, (s.batch,), generator=gen)  # (B,)
         conditions = torch.randint(0, 2, (s.batch,), generator=gen)  # (B,)
         x, y = windows(texts.train, s.context, starts, conditions)  # (B, T) each
-        loss = loss_of(model, x, y, conditions)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if report is not None and (step + 1) % 10 == 0:
-            report(step + 1, losses)
-    return torch.tensor(losses, dtype=torch.float64)
+        return loss_of(model, x, y, conditions)
+
+    return language_model.descend(model, s.lrs[0], s.steps, step_loss, report)
 
 
 def validation_loss(model, texts, s, swap=False):

@@ -196,16 +196,27 @@ class Run:
 
 def fit(model, lr, s, corpus, steps, report=None, watch=None):
     """Train model with Adam at lr for `steps` steps on random windows of corpus.train (the
-    same batches for every model of one seed): its losses, (steps,). report(step, losses),
-    if given, every 10 steps; watch(model), if given, after each step's forward, before its
-    update (normkit.modern logs the attention's logits there)."""
-    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+    same batches for every model of one seed): its losses, (steps,). report and watch as
+    descend's."""
     gen = torch.Generator().manual_seed(s.seed + 1)
     high = len(corpus.train) - s.context - 1
+
+    def step_loss():
+        starts = torch.randint(0, high, (s.batch,), generator=gen)  # (batch,)
+        return loss_of(model, *text_windows(corpus.train, s.context, starts))
+
+    return descend(model, lr, steps, step_loss, report, watch)
+
+
+def descend(model, lr, steps, step_loss, report=None, watch=None):
+    """Adam at lr on model's parameters for `steps` steps, each on step_loss(), that step's
+    loss (a scalar tensor): the losses, (steps,) float64. report(step, losses), if given,
+    every 10 steps; watch(model), if given, after each step's forward, before its update
+    (normkit.modern logs the attention's logits there)."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     losses = []
     for step in range(steps):
-        starts = torch.randint(0, high, (s.batch,), generator=gen)  # (batch,)
-        loss = loss_of(model, *text_windows(corpus.train, s.context, starts))
+        loss = step_loss()
         if watch is not None:
             watch(model)
         opt.zero_grad()

@@ -432,7 +432,7 @@ CASES = {
         "mixed": reference_submission(6, variance=ONE_PASS, layer_norm_fast=NAIVE_BACKWARD),
     },
     "unit7": {
-        "reference": reference_submission(7),
+        "reference": both(reference_submission(7), answer_questions),
     },
 }
 
