@@ -73,8 +73,10 @@ bench: $(INSTALLED)
 	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normkit.benchmark $(BENCH_ARGS)
 
 # make test's system packages, before anything else (tools/system_packages.py): bubblewrap
-# (grading's sandbox) and Chromium (the browser test), installed with apt-get as root or
-# with a sudo that asks no password; elsewhere one message naming what to install.
+# (grading's sandbox), Chromium (the browser test), PostgreSQL (the shared gradebook's
+# tests) and unzip (collect's tests), installed with apt-get as root or with a sudo that
+# asks no password; elsewhere one message naming what to install. Then the sandbox probe:
+# a bwrap that cannot make grading's sandbox here stops it too.
 system-packages:
 	@python3 -m tools.system_packages
 

@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `tools`
 
 import nbgrader  # noqa: E402
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
+from nbgrader.preprocessors import ClearOutput, Execute, SaveAutoGrades  # noqa: E402
 
 from tools.feedback import FeedbackExporter  # noqa: E402
 from tools.preprocessors import (  # noqa: E402
@@ -36,7 +37,8 @@ c.GenerateAssignment.post_convert_hook = "tools.markers.strip_release"
 # A check cell the student deleted is put back (and run), never simply scored 0.
 c.OverwriteCells.add_missing_cells = True
 
-# Autograde: the judge has graded the submission's code (tools/autograde.py); nbgrader
+# Autograde: the judge has graded the submission's code first (tools/verdicts.py, run by
+# the grading task of tools/grading.py, which then runs this autograde); nbgrader
 # records the notebooks as submitted (their outputs kept: no ClearOutput), with each
 # check's verdict (Judged) and the written answers for hand grading (JudgedAutoGrades:
 # nbgrader's SaveAutoGrades, but a check's score is the judge's). The check cells keep
@@ -44,15 +46,22 @@ c.OverwriteCells.add_missing_cells = True
 # GradingExecute runs the notebooks first, in the OS sandbox, only with autograde's
 # --execute (tools/preprocessors.py); its limits are the course's (c.Grading, in
 # nbgrader_config_local.py: tools/settings.py).
-_REPLACED = {"Execute": GradingExecute, "SaveAutoGrades": JudgedAutoGrades}
-c.Autograde.sanitize_preprocessors = [
-    p for p in Autograde.class_traits()["sanitize_preprocessors"].default()
-    if p.__name__ != "ClearOutput"
-] + [FoldHiddenTests]
+# nbgrader's own lists, changed by class: a class an upgrade renamed or dropped stops here
+# with its name, instead of leaving nbgrader's step in place unseen.
+_REPLACED = {Execute: GradingExecute, SaveAutoGrades: JudgedAutoGrades}
+_SANITIZE = Autograde.class_traits()["sanitize_preprocessors"].default()
+_AUTOGRADE = Autograde.class_traits()["autograde_preprocessors"].default()
+for _wanted, _found in (([ClearOutput], _SANITIZE), (list(_REPLACED), _AUTOGRADE)):
+    for _cls in _wanted:
+        if _cls not in _found:
+            raise RuntimeError(f"nbgrader_config.py: nbgrader {nbgrader.__version__}'s "
+                               f"Autograde no longer runs {_cls.__name__}; the course's "
+                               "grading replaces it (see the comment above)")
+c.Autograde.sanitize_preprocessors = [p for p in _SANITIZE if p is not ClearOutput] + \
+    [FoldHiddenTests]
 c.Autograde.autograde_preprocessors = [
-    q for p in Autograde.class_traits()["autograde_preprocessors"].default()
-    for q in ([Judged, _REPLACED[p.__name__]] if p.__name__ == "SaveAutoGrades"
-              else [_REPLACED.get(p.__name__, p)])
+    q for p in _AUTOGRADE
+    for q in ([Judged, JudgedAutoGrades] if p is SaveAutoGrades else [_REPLACED.get(p, p)])
 ]
 
 # Feedback shows which checks failed and why, not the hidden tests' code, and which written

@@ -1,5 +1,5 @@
 """The judge (tools/judge): verdicts computed where student code never runs, the worker
-that runs it in the OS sandbox (tools/judge/sandbox.py).
+that runs it in the OS sandbox (tools/sandbox.py).
 
 - (The reference passes every check, hidden tests included, through the worker: shown by
   tests/test_isolation.py, where every exercise but a broken file's passes, and by the

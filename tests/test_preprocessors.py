@@ -131,3 +131,42 @@ def test_check_cells_run_without_their_hidden_tests():
     out, _ = FoldHiddenTests().preprocess(notebook, {})
     assert out.cells[0].source == "assert True\n# ... 1 lines of hidden tests, not shown ..."
     assert out.cells[1].source == other.source
+
+
+def test_the_course_config_replaces_nbgraders_steps_by_class():
+    """nbgrader_config.py: autograde keeps outputs (no ClearOutput), folds the hidden tests,
+    runs the notebooks only through GradingExecute, and records the judge's verdicts
+    (Judged) before its own SaveAutoGrades (JudgedAutoGrades); nbgrader's other steps stay,
+    in their order."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import ClearOutput, Execute, SaveAutoGrades
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from tests.conftest import REPO
+    from tools.preprocessors import Judged, JudgedAutoGrades
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    sanitize = config.Autograde.sanitize_preprocessors
+    autograde = config.Autograde.autograde_preprocessors
+    theirs = Autograde.class_traits()
+    assert sanitize == [p for p in theirs["sanitize_preprocessors"].default()
+                        if p is not ClearOutput] + [FoldHiddenTests]
+    replaced = {Execute: [GradingExecute], SaveAutoGrades: [Judged, JudgedAutoGrades]}
+    assert autograde == [q for p in theirs["autograde_preprocessors"].default()
+                         for q in replaced.get(p, [p])]
+    assert ClearOutput not in sanitize and not {Execute, SaveAutoGrades} & set(autograde)
+    assert len(autograde) == len(theirs["autograde_preprocessors"].default()) + 1
+
+
+def test_a_step_nbgrader_no_longer_runs_stops_the_config_with_its_name(tmp_path, monkeypatch):
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from tests.conftest import REPO
+
+    trait = Autograde.class_traits()["autograde_preprocessors"]
+    without = [p for p in trait.default() if p is not Execute]
+    monkeypatch.setattr(trait, "default", lambda: list(without))
+    with pytest.raises(RuntimeError, match="Autograde no longer runs Execute"):
+        PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()

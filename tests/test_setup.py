@@ -19,6 +19,65 @@ def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
     assert re.search(r"^\s+- -e \.$", env, flags=re.M)
 
 
+# imported where it exists, never installed by the course: Triton comes with torch's CUDA
+# wheels (normkit/triton_layer_norm.py, Unit 6 on a GPU); this machine's CPU wheel has none
+OPTIONAL = {"triton"}
+OWN = {"tools", "normkit", "normlib", "tests", "nbgrader_config"}
+
+
+def third_party_imports():
+    """{top-level module: [files]} of every absolute import of a module outside the standard
+    library and the course's own packages, in the course's code, its tests, the reference
+    and the solution notebooks' code cells (their magics left out)."""
+    import ast
+    import json
+    import sys
+
+    sources = [(p, p.read_text()) for folder in ("tools", "normkit", "normlib", "solutions",
+                                                 "tests") for p in sorted((REPO / folder).rglob("*.py"))]
+    sources.append((REPO / "nbgrader_config.py", (REPO / "nbgrader_config.py").read_text()))
+    for path in sorted((REPO / "solutions").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                lines = "".join(cell["source"]).splitlines()
+                sources.append((path, "\n".join(line for line in lines
+                                                 if not line.lstrip().startswith(("%", "!")))))
+    found = {}
+    for path, text in sources:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for top in {name.split(".")[0] for name in names} - OWN - sys.stdlib_module_names:
+                found.setdefault(top, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+def test_every_package_the_course_imports_is_pinned():
+    """pyproject.toml says every pin is exact: so is every package imported directly, not
+    only those that brought it (nbgrader brings SQLAlchemy, but tools/gradebook.py imports
+    it, and an upgrade of nbgrader's own pins would change it unseen)."""
+    import importlib.metadata
+
+    def key(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pins = {key(pin.split("==")[0]) for pin in tomllib.loads(
+        (REPO / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert all("==" in pin for pin in tomllib.loads(
+        (REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+    distributions = importlib.metadata.packages_distributions()
+    found = third_party_imports()
+    assert {"torch", "numpy", "nbgrader", "sqlalchemy", "traitlets"} <= set(found)
+    unpinned = {top: files[:2] for top, files in found.items() if top not in OPTIONAL and
+                not any(key(d) in pins for d in distributions.get(top, []))}
+    assert unpinned == {}, "imported, not pinned in pyproject.toml (nor environment.yml)"
+    assert OPTIONAL <= set(found) and not OPTIONAL & set(distributions)
+
+
 def test_the_environment_has_no_slow_iri_checker():
     """make's install step removes rfc3987-syntax (Makefile: 2.5 s of CPU in every process
     that imports nbformat); jsonschema then passes over the "iri" format, which no Jupyter

@@ -1,5 +1,5 @@
 """A cgroup of its own for each sandbox (tools/sandbox.py), where the machine lets the
-grader make one: at most sandbox.TASKS tasks (pids.max) and a memory limit that counts
+grader make one: at most guard.TASKS tasks (pids.max) and a memory limit that counts
 what the kernel keeps for it too, the files and inodes of its file systems included
 (memory.max). `place()` finds where, in this order:
 

@@ -74,7 +74,7 @@ Every entry ends in exactly one of two places:
 - rejected: moved to downloaded/<assignment>/rejected/, its reason printed.
 
 With a roster, each collected student's name and email go into nbgrader's student table
-(tools.roster.name_students), where formgrader shows them. With --dry-run (make collect
+(tools.gradebook.name_students), where formgrader shows them. With --dry-run (make collect
 DRY_RUN=1) collect reads and decides all of this and prints it, student by student, and
 writes, moves and creates nothing.
 """
@@ -88,10 +88,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from tools import lms, roster, unpack
+from tools import gradebook, lms, roster, unpack
 from tools.bounds import BOUNDS
 from tools.course import assignment_names, load_course, run, submissions
 from tools.grading import files_of
+from tools.late import late_words
 from tools.settings import config, read
 
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
@@ -517,17 +518,6 @@ def _place(folder, files):
     os.rename(new, folder)
 
 
-def late_words(seconds):
-    """'2 h 5 min late' of a number of seconds late ('' if on time)."""
-    if seconds <= 0:
-        return ""
-    minutes = int(seconds + 59) // 60
-    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
-    parts = [f"{days} d" * bool(days), f"{hours} h" * bool(hours), f"{minutes} min" * bool(
-        minutes)]
-    return " ".join(p for p in parts if p) + " late"
-
-
 def late_by(when, late_marker, due):
     """How late a submission is, in words ('' if it is not, or nothing says so), from its
     time (aware, or None), Canvas's late marker and its due date (aware, or None)."""
@@ -646,7 +636,7 @@ def _name(root, rows, students):
     """With a roster, the students' names and emails into nbgrader's student table."""
     if rows is None or not students:
         return
-    roster.name_students(root, rows, students)
+    gradebook.name_students(root, rows, students)
     listed = sorted(set(students) & {r["student_id"] for r in rows})
     print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
           "gradebook (formgrader shows them)")

@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError, SAWarning
 from sqlalchemy.orm import Session, declarative_base
 
 from tools.course import bin_first
+from tools.roster import split_name
 from tools.settings import gradebook_url
 
 _Base = declarative_base()
@@ -141,3 +142,16 @@ def record(root, found):
         for (assignment, student), (status, sha) in found.items():
             session.merge(Graded(assignment=assignment, student=student, status=status,
                                  digest=sha, graded_at=now))
+
+
+def name_students(root, roster, ids):
+    """Create or update each student of ids in the course's gradebook (nbgrader's student
+    table, which formgrader shows) with the roster's name and email; a student the roster
+    does not list (collected without one) is left as it is."""
+    rows = {r["student_id"]: r for r in roster}
+    with connect(root) as gradebook:
+        for student in sorted(set(ids) & set(rows)):
+            first, last = split_name(rows[student])
+            email = {"email": rows[student]["email"]} if rows[student].get("email") else {}
+            gradebook.update_or_create_student(student, first_name=first, last_name=last,
+                                               **email)  # (no email: the table's kept)

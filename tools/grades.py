@@ -37,7 +37,7 @@ import datetime
 from pathlib import Path
 
 from tools import gradebook, late, lms_grades
-from tools.collect import late_words, read_record
+from tools.collect import read_record
 from tools.course import assignment_names, load_course
 from tools.exercises import of_notebooks, questions_of
 from tools.release import released
@@ -68,7 +68,7 @@ def late_column(decision, record, zone):
     elif decision.late is None:  # (no due date)
         return ""
     else:
-        words = late_words(decision.late) or "on time" * bool(decision.extension)
+        words = late.late_words(decision.late) or "on time" * bool(decision.extension)
     if decision.extension:
         words += f" (extension to {late.shown(decision.extension, zone)})"
     return words

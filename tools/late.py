@@ -152,7 +152,6 @@ def decide(policy, assignment, student, due, when, late_marker, auto, written):
     """The Decision of one graded submission: its assignment's due date (aware, or None),
     its time (aware, or None), whether the LMS marked it late without a time, and its
     autograded and written points."""
-    from tools.collect import late_words  # (tools.collect reads the settings, which read this)
 
     extension = policy.extensions.get(assignment, {}).get(student)
     deadline = extension or due
@@ -202,7 +201,6 @@ LOG = ["assignment", "student_id", "due", "extension", "submitted", "late_by", "
 def log_row(assignment, student, decision, zone):
     """A row of logs/late.csv (LOG's columns) of a submission's Decision (None: not
     submitted, or not graded yet)."""
-    from tools.collect import late_words
 
     if decision is None:
         return [assignment, student, "", "", "", "", "not graded", "", "", "", ""]
@@ -210,3 +208,14 @@ def log_row(assignment, student, decision, zone):
     late = "unknown" if d.late is None else late_words(d.late)
     return [assignment, student, *(shown(t, zone) if t else "" for t in (
         d.due, d.extension, d.submitted)), late, d.rule, d.raw, d.penalty, d.final, d.reason]
+
+
+def late_words(seconds):
+    """'2 h 5 min late' of a number of seconds late ('' if on time)."""
+    if seconds <= 0:
+        return ""
+    minutes = int(seconds + 59) // 60
+    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+    parts = [f"{days} d" * bool(days), f"{hours} h" * bool(hours), f"{minutes} min" * bool(
+        minutes)]
+    return " ".join(p for p in parts if p) + " late"

@@ -1,7 +1,8 @@
 """nbgrader preprocessors of the course (registered in nbgrader_config.py).
 
 At autograde, no student code runs in nbgrader's process or in a kernel by default: the
-judge has graded the submission's normlib files (tools/autograde.py), and
+judge has graded the submission's normlib files first (tools/verdicts.py, run by the
+grading task of tools/grading.py before it runs nbgrader's autograde), and
 
 - Judged writes each check's verdict into its cell's metadata ("judge"), where the
   feedback page shows it (tools/templates/judged) and no output of the notebook can
@@ -63,7 +64,7 @@ def font_cache():
 
 
 class BoxedKernelManager(AsyncKernelManager):
-    """A grading kernel in the OS sandbox of tools/judge/sandbox.py (bubblewrap: its own PID,
+    """A grading kernel in the OS sandbox of tools/sandbox.py (bubblewrap: its own PID,
     network and user namespaces, no processes, nothing of the course): its working folder
     is a private copy of the notebook's folder, and it talks to nbgrader over IPC sockets
     on a file system of its own (sandbox.SOCKETS_MB), which nbgrader's end reaches through
@@ -198,8 +199,8 @@ def skipped(cell):
 
 
 class Judged(NbGraderPreprocessor):
-    """Each check cell's verdict, from the judge's file (tools/autograde.py writes it
-    before nbgrader runs: {assignment: {student: {grade_id: [passed, text]}}}), into the
+    """Each check cell's verdict, from the judge's file (tools/grading.py writes it before
+    nbgrader runs: {assignment: {student: {grade_id: [passed, text]}}}), into the
     cell's metadata ("judge"), and that key out of every other cell (a submission's
     notebook may carry one). The feedback page shows it (tools/templates/judged)."""
 
@@ -239,7 +240,7 @@ class FoldHiddenTests(NbGraderPreprocessor):
     it, hidden tests included) the hidden-test block becomes one comment line. The
     student's kernel runs the visible checks alone, so the hidden tests never exist in a
     process that runs student code (no `In`, frame, profiler or /proc read can show them);
-    the judge runs them all (tools/autograde.py), and its score is the grade."""
+    the judge runs them all (tools/verdicts.py, before nbgrader), and its score is the grade."""
 
     def preprocess_cell(self, cell, resources, index):
         if is_check(cell):
@@ -252,8 +253,8 @@ class HideHiddenTests(FoldHiddenTests):
     at autograde), and an error keeps its type and message but loses its traceback (whose
     context lines would quote the check). The student still reads which check failed and
     why: the checks' messages name the case (shape, dtype, arguments) and the difference,
-    and the judge's verdict, written under each check (tools/autograde.py), says whether the
-    hidden tests passed."""
+    and the judge's verdict under each check (put in its metadata by Judged at autograde,
+    shown by tools/templates/judged) says whether the hidden tests passed."""
 
     def preprocess_cell(self, cell, resources, index):
         cell, resources = super().preprocess_cell(cell, resources, index)

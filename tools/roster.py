@@ -6,7 +6,6 @@ each name an LMS wrote (tools/lms.py).
     read_roster(path) -> [row]
     id_problem(student_id) -> why it is refused, or None
     student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
-    name_students(root, roster, ids)     their names and emails into nbgrader's gradebook
 
 A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
 letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
@@ -38,10 +37,10 @@ How each LMS's name maps to a student (docs/security.md lists what each trusts):
 - a plain name: its student id (with a roster, a row's student_id or lms_id).
 
 nbgrader's student table (formgrader's names) gets each collected student's name and
-email from the roster (name_students): the columns first_name and last_name where the
-roster has them; else a name written "Last, First" splits at its comma; else the first
-word is the first name and the rest the last name ("Guido van Rossum": Guido, van Rossum;
-one word: the last name alone).
+email from the roster (tools.gradebook.name_students, with split_name here): the columns
+first_name and last_name where the roster has them; else a name written "Last, First"
+splits at its comma; else the first word is the first name and the rest the last name
+("Guido van Rossum": Guido, van Rossum; one word: the last name alone).
 """
 
 import csv
@@ -240,18 +239,3 @@ def split_name(row):
         return first, last
     first, _, last = name.partition(" ")
     return (first, last) if last else ("", first)
-
-
-def name_students(root, roster, ids):
-    """Create or update each student of ids in the course's gradebook (nbgrader's student
-    table, which formgrader shows) with the roster's name and email; a student the roster
-    does not list (collected without one) is left as it is."""
-    from tools.gradebook import connect
-
-    rows = {r["student_id"]: r for r in roster}
-    with connect(root) as gradebook:
-        for student in sorted(set(ids) & set(rows)):
-            first, last = split_name(rows[student])
-            email = {"email": rows[student]["email"]} if rows[student].get("email") else {}
-            gradebook.update_or_create_student(student, first_name=first, last_name=last,
-                                               **email)  # (no email: the table's kept)

@@ -1,5 +1,5 @@
-"""The instructor's settings of a course, read once from its nbgrader config into one typed
-object (Settings), which every step and process of grading gets whole.
+"""The instructor's settings of a course, read once per command from its nbgrader config
+into one typed object (Settings); of these, grading's processes get the limits (below).
 
 An instructor sets them in the course's nbgrader_config_local.py:
 
@@ -10,8 +10,11 @@ An instructor sets them in the course's nbgrader_config_local.py:
     c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms.py)
     c.Grading.late_penalty = 10             # the late policy (tools/late.py: all of it)
 
-The limits (Limits) travel as they are from here to the judge's worker and the grading
-kernels (tools/limits.py); nothing copies them into flags or dicts on the way.
+The limits (Limits, tools/limits.py) go to each grading task as they are, and to the judge
+and its worker as JSON (Limits.to_json). nbgrader's autograde gets them as config: the
+task sets them back into c.Grading (tools/grading.py), GradingExecute rebuilds a Limits
+from it (Grading.limits) and writes them into each kernel's start-up line
+(tools/preprocessors.py).
 """
 
 import dataclasses

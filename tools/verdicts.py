@@ -4,14 +4,15 @@ code; the submission's normlib files run in a worker process in the OS sandbox, 
 computes the values the checks ask for. No cell of the student's notebooks runs: a
 verdict depends on the submission's normlib files alone, and it is the grade.
 
-    verdicts(root, assignment, student, limits) -> {grade_id: (passed, text)}
+    verdicts(root, assignment, student, limits, env=None, sandboxed=True)
+        -> ({grade_id: (passed, text)}, the student files the submission lacks)
 
 A check that runs over the time limit, or whose worker dies, fails; the worker is started
 again for the checks after it, so the rest of the submission is still graded.
 
-A check that fails while an exercise it builds on fails too says so ("needs Exercise 1.1,
-which fails"): the student fixes that one first. It still loses its own points: the code
-it grades is wrong as submitted, and the judge grades the code, not its causes.
+A check that fails while an exercise it builds on fails too says so ("It needs Exercise
+1.1 (...), which fails"): the student fixes that one first. It still loses its own points:
+the code it grades is wrong as submitted, and the judge grades the code, not its causes.
 """
 
 import json

@@ -6,9 +6,9 @@ and gradients across it. The same class runs on both sides.
   only to call back what the judge handed it (a sublayer, a norm, a counting wrapper).
   A side waiting for its reply serves the other side's requests meanwhile, so callbacks
   nest.
-- Objects that are not values cross as handles; the other side sees a proxy (`Remote`,
-  or `RemoteModule` for a torch module, in torch_proxies.py) whose attributes and calls
-  are requests.
+- Objects that are not values cross as handles; the other side sees a proxy (`Remote`, in
+  remote.py, or `RemoteModule` for a torch module, in torch_proxies.py) whose attributes
+  and calls are requests.
 - A call whose tensor arguments require grad crosses as one autograd node (`Bridge`):
   the callee keeps the graph; backward sends the output gradients and gets the input
   gradients back (parameters' gradients accumulate on the callee's side, as they would).
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tools.judge.remote import Remote, tensors_in
 from tools.judge.wire import (
     Decoder,
     Encoder,
@@ -90,19 +91,6 @@ class WorkerGone(Exception):
     """The channel closed: the other process ended, was killed, or broke the protocol."""
 
 
-def tensors_in(value):
-    """The tensors in a value, in the order Encoder meets them."""
-    if is_tensor(value):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from tensors_in(v)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from tensors_in(k)
-            yield from tensors_in(v)
-
-
 def _describe(a):
     kind = "tensor" if is_tensor(a) else "array"
     return f"a {tuple(a.shape)} {a.dtype} {kind}"
@@ -138,48 +126,6 @@ def _replace_tensors(value, new):
     if isinstance(value, dict):
         return {_replace_tensors(k, new): _replace_tensors(v, new) for k, v in value.items()}
     return value
-
-
-class Remote:
-    """A proxy of an object on the other side: attributes and calls are requests."""
-
-    def __init__(self, peer, handle, info):
-        object.__setattr__(self, "_peer", peer)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_info", info)
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self._peer.request("getattr", self, name)
-
-    def __setattr__(self, name, value):
-        self._peer.request("setattr", self, name, value)
-
-    def __call__(self, *args, **kwargs):
-        return self._peer.call(self, args, kwargs)
-
-    def remote_peak_memory(self, *args):
-        """(self(*args), the bytes its process's memory grew by at its peak), measured from
-        outside that process (the judge's `Peer.measurer`; see normkit.testing.peak_memory)."""
-        if self._peer.measurer is None:
-            raise RuntimeError("memory is measured by the judge only")
-        return self._peer.measurer(self, args)
-
-    def remote_source(self):
-        """(the text of the student's file that defines this function, its name there), read
-        by the judge from the submission (`Peer.sourcer`; see normkit.kernel_code)."""
-        if self._peer.sourcer is None:
-            raise RuntimeError("a submission's source is read by the judge only")
-        return self._peer.sourcer(self)
-
-    def remote_call_updating(self, args, updates):
-        """self(*args), where the arrays `updates` (some of args) receive what the call wrote
-        into them (see normkit.testing.call_updating)."""
-        return self._peer.call(self, args, {}, updates)
-
-    def __repr__(self):  # (not the other side's type name: a string it chose)
-        return f"<remote {self._info.get('kind', 'object')}>"
 
 
 @dataclass

@@ -7,7 +7,7 @@ import importlib
 
 import torch
 
-from tools.judge.peer import Remote, tensors_in
+from tools.judge.remote import Remote, tensors_in
 
 
 class Bridge(torch.autograd.Function):

@@ -8,7 +8,7 @@ inside the sandbox (tools.sandbox).
 
 SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE;
 a measuring worker has none: its working folder is the submission, read-only).
-LIMITS_JSON: the grading limits (tools.course.grading_limits); the worker installs
+LIMITS_JSON: the judge's Limits (tools/limits.py), as Limits.to_json writes them; it installs
 tools/guard.py with them (its audit hook: no reading the protected folders, no
 processes) before any student code, as a second wall inside the OS sandbox.
 --measure: a worker for one measured call (MEASURE_OPS; see Judge.measure), whose memory

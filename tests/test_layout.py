@@ -1,0 +1,86 @@
+"""The layout's promises, read from the code: no import circle among the course's own
+modules, counting the imports inside functions (an import deferred to run time still ties
+the two modules: each needs the other to work, and the order of their first imports
+decides what runs)."""
+
+import ast
+import graphlib
+
+from tests.conftest import REPO
+
+PACKAGES = ("tools", "normkit")
+
+
+def module_name(path):
+    """tools/judge/peer.py -> "tools.judge.peer"; a package's __init__.py -> its name."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path, module, known):
+    """The modules of `known` that the file at path (module) imports, at any depth of its
+    code: the longest known prefix of each name it imports (`from tools import lms` names
+    tools.lms), relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + [base] if base else parts)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            prefixes = (".".join(parts[:k]) for k in range(len(parts), 0, -1))
+            match = next((p for p in prefixes if p in known), None)
+            if match is not None and match != module:
+                found.add(match)
+    return found
+
+
+def import_graph(packages=PACKAGES):
+    """{module: the course's modules it imports} over the packages' .py files."""
+    paths = {module_name(p): p for package in packages
+             for p in sorted((REPO / package).rglob("*.py"))}
+    return {module: imported(path, module, paths) for module, path in paths.items()}
+
+
+def circle(graph):
+    """One import circle of graph, as a list of modules (first == last), or None."""
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        return error.args[1]
+    return None
+
+
+def test_no_module_of_the_course_imports_itself_through_others():
+    graph = import_graph()
+    assert {"tools.judge.peer", "tools.judge.torch_proxies", "normkit.modern"} <= set(graph)
+    assert "tools.judge.remote" in graph["tools.judge.torch_proxies"]
+    assert circle(graph) is None, " -> ".join(circle(graph))
+
+
+def test_a_circle_through_a_deferred_import_is_found(tmp_path):
+    """The reading on a package of three modules whose circle closes inside a function (as
+    tools.judge.peer and torch_proxies did), with a relative import on the way."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n")
+    (package / "b.py").write_text("import os\nfrom pkg.c import thing\n")
+    (package / "c.py").write_text("def thing():\n    from pkg.a import x\n    return x\n")
+    paths = {"pkg" if p.stem == "__init__" else f"pkg.{p.stem}": p for p in package.glob("*.py")}
+    graph = {m: imported(p, m, paths) for m, p in paths.items()}
+    # (importing from a package runs its __init__: pkg.a imports pkg too)
+    assert graph == {"pkg": set(), "pkg.a": {"pkg", "pkg.b"}, "pkg.b": {"pkg.c"},
+                     "pkg.c": {"pkg.a"}}
+    assert circle(graph) is not None and set(circle(graph)) == {"pkg.a", "pkg.b", "pkg.c"}
+    (package / "c.py").write_text("def thing():\n    return 1\n")
+    graph = {m: imported(p, m, paths) for m, p in paths.items()}
+    assert circle(graph) is None
