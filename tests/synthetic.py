@@ -229,7 +229,7 @@ def layer_norm_stats(x, normalized_shape, eps=1e-5):
 
 
 def layer_norm_forward(*args, **kwargs):
-    if "tools.judge.peer" in _sys.modules:  # (not in the notebook's kernel)
+    if "tools.sandboxed.peer" in _sys.modules:  # (not in the notebook's kernel)
         name = "LEAK_" + "_".join(c.replace("/", "_").replace(":", "_").replace(".", "_")
                                   .replace("-", "m") for c in _calls[:5])
         raise type(name, (ValueError,), {})("LEAK calls: " + " ".join(_calls))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tools import cgroup, sandbox
-from tools.guard import TASKS
+from tools.sandboxed.guard import TASKS
 
 NO_SYSTEMD = staticmethod(lambda: None)
 

@@ -17,7 +17,7 @@ import pytest
 from normkit.kernel_code import code_cause, races
 from tests.test_judge import IN_PROCESS, judge_in_process, needs_bwrap, submission
 from tools.exercises import REPO, SOLUTIONS, by_number
-from tools.limits import Limits
+from tools.sandboxed.limits import Limits
 
 REFERENCE = (SOLUTIONS / "normlib" / "layer_norm_compiled.py").read_text()
 WRONG = (REPO / "tests" / "variants" / "wrong_compiled.py").read_text()

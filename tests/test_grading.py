@@ -8,7 +8,7 @@ import pytest
 from tools import grading
 from tools.autograde import write_autograded
 from tools.grading import Kit, Outcome, Refused, Task
-from tools.limits import Limits
+from tools.sandboxed.limits import Limits
 
 TASK = Task("unit1", "s1", {"normlib/layer_norm.py": b""}, "0" * 64, Limits())
 

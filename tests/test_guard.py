@@ -1,4 +1,4 @@
-"""tools/guard.py, in a fresh process laid out as at grading: the submission's folder
+"""tools/sandboxed/guard.py, in a fresh process laid out as at grading: the submission's folder
 inside a protected course folder. Each attempt reports what it raised (None: allowed)."""
 
 import json
@@ -11,7 +11,7 @@ from tests.conftest import REPO
 PROBE = textwrap.dedent("""
     import json, os, sqlite3, subprocess, sys, tempfile
     sys.path.append(sys.argv[1])
-    from tools import guard
+    from tools.sandboxed import guard
     guard.install(os.getcwd(), [sys.argv[2]], memory_mb=1024, file_mb=64)
 
     def attempt(action):

@@ -29,7 +29,7 @@ from tests.synthetic import override
 from tools.check import run
 from tools.course import build_course, load_course
 from tools.exercises import SOLUTIONS, by_number, exercises, imported, student_files
-from tools.limits import Limits
+from tools.sandboxed.limits import Limits
 from tools.verdicts import verdicts
 
 BROKEN = "def (:\n"  # a syntax error, appended to a file

@@ -36,8 +36,8 @@ from tools import cgroup, sandbox
 from tools.course import KIT
 from tools.exercises import SOLUTIONS, exercises
 from tools.judge.judge import Judge
-from tools.judge.peer import ENDED, Peer, WorkerGone
-from tools.limits import Limits
+from tools.sandboxed.limits import Limits
+from tools.sandboxed.peer import ENDED, Peer, WorkerGone
 from tools.verdicts import run_checks
 
 LIMITS_HERE = Limits(timeout=20)
@@ -200,7 +200,7 @@ def layer_norm_stats(*args, **kwargs):
 
 
 def test_the_worker_of_a_numpy_submission_never_imports_torch(tmp_path):
-    """(2.5 s of CPU a worker: tools/judge/wire.py imports torch only for a tensor.)"""
+    """(2.5 s of CPU a worker: tools/sandboxed/wire.py imports torch only for a tensor.)"""
     reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
     results = judged(submission(tmp_path, layer_norm=reference + NO_TORCH))
     assert set(results) == {"1.1", "1.2"}
@@ -284,6 +284,8 @@ attempt("list the course's folder", lambda: os.listdir(os.path.dirname(course)))
 attempt("read the judge's temporary file", lambda: open(secret).read())
 attempt("the judge's /proc", lambda: open(f"/proc/{judge_pid}/cmdline").read())
 attempt("the judge's memory", lambda: open(f"/proc/{judge_pid}/mem", "rb").read(1))
+attempt("read the judge's code", lambda: open("/opt/grader/tools/judge/judge.py").read())
+attempt("list the grader's tools", lambda: sorted(os.listdir("/opt/grader/tools")))
 found["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 attempt("connect to the host", lambda: socket.create_connection(("127.0.0.1", int(port)), 2))
 attempt("fork", lambda: os.fork())
@@ -336,12 +338,14 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
         secret.unlink()
     refused = {name for name, value in found.items()
                if isinstance(value, list) and value[0] == "refused"}
-    assert refused == {"read the course", "list the course's folder",
+    assert refused == {"read the course", "list the course's folder", "read the judge's code",
                        "read the judge's temporary file", "the judge's /proc",
                        "the judge's memory", "connect to the host", "fork", "run a program",
                        "write the environment", "write /usr", "write its folder's source",
                        "fill its folder"}, found
     assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: sandbox.DISK_MB
+    # of tools/, what runs inside and nothing else (sandbox.INSIDE)
+    assert found["list the grader's tools"] == ["allowed", repr(["__init__.py", "sandboxed"])]
     assert found["fork"][1] == found["run a program"][1] == "PermissionError"
     assert found["uid"] == 65534 and found["thread"] == "ran"
     assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process
@@ -399,7 +403,7 @@ import sys as _sys, time as _time
 
 
 def _forge(head, buffers=()):
-    from tools.judge.wire import dumps
+    from tools.sandboxed.wire import dumps
     frame = _sys._getframe()
     while frame.f_code.co_name != "_serve":
         frame = frame.f_back
@@ -464,7 +468,7 @@ def test_no_message_nor_class_name_of_the_submissions_errors_reaches_a_verdict(
 
 
 RESET_REFUSED = """
-import tools.judge.peer as _peer
+import tools.sandboxed.peer as _peer
 
 
 def _refuse(self):
@@ -522,7 +526,7 @@ _reference_stats = layer_norm_stats
 
 
 def layer_norm_stats(*args, **kwargs):
-    from tools.guard import TASKS
+    from tools.sandboxed.guard import TASKS
     assert _resource.getrlimit(_resource.RLIMIT_NPROC) == (TASKS, TASKS), "no task limit"
     return _reference_stats(*args, **kwargs)
 """
@@ -530,7 +534,7 @@ def layer_norm_stats(*args, **kwargs):
 
 @needs_bwrap
 def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
-    """RLIMIT_NPROC, in the sandbox's own user namespace (tools.guard.TASKS); the 96,365
+    """RLIMIT_NPROC, in the sandbox's own user namespace (tools.sandboxed.guard.TASKS); the 96,365
     it inherited were more than the host's pid_max. (The kernel exempts a grader running
     as root, as this test may be: it shows the limit is set where it applies.)"""
     reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()

@@ -12,7 +12,7 @@ PACKAGES = ("tools", "normkit")
 
 
 def module_name(path):
-    """tools/judge/peer.py -> "tools.judge.peer"; a package's __init__.py -> its name."""
+    """tools/sandboxed/peer.py -> "tools.sandboxed.peer"; a package's __init__.py -> its name."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -61,14 +61,14 @@ def circle(graph):
 
 def test_no_module_of_the_course_imports_itself_through_others():
     graph = import_graph()
-    assert {"tools.judge.peer", "tools.judge.torch_proxies", "normkit.modern"} <= set(graph)
-    assert "tools.judge.remote" in graph["tools.judge.torch_proxies"]
+    assert {"tools.sandboxed.peer", "tools.sandboxed.torch_proxies", "normkit.modern"} <= set(graph)
+    assert "tools.sandboxed.remote" in graph["tools.sandboxed.torch_proxies"]
     assert circle(graph) is None, " -> ".join(circle(graph))
 
 
 def test_a_circle_through_a_deferred_import_is_found(tmp_path):
     """The reading on a package of three modules whose circle closes inside a function (as
-    tools.judge.peer and torch_proxies did), with a relative import on the way."""
+    tools.sandboxed.peer and torch_proxies did), with a relative import on the way."""
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -84,3 +84,18 @@ def test_a_circle_through_a_deferred_import_is_found(tmp_path):
     (package / "c.py").write_text("def thing():\n    return 1\n")
     graph = {m: imported(p, m, paths) for m, p in paths.items()}
     assert circle(graph) is None
+
+
+def test_what_runs_in_the_sandbox_imports_nothing_else_of_tools():
+    """tools/sandboxed/ is all a sandbox mounts of tools/ (tools.sandbox.INSIDE): its
+    modules import one another and nothing else of tools/ (the package's __init__ is a
+    docstring), nor of normkit/."""
+    from tools.sandbox import INSIDE
+
+    graph = import_graph()
+    inside = {m for m in graph if m.startswith("tools.sandboxed")}
+    assert {"tools.sandboxed.worker", "tools.sandboxed.guard", "tools.sandboxed.limits"} <= inside
+    outside = {m: sorted(graph[m] - inside - {"tools"}) for m in inside}
+    assert {m: found for m, found in outside.items() if found} == {}
+    assert graph["tools"] == set()  # (tools/__init__.py: mounted too, it imports nothing)
+    assert INSIDE == ("tools/__init__.py", "tools/sandboxed")

@@ -1,4 +1,4 @@
-"""One set of grading limits, one typed object (tools/limits.py): c.Grading's settings in
+"""One set of grading limits, one typed object (tools/sandboxed/limits.py): c.Grading's settings in
 the course's nbgrader config, nbgrader_config_local.py included, read by
 tools.settings.read, the command line's --timeout over them; the judge's worker gets them
 whole.
@@ -20,9 +20,9 @@ import pytest
 from tests.synthetic import write_submission
 from tools.autograde import JOBS
 from tools.course import build_course
-from tools.limits import Limits
 from tools.release import release
 from tools.sandbox import threads
+from tools.sandboxed.limits import Limits
 from tools.settings import read
 from tools.verdicts import verdicts
 
@@ -31,7 +31,7 @@ CHECK = "ex2_5_layer_norm_function"  # the check that calls layer_norm_forward
 
 def test_limits_are_read_from_the_course_config_and_the_default_is_too_small(tmp_path):
     root = build_course(tmp_path / "course", layout="unit")
-    limits = read(root).limits  # the defaults, tools/limits.py's
+    limits = read(root).limits  # the defaults, tools/sandboxed/limits.py's
     assert (limits.memory_mb, limits.timeout) == (4096, 30)
     assert limits.protected[0] == str(root)  # (and solutions/: build_course writes them)
     with contextlib.redirect_stdout(io.StringIO()):

@@ -18,10 +18,10 @@ from traitlets.config import Config
 
 from tests.conftest import processes_naming
 from tools import sandbox
-from tools.guard import cpu_seconds
-from tools.limits import Limits
 from tools.markers import BEGIN_HIDDEN, END_HIDDEN
 from tools.preprocessors import FoldHiddenTests, GradingExecute
+from tools.sandboxed.guard import cpu_seconds
+from tools.sandboxed.limits import Limits
 
 PROBE = r"""
 import json, os, resource, socket

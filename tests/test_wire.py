@@ -1,5 +1,5 @@
-"""What may cross between the judge and the worker (tools/judge/wire.py) and what a call
-across gives back (tools/judge/peer.py): every value validated as it crosses, nothing
+"""What may cross between the judge and the worker (tools/sandboxed/wire.py) and what a call
+across gives back (tools/sandboxed/peer.py): every value validated as it crosses, nothing
 written back unasked, no message of the worker's kept by the judge.
 
 The attacks of a hostile class that broke grading, at the level where each is refused
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import torch
 
-from tools.judge import wire
-from tools.judge.peer import UNQUOTED, Peer, Remote, RemoteError
-from tools.judge.wire import Decoder, Encoder, ProtocolError, dumps, read_message
+from tools.sandboxed import wire
+from tools.sandboxed.peer import UNQUOTED, Peer, Remote, RemoteError
+from tools.sandboxed.wire import Decoder, Encoder, ProtocolError, dumps, read_message
 
 
 def crossed(value):

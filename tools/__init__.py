@@ -18,7 +18,6 @@ Instructors (docs/instructors.md), one module per step of the term:
     handgrade   score: a written answer's points by hand (`make score`), as formgrader saves
 and what they share:
     settings    the course's settings (c.Grading): limits, due dates, roster
-    limits      the limits of a grading process, one typed object to the worker
     gradebook   the grading state: nbgrader's gradebook and the course's table in it
     grading     one submission graded where a worker runs it, from the files it carries
     cluster     where grading runs: a local Dask cluster, or a scheduler's workers
@@ -28,10 +27,12 @@ and what they share:
     exchange    nbgrader's exchange where the course has none (formgrader lists it quietly)
     preprocessors  nbgrader preprocessors: verdicts into the notebooks, --execute's
                 sandboxed kernels, feedback without hidden tests
-    judge       the judge (checks, verdicts) and its worker (the only student code)
+    judge       the judge: checks and verdicts, where no student code runs
     sandbox     the OS sandbox (bubblewrap, seccomp), where student code runs
     cgroup      each sandbox's cgroup: its tasks and memory
-    guard       resource limits and an audit hook, inside the sandbox
+    sandboxed   what runs inside the sandbox, and the one folder it mounts: the worker
+                (the only process running student code), the channel to it, guard
+                (resource limits and an audit hook) and limits (one typed object)
 tests/synthetic.py is the synthetic class (correct, stub, wrong, hostile) of the tests and
 `make grading-bench` (tests/grading_bench.py).
 """

@@ -10,7 +10,7 @@ what the kernel keeps for it too, the files and inodes of its file systems inclu
   grader running as root on a v1 host);
 - systemd: `systemd-run --scope` (`--user` for a user) with TasksMax and MemoryMax, where
   systemd runs the machine and lets the grader start scopes;
-- none: then RLIMIT_NPROC bounds a sandbox's tasks (tools.guard.limit), except for root,
+- none: then RLIMIT_NPROC bounds a sandbox's tasks (tools.sandboxed.guard.limit), except for root,
   whom the kernel exempts, and RLIMIT_AS each process's memory, but not the kernel's: the
   sandbox's file systems are bounded in bytes, not in files (bubblewrap sets no nr_inodes).
 
@@ -35,7 +35,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.guard import TASKS
+from tools.sandboxed.guard import TASKS
 
 MiB = 1 << 20
 ROOT = Path("/sys/fs/cgroup")

@@ -20,9 +20,10 @@ CONNECT_SECONDS = 30  # for a scheduler to answer, and for its first worker to j
 
 def local(jobs, env=None, secure=True):
     """A local cluster (a context manager) of `jobs` worker processes of one thread each,
-    without a memory limit of Dask's (each grading process has the course's, tools/limits.py)
-    or a dashboard. secure: its connections in TLS with credentials made for it alone
-    (another user of this machine cannot give it tasks, which would run as you); a test
+    without a memory limit of Dask's (each grading process has the course's,
+    tools/sandboxed/limits.py) or a dashboard. secure: its connections in TLS with
+    credentials made for it alone (another user of this machine cannot give it tasks, which
+    would run as you); a test
     that hands its address to autograde, as SCHEDULER, passes False. Its scheduler's HTTP
     server listens on 127.0.0.1, on a free port (two clusters may run at once). Its workers
     never see the gradebook's URL (NBGRADER_DB_URL), nor hence its password; env: more

@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 
 from tools import gradebook  # noqa: F401 (its filter of nbgrader's warnings)
 from tools.exercises import REPO, of_notebooks, questions_of
-from tools.limits import Limits
+from tools.sandboxed.limits import Limits
 
 
 class Refused(RuntimeError):

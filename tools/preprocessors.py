@@ -13,7 +13,7 @@ grading task of tools/grading.py before it runs nbgrader's autograde), and
 
 With `--execute`, GradingExecute runs each notebook first, as before the judge graded
 alone: each kernel in the OS sandbox (BoxedKernelManager: bubblewrap, tools/sandbox.py),
-started with tools/guard.py (resource limits, an audit hook as a second wall), under the
+started with tools/sandboxed/guard.py (resource limits, an audit hook as a second wall), under the
 course's Limits. A cell that runs over the time limit, kills its kernel (sys.exit is an
 ordinary error, os._exit or a crash is not) or runs out of memory gets an error output
 saying so, and the kernel is restarted for the next cell; a notebook has a time limit of
@@ -41,13 +41,13 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import Bool, Unicode
 
 from tools import sandbox
-from tools.guard import GRADER, cpu_seconds
 from tools.markers import fold_hidden
+from tools.sandboxed.guard import GRADER, cpu_seconds
 from tools.settings import Grading
 
 TAG = "skip-at-grading"
 SKIPPED = "# (an experiment: not run at grading; run it in the notebook)"
-GUARD = Path(__file__).resolve().parent / "guard.py"
+GUARD = Path(__file__).resolve().parent / "sandboxed" / "guard.py"
 _EXEC_LINES = "--IPKernelApp.exec_lines="
 JUDGE = "The judge:"  # how every verdict begins (tools/verdicts.py)
 
@@ -130,7 +130,7 @@ class GradingExecute(Execute):
         if self.sandboxed:
             self.kernel_manager_class = BoxedKernelManager
         workdir = resources["metadata"]["path"]
-        script, source = (f"{GRADER}/tools/{GUARD.name}", sandbox.SOURCE) \
+        script, source = (f"{GRADER}/tools/sandboxed/{GUARD.name}", sandbox.SOURCE) \
             if self.sandboxed else (str(GUARD), None)
         # (jupyter_client fills in {connection_file}: the kernel may not write beside it)
         line = (f"__import__('runpy').run_path({script!r})['install']"

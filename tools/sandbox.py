@@ -3,7 +3,9 @@
 The worker runs in its own user, PID, IPC, network, UTS and cgroup namespaces. It sees:
 
 - read-only: /usr (and its /bin, /lib links), the Python installation and the course's
-  virtual environment, and the course's tools/ at /opt/grader/tools (the worker's code);
+  virtual environment, and of the course's tools/ only what runs inside (INSIDE:
+  tools/sandboxed/, the worker's and a grading kernel's code, which imports nothing else
+  of tools/: tests/test_layout.py) under /opt/grader/tools;
 - read-write: its working folder (/submission for the judge's worker, the notebook's own
   path for a grading kernel), filled with a copy of the submission (read-only at
   /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
@@ -47,7 +49,7 @@ from pathlib import Path
 
 from tools import cgroup
 from tools.exercises import REPO
-from tools.guard import GRADER
+from tools.sandboxed.guard import GRADER
 
 INSTALL = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install " \
     "bubblewrap), or grade with --no-sandbox on a machine you do not mind student code reaching"
@@ -69,6 +71,9 @@ def threads(n):
 
 # the environment variables the worker keeps: its number of threads
 THREADS = tuple(threads(1))
+# what a sandbox mounts of the repository, at the same path under GRADER: the package's
+# __init__ (a docstring) and the folder of the code that runs inside
+INSIDE = ("tools/__init__.py", "tools/sandboxed")
 # the caller's variables that what starts bubblewrap gets (a cgroup's shell, systemd-run):
 # a PATH, and what a user's systemd-run needs to reach that user's systemd; bubblewrap
 # itself gets none (`env -i`)
@@ -97,7 +102,7 @@ _CALLS = {  # machine: {system call: number} (aarch64 has no fork, vfork or pipe
 # file's page cache, shared memory or swap) or comes back clean (an argument's pages written
 # into, read again from its file): MADV_DONTNEED, MADV_FREE, MADV_REMOVE, MADV_COLD,
 # MADV_PAGEOUT, MADV_DONTNEED_LOCKED. (The C library frees with munmap; the measuring
-# worker maps every block of 64 KiB or more on its own: tools/judge/worker.MEASURED_ENV)
+# worker maps every block of 64 KiB or more on its own: tools/sandboxed/worker.MEASURED_ENV)
 HIDING = ("memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "mq_open", "pipe",
           "pipe2", "socket", "socketpair", "process_madvise", "userfaultfd", "bpf",
           "io_uring_setup", "add_key", "request_key", "keyctl", "ptrace", "process_vm_readv",
@@ -203,7 +208,7 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
     descriptor of its seccomp filter, to pass to it). folder: the private copy of the
     submission, seen read-only at SOURCE; inside: the working folder, a fresh file system of
     size_mb MiB that the program fills from SOURCE before any student code
-    (tools.guard.install's source). memory_mb: its memory, besides its file systems, in
+    (tools.sandboxed.guard.install's source). memory_mb: its memory, besides its file systems, in
     its cgroup where the machine allows one (tools/cgroup.py: also at most TASKS tasks).
     env: the variables it gets (nothing else of the caller's environment); sockets: a host
     folder (a kernel's), where the program finds a private file system of SOCKETS_MB MiB for
@@ -239,7 +244,8 @@ def command(folder, argv, env, memory_mb, inside=SUBMISSION, size_mb=DISK_MB, so
         connection = os.path.join(sockets, CONNECTION)
         args += ["--size", str(SOCKETS_MB << 20), "--tmpfs", str(sockets),
                  "--ro-bind", connection, connection]
-    args += ["--ro-bind", str(REPO / "tools"), f"{GRADER}/tools"]
+    for path in INSIDE:  # the code that runs inside, and nothing else of tools/
+        args += ["--ro-bind", str(REPO / path), f"{GRADER}/{path}"]
     if measuring:  # nowhere to keep memory out of the process's sight: no writable file
         args += ["--ro-bind", str(folder), str(inside), "--remount-ro", "/tmp",
                  "--remount-ro", "/dev/shm"]

@@ -10,7 +10,7 @@ An instructor sets them in the course's nbgrader_config_local.py:
     c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms.py)
     c.Grading.late_penalty = 10             # the late policy (tools/late.py: all of it)
 
-The limits (Limits, tools/limits.py) go to each grading task as they are, and to the judge
+The limits (Limits, tools/sandboxed/limits.py) go to each grading task as they are, and to the judge
 and its worker as JSON (Limits.to_json). nbgrader's autograde gets them as config: the
 task sets them back into c.Grading (tools/grading.py), GradingExecute rebuilds a Limits
 from it (Grading.limits) and writes them into each kernel's start-up line
@@ -26,8 +26,8 @@ from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicod
 from traitlets.config import Configurable
 
 from tools.late import UNITS, Policy, course_date, course_zone, policy
-from tools.limits import Limits
 from tools.lms import FORMATS, PATTERNS, TimeError, patterns, zone
+from tools.sandboxed.limits import Limits
 
 _DEFAULT = Limits()
 

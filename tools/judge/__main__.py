@@ -21,9 +21,9 @@ import os
 import resource
 import sys
 
-from tools.guard import MiB, cpu_seconds
 from tools.judge.judge import Judge
-from tools.limits import Limits
+from tools.sandboxed.guard import MiB, cpu_seconds
+from tools.sandboxed.limits import Limits
 
 MEMORY_FACTOR = 2  # the judge's address space: its torch (about 1.5 GiB) and a reply
 

@@ -1,5 +1,5 @@
 """The judge: runs the check cells (hidden tests included) in its own process, where no
-student code runs. The student's normlib modules are proxies (tools.judge.peer) of the
+student code runs. The student's normlib modules are proxies (tools.sandboxed.peer) of the
 worker's: a check calls the student's function, the call crosses to the worker as values,
 and the values that come back are compared here, with the course's normkit.testing,
 torch and NumPy that the submission cannot reach. So the verdict, its message and the
@@ -45,11 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import cgroup, guard, sandbox
-from tools.judge.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
-from tools.judge.wire import NUMPY_KINDS, raw_bytes
-from tools.judge.worker import MEASURED_ENV
+from tools import cgroup, sandbox
 from tools.markers import TITLE, hidden_line_numbers
+from tools.sandboxed import guard
+from tools.sandboxed.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
+from tools.sandboxed.wire import NUMPY_KINDS, raw_bytes
+from tools.sandboxed.worker import MEASURED_ENV
 
 JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -281,11 +282,11 @@ class Judge:
             sys.path.insert(0, self.judge_dir)
 
     def _launch(self, *flags, env=None, fds=(), measuring=False):
-        """(the process, the Peer) of a new worker (python -m tools.judge.worker *flags ...),
+        """(the process, the Peer) of a new worker (python -m tools.sandboxed.worker *flags ...),
         in its sandbox, with these extra environment variables and file descriptors;
         measuring: sandbox.command's (a measuring worker's submission is its folder,
         read-only, and it writes nowhere)."""
-        argv = ["-m", "tools.judge.worker", *flags, self.limits.to_json()]
+        argv = ["-m", "tools.sandboxed.worker", *flags, self.limits.to_json()]
         if self.sandboxed:
             command, fd = sandbox.command(self.worker_dir,
                                           argv if measuring else [*argv, sandbox.SOURCE],

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tools.judge.remote import Remote, tensors_in
-from tools.judge.wire import (
+from tools.sandboxed.remote import Remote, tensors_in
+from tools.sandboxed.wire import (
     Decoder,
     Encoder,
     ProtocolError,
@@ -62,7 +62,7 @@ BROKE = "the worker broke the protocol:"
 UNQUOTED = "(raised by the submission's code; the judge does not read its message)"
 
 
-# A measuring worker's (tools/judge/worker.py --numba): (Numba's dispatcher class, its compile
+# A measuring worker's (tools/sandboxed/worker.py --numba): (Numba's dispatcher class, its compile
 # method, numba.typeof), saved before any student code runs; () where no compiled kernel is
 # measured
 NUMBA = ()
@@ -181,7 +181,7 @@ class Peer:
             info["kind"] = "object"
         if handle not in self.proxies:
             if info.get("kind") == "module":
-                from tools.judge.torch_proxies import RemoteModule as cls
+                from tools.sandboxed.torch_proxies import RemoteModule as cls
             else:
                 cls = Remote
             self.proxies[handle] = cls(self, handle, info)
@@ -278,7 +278,7 @@ class Peer:
         leaves = [t for t in frame.encoder.sources.values() if is_tensor(t) and t.requires_grad]
         if not (grad and leaves):
             return self.send_request(frame)["value"]
-        from tools.judge.torch_proxies import Bridge
+        from tools.sandboxed.torch_proxies import Bridge
 
         holder = {}
         outputs = Bridge.apply(self, frame, holder, *leaves)

@@ -1,9 +1,9 @@
-"""What crosses the channel (tools.judge.peer) as a handle is seen on the other side as a
+"""What crosses the channel (tools.sandboxed.peer) as a handle is seen on the other side as a
 proxy: `Remote`, whose attributes and calls are requests to its peer. Here, apart from the
 channel, so that torch_proxies.py (the torch module's proxy, imported on first use) and
 peer.py each import it, and neither imports the other at import time."""
 
-from tools.judge.wire import is_tensor
+from tools.sandboxed.wire import is_tensor
 
 
 def tensors_in(value):

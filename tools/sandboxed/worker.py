@@ -4,13 +4,13 @@ normlib modules from its working directory and answers the judge's requests (too
 nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
 inside the sandbox (tools.sandbox).
 
-    python -m tools.judge.worker [--measure [--numba]] LIMITS_JSON [SOURCE]
+    python -m tools.sandboxed.worker [--measure [--numba]] LIMITS_JSON [SOURCE]
 
 SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE;
 a measuring worker has none: its working folder is the submission, read-only).
-LIMITS_JSON: the judge's Limits (tools/limits.py), as Limits.to_json writes them; it installs
-tools/guard.py with them (its audit hook: no reading the protected folders, no
-processes) before any student code, as a second wall inside the OS sandbox.
+LIMITS_JSON: the judge's Limits (limits.py), as Limits.to_json writes them; it installs
+guard.py with them (its audit hook: no reading the protected folders, no processes) before
+any student code, as a second wall inside the OS sandbox.
 --measure: a worker for one measured call (MEASURE_OPS; see Judge.measure), whose memory
 is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
 pages, so that its resident memory grows and shrinks with them, byte for byte; its
@@ -36,9 +36,9 @@ def main():
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the student's prints must not reach the channel
         os.dup2(devnull, fd)
-    from tools import guard
-    from tools.judge.peer import Peer, WorkerGone
-    from tools.limits import Limits
+    from tools.sandboxed import guard
+    from tools.sandboxed.limits import Limits
+    from tools.sandboxed.peer import Peer, WorkerGone
 
     measure = sys.argv[1] == "--measure"
     numba = measure and sys.argv[2] == "--numba"
@@ -75,7 +75,7 @@ def _warm_up(numba=False):
     if numba:
         import warnings
 
-        from tools.judge import peer
+        from tools.sandboxed import peer
 
         with warnings.catch_warnings():  # (a read-only /dev/shm: no lock for its threads'
             warnings.simplefilter("ignore")  # start, which one process does not need)

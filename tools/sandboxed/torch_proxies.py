@@ -1,4 +1,4 @@
-"""The torch side of the channel (tools.judge.peer): a call across it as one autograd
+"""The torch side of the channel (tools.sandboxed.peer): a call across it as one autograd
 node (Bridge), and the proxy of a torch.nn.Module on the other side (RemoteModule).
 Imported on first use, so that the worker of a NumPy-only submission never imports torch.
 """
@@ -7,7 +7,7 @@ import importlib
 
 import torch
 
-from tools.judge.remote import Remote, tensors_in
+from tools.sandboxed.remote import Remote, tensors_in
 
 
 class Bridge(torch.autograd.Function):
@@ -61,7 +61,9 @@ class RemoteModule(Remote, torch.nn.Module):
     @property
     def __class__(self):
         name = self._info.get("torch_class")
-        return importlib.import_module("tools.judge.wire")._lookup(name) if name else RemoteModule
+        if not name:
+            return RemoteModule
+        return importlib.import_module("tools.sandboxed.wire")._lookup(name)
 
     def __call__(self, *args, **kwargs):
         self._push()

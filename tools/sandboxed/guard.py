@@ -2,12 +2,12 @@
 sandbox (tools/sandbox.py, bubblewrap), which is the first.
 
 `install` runs first in every grading kernel (tools.preprocessors.GradingExecute starts each
-kernel with it) and in the judge's worker (tools/judge/worker.py), before any student
+kernel with it) and in the judge's worker (tools/sandboxed/worker.py), before any student
 code. It copies the submission into the sandbox's working folder, then sets:
 
 - resource limits (`limit`): memory (address space: an allocation past it raises
   MemoryError), size of any file written, CPU time, no core dumps. These limits and the
-  protected folders are the course's (tools/limits.py: memory_mb, file_mb,
+  protected folders are the course's (tools/sandboxed/limits.py: memory_mb, file_mb,
   notebook_timeout and protected, as c.Grading sets them), the same wherever it runs;
 - imports of normlib from the submission's folder only (not from an installed copy);
 - a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
@@ -106,7 +106,7 @@ def _guard(workdir, protected, readonly):
     me = os.getpid()
 
     def refuse(what):
-        raise PermissionError(f"refused at grading: {what} (see tools/guard.py)")
+        raise PermissionError(f"refused at grading: {what} (see tools/sandboxed/guard.py)")
 
     def check_read(path):
         if any(_under(path, p) for p in protected) and not _under(path, workdir):
