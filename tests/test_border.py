@@ -285,13 +285,9 @@ def test_the_threat_model_names_only_tests_that_exist():
     from tests.conftest import REPO
 
     text = (REPO / "docs" / "security.md").read_text()
-    named = set(re.findall(r"\b(test_\w+)\b", text)) - {"test_border", "test_secrets",
-                                                         "test_grades", "test_exchange",
-                                                         "test_collect", "test_judge",
-                                                         "test_cgroup", "test_limits",
-                                                         "test_markdown", "test_roundtrip",
-                                                         "test_downloads", "test_upload",
-                                                         "test_lms_grades", "test_compiled"}
-    tests = "".join(p.read_text() for p in (REPO / "tests").glob("test_*.py"))
+    files = sorted((REPO / "tests").glob("test_*.py"))
+    # a test's name, or its file's ("test_judge.py::..."): each must exist
+    named = set(re.findall(r"\b(test_\w+)\b", text)) - {p.stem for p in files}
+    tests = "".join(p.read_text() for p in files)
     defined = set(re.findall(r"^def (test_\w+)", tests, re.MULTILINE))
     assert len(named) > 40 and sorted(named - defined) == []
