@@ -33,11 +33,11 @@ observed.
 """
 
 import dataclasses
+import functools
 import math
 import os
 
 import torch
-import torch.nn.functional as F
 
 from normkit import language_model
 from normkit.language_model import Corpus, text_path, text_windows
@@ -99,8 +99,7 @@ class Texts:
         cut = int(0.9 * ids.shape[1])
         return cls(chars, ids[:, :cut], ids[:, cut:])
 
-    def decode(self, ids):
-        return "".join(self.chars[i] for i in ids)
+    decode = Corpus.decode  # ids -> text
 
     def unigram_loss(self):
         """language_model.unigram_loss over both texts: the loss of each character's
@@ -223,8 +222,17 @@ def gates(model):
 
 
 def loss_of(model, x, y, condition):
-    """The mean cross-entropy of the next characters: a scalar."""
-    return F.cross_entropy(model(x, condition).flatten(0, 1), y.flatten())
+    """language_model.loss_of under condition (N,): the mean cross-entropy of the next
+    characters, a scalar."""
+    return language_model.loss_of(under(model, condition), x, y)
+
+
+def under(model, condition):
+    """model with its condition (a tensor) given: tokens -> logits, as the capstone's
+    models are called (language_model.loss_of and sample), with its `pos`."""
+    bound = functools.partial(model, condition=condition)
+    bound.pos = model.pos
+    return bound
 
 
 def fit(model, s, texts, report=None):
@@ -287,15 +295,8 @@ def sample(model, texts, prompt, length, condition, seed=0, temperature=0.8):
     condition (an int), as language_model.sample does: the same seed draws the same random
     numbers under either condition, so that only the model's probabilities differ. One
     torch thread (a forward of one short window a character: more threads only wait)."""
-    ids = torch.tensor([texts.chars.index(ch) for ch in prompt])  # (len(prompt),)
-    gen = torch.Generator().manual_seed(seed)
-    context, cond = model.pos.shape[0], torch.tensor([condition])  # (1,)
-    with torch.no_grad():
-        for _ in range(length):
-            logits = model(ids[-context:][None], cond)[0, -1]  # (vocab,)
-            p = torch.softmax(logits.double() / temperature, dim=-1)  # (vocab,)
-            ids = torch.cat([ids, torch.multinomial(p, 1, generator=gen)])
-    return texts.decode(ids.tolist())
+    return language_model.sample(under(model, torch.tensor([condition])), texts, prompt,
+                                 length, seed, temperature)
 
 
 def upper_fraction(text):

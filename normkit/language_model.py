@@ -198,14 +198,19 @@ def fit(model, lr, s, corpus, steps, report=None, watch=None):
     """Train model with Adam at lr for `steps` steps on random windows of corpus.train (the
     same batches for every model of one seed): its losses, (steps,). report and watch as
     descend's."""
+    drawn = batches(s, corpus)
+    return descend(model, lr, steps, lambda: loss_of(model, *next(drawn)), report, watch)
+
+
+def batches(s, corpus):
+    """The batches fit trains on, one a step, endless: inputs and next-character targets
+    of s.batch random windows of corpus.train, (s.batch, s.context) each; the same for
+    every model of one s.seed."""
     gen = torch.Generator().manual_seed(s.seed + 1)
     high = len(corpus.train) - s.context - 1
-
-    def step_loss():
+    while True:
         starts = torch.randint(0, high, (s.batch,), generator=gen)  # (batch,)
-        return loss_of(model, *text_windows(corpus.train, s.context, starts))
-
-    return descend(model, lr, steps, step_loss, report, watch)
+        yield text_windows(corpus.train, s.context, starts)
 
 
 def descend(model, lr, steps, step_loss, report=None, watch=None):

@@ -622,9 +622,8 @@ def grad_profile(config, s, corpus, seeds=(0, 1, 2)):
     def one(seed):
         torch.manual_seed(seed)
         model = CharLM(len(corpus.chars), config, s)
-        gen = torch.Generator().manual_seed(seed + 1)  # (language_model.fit's batches)
-        starts = torch.randint(0, len(corpus.train) - s.context - 1, (s.batch,), generator=gen)
-        return mlp_out_grad_norms(model, *text_windows(corpus.train, s.context, starts))
+        first = next(language_model.batches(dataclasses.replace(s, seed=seed), corpus))
+        return mlp_out_grad_norms(model, *first)
 
     return torch.stack([one(seed) for seed in seeds]).mean(dim=0)  # (num_layers,)
 
