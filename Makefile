@@ -27,7 +27,7 @@ LAB_ARGS ?=
 .NOTPARALLEL:
 
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
-	course release collect autograde feedback grades rubric grading-bench formgrader \
+	build release collect autograde feedback grades rubric grading-bench formgrader \
 	scheduler worker score system-packages-bubblewrap
 
 # Create the virtual environment if missing and install the pinned packages and
@@ -57,13 +57,13 @@ $(INSTALLED): pyproject.toml
 	touch $@
 
 # JupyterLab on the course, opened on notebooks/, with nbgrader's menu cut to what works for
-# a student (tools/lab.py says what and why).
+# a student (tools/student/lab.py says what and why).
 lab: $(INSTALLED)
-	$(PY) -m tools.lab $(LAB_ARGS)
+	$(PY) -m tools.student.lab $(LAB_ARGS)
 
 # Which exercises pass: your normlib/ against each exercise's visible checks (EX=1.1 for one).
 check: $(INSTALLED)
-	$(PY) -m tools.check $(EX)
+	$(PY) -m tools.student.check $(EX)
 
 # Your LayerNorm kernels (naive 1.2/2.2, fast 6.5/6.6) timed against torch, about 20 s.
 # REFERENCE=1 times the reference's (solutions/normlib: the README's figures);
@@ -72,13 +72,13 @@ BENCH_ARGS ?=
 bench: $(INSTALLED)
 	cd $(if $(REFERENCE),solutions,.) && $(abspath $(PY)) -m normkit.benchmark $(BENCH_ARGS)
 
-# make test's system packages, before anything else (tools/system_packages.py): bubblewrap
+# make test's system packages, before anything else (tools/maintainer/system_packages.py): bubblewrap
 # (grading's sandbox), Chromium (the browser test), PostgreSQL (the shared gradebook's
 # tests) and unzip (collect's tests), installed with apt-get as root or with a sudo that
 # asks no password; elsewhere one message naming what to install. Then the sandbox probe:
 # a bwrap that cannot make grading's sandbox here stops it too.
 system-packages:
-	@python3 -m tools.system_packages
+	@python3 -m tools.maintainer.system_packages
 
 # The whole course check (CI runs this on a fresh clone): the system packages first (make
 # builds prerequisites left to right, .NOTPARALLEL above), so a missing one stops it at once,
@@ -97,21 +97,21 @@ test: system-packages $(INSTALLED)
 # Authors: docs/screenshots/, JupyterLab as a student sees it (tests/test_browser.py's
 # steps; needs Chromium).
 screenshots: $(INSTALLED)
-	@python3 -m tools.system_packages chromium
+	@python3 -m tools.maintainer.system_packages chromium
 	COURSE_SCREENSHOTS=$(CURDIR)/docs/screenshots COURSE_REQUIRE_BROWSER=1 \
 		$(PY) -m pytest tests/test_browser.py
 
 # Authors: regenerate the student edition (notebooks/, normlib/) from solutions/.
 student: $(INSTALLED)
-	$(PY) -m tools.student
+	$(PY) -m tools.maintainer.edition
 
 # Authors: re-execute the solution notebooks so their stored outputs are current.
 outputs: $(INSTALLED)
 	cd solutions && ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace [0-9]*.ipynb
 
-# Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor.py):
+# Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor/__main__.py):
 # the nbgrader course in COURSE_DIR, built from solutions/ ...
-course: $(INSTALLED)
+build: $(INSTALLED)
 	$(INSTRUCTOR) build $(COURSE_DIR) --layout $(LAYOUT)
 
 # ... release/<assignment>/ for the students (scanned for solutions), ...
@@ -142,14 +142,14 @@ scheduler: $(INSTALLED)
 # A grading worker of a Dask cluster, on this machine, for `make autograde SCHEDULER=...`:
 # JOBS processes (default one per core) of one thread, each grading one submission at a
 # time in the OS sandbox; none starts where bubblewrap cannot make it (the probe of
-# tools/system_packages.py, first). docs/instructors.md, "More than one machine".
+# tools/maintainer/system_packages.py, first). docs/instructors.md, "More than one machine".
 worker: system-packages-bubblewrap $(INSTALLED)
 	@test -n "$(SCHEDULER)" || { echo "make worker: set SCHEDULER=tcp://host:8786"; exit 2; }
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker $(SCHEDULER) --nthreads 1 \
 		--nworkers $(or $(JOBS),$(shell nproc)) --memory-limit 0 --no-dashboard
 
 system-packages-bubblewrap:
-	@python3 -m tools.system_packages bubblewrap
+	@python3 -m tools.maintainer.system_packages bubblewrap
 
 # ... feedback/<student>/<assignment>/*.html and feedback_zips/<assignment>/<student>.zip
 # (LMS=moodle|canvas: also feedback_upload/<assignment>-<lms>.zip, for the LMS's bulk upload), ...
@@ -158,14 +158,14 @@ feedback: $(INSTALLED)
 
 # ... and COURSE_DIR/grades.csv, with each check's points and the late policy's penalty
 # (logs/late.csv: each decision); LMS=canvas|moodle|blackboard|brightspace TEMPLATE=export.csv
-# (in COURSE_DIR, or an absolute path) also fills in the LMS's gradebook export as COURSE_DIR/grades-<lms>.csv (tools/lms_grades.py).
+# (in COURSE_DIR, or an absolute path) also fills in the LMS's gradebook export as COURSE_DIR/grades-<lms>.csv (tools/instructor/grade_sheet.py).
 TEMPLATE ?=
 grades: $(INSTALLED)
-	$(INSTRUCTOR) export $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) \
+	$(INSTRUCTOR) grades $(COURSE_DIR) $(A) $(if $(LMS),--lms $(LMS)) \
 		$(if $(TEMPLATE),--template $(call quoted,$(TEMPLATE))) $(ARGS)
 
 # A written answer's points by hand (or a check's, over the judge's), as formgrader saves
-# them, and COMMENT if given (tools/handgrade.py): A, STUDENT and QUESTION name one each,
+# them, and COMMENT if given (tools/instructor/score.py): A, STUDENT and QUESTION name one each,
 # e.g. make score A=unit1 STUDENT=alice QUESTION=q1_1_why_eps POINTS=1.5 COMMENT="...".
 # From another folder: make -C /path/to/this/repository score COURSE_DIR=/abs/path ...
 QUESTION ?=

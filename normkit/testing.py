@@ -346,7 +346,7 @@ def torch_grads(fn, grad_output, *arrays):
 def call_updating(fn, *args, updates):
     """fn(*args) for a kernel that updates some of its arguments in place (running
     statistics): `updates` are those arguments (None ones are left out). In your notebook
-    this is fn(*args). At grading, fn runs in another process (the judge's worker, on
+    this is fn(*args). At grading, fn runs in another process (the judge's runner, on
     copies of args): what it wrote into these arrays is copied back into them, and only
     into them; a kernel that writes into any other argument fails its check."""
     if hasattr(fn, "remote_call_updating"):
@@ -482,7 +482,7 @@ def peak_memory(fn, *args):
     in bytes, the result included). NumPy reports every array it allocates to Python's
     tracemalloc, so this counts arrays exactly, whatever the machine: a kernel's
     temporaries are a property of its code, not of a timing. At grading, fn runs in
-    another process, the worker of tools/judge, and the judge measures that process's
+    another process, the runner of tools/judge, and the judge measures that process's
     resident memory from outside (tools.judge.judge.Judge.measure): there, what torch or
     C allocates counts too, and nothing the code does can reset the count."""
     if hasattr(fn, "remote_peak_memory"):

@@ -2,7 +2,7 @@
 is solutions/normlib (the student's normlib/ is exercised through `make check` only).
 
 Every test about one exercise carries its marker, `ex3_4` for Exercise 3.4 (registered
-here from tools.exercises; --strict-markers refuses any other), so that
+here from tools.course.exercises; --strict-markers refuses any other), so that
 
     pytest -m ex3_4      (or -k ex3_4)
 
@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "solutions"))
 sys.path.insert(1, str(REPO))  # for `tools`
 
-from tools.exercises import by_number  # noqa: E402
-from tools.sandbox import threads  # noqa: E402 (needs the path above)
+from tools.course.exercises import by_number  # noqa: E402
+from tools.sandbox.bubblewrap import threads  # noqa: E402 (needs the path above)
 
 # One thread per process for NumPy and torch, in this process (before torch is imported),
 # its xdist workers, their notebook kernels and every subprocess a test starts (a test

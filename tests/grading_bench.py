@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 
 from tests.synthetic import honest_class
-from tools.autograde import autograde
-from tools.collect import collect
-from tools.course import COURSE, build_course
-from tools.exercises import REPO
-from tools.release import release
+from tools.course.exercises import REPO
+from tools.instructor.autograde import autograde
+from tools.instructor.build import COURSE, build_course
+from tools.instructor.collect import collect
+from tools.instructor.release import release
 
 
 @dataclasses.dataclass(frozen=True)

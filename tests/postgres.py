@@ -5,7 +5,7 @@ TCP with trust authentication (nothing but this machine can reach 127.0.0.1).
     with Server() as server:
         url = server.database("course")   # postgresql://postgres@127.0.0.1:PORT/course
 
-The binaries are Debian's postgresql package (tools/system_packages.py installs it;
+The binaries are Debian's postgresql package (tools/maintainer/system_packages.py installs it;
 COURSE_INITDB names another initdb). PostgreSQL refuses to run as root, so as root the
 server runs as the user `nobody`, in a folder of its own.
 """
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import free_port
-from tools.system_packages import packages
+from tools.maintainer.system_packages import packages
 
 STARTUP_SECONDS = 60  # a loaded 2-core machine: initdb takes about 2 s, the start 1 s
 
@@ -31,7 +31,7 @@ def binaries():
     initdb = shutil.which(package.program)
     if initdb is None:
         raise RuntimeError(f"PostgreSQL's initdb ({package.program}) is not installed: make "
-                           "test installs the postgresql package (tools/system_packages.py)")
+                           "test installs the postgresql package (tools/maintainer/system_packages.py)")
     return Path(initdb).resolve().parent
 
 

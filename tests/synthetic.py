@@ -16,9 +16,9 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-from tools.course import load_course
-from tools.exercises import SOLUTIONS, by_number, student_files, unit
-from tools.preprocessors import TAG as SKIP_TAG
+from tools.course.exercises import SOLUTIONS, by_number, student_files, unit
+from tools.course.folder import load_course
+from tools.worker.execute import TAG as SKIP_TAG
 
 
 def reference(rel):
@@ -69,7 +69,7 @@ def with_files(**texts):
 
 def reference_submission(*units, **texts):
     """An edit writing the reference's text of every file the units' students write
-    (tools.exercises.student_files), but for those given (with_files(**texts))."""
+    (tools.course.exercises.student_files), but for those given (with_files(**texts))."""
     files = {Path(rel).stem: reference(rel) for rel in student_files(units)}
     return with_files(**{**files, **texts})
 
@@ -215,7 +215,7 @@ def _leak(frame, event, arg):  # each notebook cell that calls a function, once
 print("LEAK In:", getattr(_sys.modules["__main__"], "In", None))
 _sys.setprofile(_leak)
 """
-# ... and in the judge's worker, which sees every hidden case's arguments: it records each
+# ... and in the judge's runner, which sees every hidden case's arguments: it records each
 # call of layer_norm_stats (shape, dtype, eps, a value), and raises them, in a message and
 # in its exception's class name, from 1.2's first check (costing it 1.2).
 LEAK_WORKER = """
@@ -296,7 +296,7 @@ def _kernels():  # connection files, but its own
     try:
         from ipykernel.connect import get_connection_file
         mine = get_connection_file()
-    except Exception:  # (not in a kernel: the judge's worker)
+    except Exception:  # (not in a kernel: the judge's runner)
         mine = None
     return [p for p in _glob.glob("/tmp/**/kernel*.json", recursive=True) + _glob.glob(
         _os.path.expanduser("~/.local/share/jupyter/runtime/*.json")) if p != mine] or None

@@ -29,7 +29,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from tools.exercises import REPO, SOLUTIONS, exercises, notebooks, student_files
+from tools.course.exercises import REPO, SOLUTIONS, exercises, notebooks, student_files
 
 ANSWERS = {
     "1.1": [  # the group's axes built from normalized_shape, for any number of dims

@@ -1,13 +1,13 @@
 """Properties of the border (issue 39, rule 10), with Hypothesis: whatever a student sends,
 
-- collect (tools/collect.py) accounts for every entry of the download, collected or
+- collect (tools/instructor/collect.py) accounts for every entry of the download, collected or
   rejected with a reason, writes only inside submitted/ and downloaded/, follows no link,
   and names each submission by an id the allow-list keeps (zips and folder trees: names,
   links, sizes, listings that lie or are there twice);
-- the feedback page (tools/feedback.py) holds no script, no event attribute and no
+- the feedback page (tools/instructor/feedback.py) holds no script, no event attribute and no
   unquoted attribute but a number, and links to nothing but http(s), mailto and its own
   images' data (notebooks of every output type and metadata);
-- grades.csv (tools/grades.py) holds no cell a spreadsheet would run as a formula (ids).
+- grades.csv (tools/instructor/grades.py) holds no cell a spreadsheet would run as a formula (ids).
 
 Random search does not find "onload" or "=HYPERLINK" by itself: the strategies draw from
 attribute-breaking and formula-prefixed strings, and the cases that broke the border are
@@ -30,12 +30,12 @@ from hypothesis import strategies as st
 
 from tests.test_feedback import PNG
 from tests.test_feedback import page as render_page
-from tools.collect import collect_archive
-from tools.course import build_course
-from tools.feedback import FeedbackExporter
-from tools.grades import cell
-from tools.roster import id_problem
-from tools.settings import read
+from tools.course.bounds import id_problem
+from tools.course.settings import read
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect_archive
+from tools.instructor.feedback import FeedbackExporter
+from tools.instructor.grades import cell
 
 SETTINGS = settings(max_examples=30, derandomize=True, database=None, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -1,4 +1,4 @@
-"""A sandbox's cgroup (tools/cgroup.py): each way of making one, forced on a file system
+"""A sandbox's cgroup (tools/sandbox/cgroup.py): each way of making one, forced on a file system
 that stands in for the machine's (cgroup v2 delegated, cgroup v1, systemd-run, none), and
 the one this machine has, for real: a sandbox that starts more threads than TASKS gets
 no more, even for a grader running as root, whom RLIMIT_NPROC does not bind."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import cgroup, sandbox
+from tools.sandbox import bubblewrap, cgroup
 from tools.sandboxed.guard import TASKS
 
 NO_SYSTEMD = staticmethod(lambda: None)
@@ -106,7 +106,7 @@ print(started, flush=True)
 """
 
 
-@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: apt-get "
+@pytest.mark.skipif(bubblewrap.bwrap() is None, reason="bubblewrap is not installed: apt-get "
                     "install bubblewrap (make test installs it)")
 def test_a_sandbox_starts_at_most_TASKS_tasks_here():
     """For real, with what this machine has: its cgroup (pids.max), or RLIMIT_NPROC. Root
@@ -116,7 +116,7 @@ def test_a_sandbox_starts_at_most_TASKS_tasks_here():
     if where is None and os.geteuid() == 0:
         pytest.skip("no cgroup here, and root is exempt from RLIMIT_NPROC: no task bound")
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = sandbox.command(folder, ["-c", f"TASKS = {TASKS}\n" + THREADS], {}, 256)
+        command, fd = bubblewrap.command(folder, ["-c", f"TASKS = {TASKS}\n" + THREADS], {}, 256)
         process = subprocess.Popen(command, pass_fds=() if fd is None else (fd,),
                                    stdout=subprocess.PIPE, text=True,
                                    preexec_fn=lambda: _nproc(where))
@@ -160,7 +160,7 @@ while made < 2_000_000:  # empty files: no bytes, an inode and a directory entry
 """
 
 
-@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: apt-get "
+@pytest.mark.skipif(bubblewrap.bwrap() is None, reason="bubblewrap is not installed: apt-get "
                     "install bubblewrap (make test installs it)")
 def test_the_inodes_of_a_sandboxs_files_count_in_its_cgroup_here():
     """Case 10: a million empty files in the sandbox's /tmp cost the host about 1 GB of
@@ -170,7 +170,7 @@ def test_the_inodes_of_a_sandboxs_files_count_in_its_cgroup_here():
     if where is None:
         pytest.skip("no cgroup here: the README says what bounds a sandbox without one")
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = sandbox.command(folder, ["-c", FILES], {}, 32, size_mb=1)
+        command, fd = bubblewrap.command(folder, ["-c", FILES], {}, 32, size_mb=1)
         run = subprocess.run(command, pass_fds=() if fd is None else (fd,), timeout=120,
                              capture_output=True, text=True)
         os.close(fd)
@@ -180,7 +180,7 @@ def test_the_inodes_of_a_sandboxs_files_count_in_its_cgroup_here():
 
 @pytest.mark.parametrize("kind", ["v1", "v2"])
 def test_a_measured_call_gets_a_cgroup_of_its_own_in_a_graders_cgroup(tmp_path, kind):
-    """tools.cgroup.measure, forced on a file system standing in for the machine's: the
+    """tools.sandbox.cgroup.measure, forced on a file system standing in for the machine's: the
     process is moved into a fresh child ("call") of its sandbox's memory cgroup, whose peak
     is read from v1's or v2's file; in a cgroup the grader did not make, none."""
     sandbox_folder = (tmp_path / "memory" if kind == "v1" else tmp_path) / "job" / \
@@ -210,7 +210,7 @@ sys.stdin.readline()
 """
 
 
-@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: apt-get "
+@pytest.mark.skipif(bubblewrap.bwrap() is None, reason="bubblewrap is not installed: apt-get "
                     "install bubblewrap (make test installs it)")
 def test_a_measured_calls_cgroup_counts_what_it_takes_whatever_it_freed_here():
     """For real, in this machine's cgroup (v1 or v2): a sandboxed process frees 48 MiB it
@@ -221,13 +221,13 @@ def test_a_measured_calls_cgroup_counts_what_it_takes_whatever_it_freed_here():
         pytest.skip(f"no cgroup of the grader's here ({where}): docs/security.md says what "
                     "a measure without one misses")
     with tempfile.TemporaryDirectory() as folder:
-        command, fd = sandbox.command(folder, ["-c", ALLOCATES], {}, 256)
+        command, fd = bubblewrap.command(folder, ["-c", ALLOCATES], {}, 256)
         process = subprocess.Popen(command, pass_fds=() if fd is None else (fd,), text=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         os.close(fd)
         try:
             assert process.stdout.readline() == "ready\n"
-            measured = cgroup.measure(sandbox.innermost(process.pid))
+            measured = cgroup.measure(bubblewrap.innermost(process.pid))
             process.stdin.write("\n")
             process.stdin.flush()
             assert process.stdout.readline() == "done\n"

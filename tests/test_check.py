@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tools.exercises import exercises
+from tools.course.exercises import exercises
 
 EXERCISES = [e.number for e in exercises()]
 
@@ -25,7 +25,7 @@ def edition(tmp_path):
 
 
 def check(folder, *args):
-    result = subprocess.run([sys.executable, "-m", "tools.check", *args], cwd=folder,
+    result = subprocess.run([sys.executable, "-m", "tools.student.check", *args], cwd=folder,
                             capture_output=True, text=True)
     return result.returncode, result.stdout + result.stderr
 
@@ -40,7 +40,7 @@ def test_untouched_edition_is_not_yet_implemented(edition):
     "Error 1" otherwise), unless --all asks for every exercise to pass."""
     code, out = check(edition)
     assert code == 0, out
-    assert out.rstrip().endswith("then run make check (python -m tools.check) again."), out
+    assert out.rstrip().endswith("then run make check (python -m tools.student.check) again."), out
     for number in EXERCISES:
         assert any(line.startswith(f"Exercise {number}") and re.search(
             r"not yet implemented( \(needs Exercise \d\.\d\))?$", line)
@@ -114,7 +114,7 @@ def test_chosen_exercises_a_wrong_kernel_and_one_waiting_on_another(edition):
 def test_only_a_stub_is_not_yet_implemented():
     """Another NotImplementedError is a mistake: a LayerNormFunction without its backward
     (torch raises it), a module whose forward is misnamed."""
-    from tools.check import run
+    from tools.student.check import run
 
     stub = 'raise NotImplementedError("Exercise 2.5: implement LayerNormFunction.forward")'
     assert run(stub, "<2.5>") == ("todo", "Exercise 2.5: implement LayerNormFunction.forward")
@@ -129,13 +129,13 @@ def test_only_a_stub_is_not_yet_implemented():
     (["pass", "FAIL"], 1, 1),
 ])
 def test_the_exit_status(monkeypatch, capsys, results, code, code_all):
-    import tools.check
+    import tools.student.check
 
     for all_ in (False, True):
         outcomes = iter(results)
-        monkeypatch.setattr(tools.check, "run",
+        monkeypatch.setattr(tools.student.check, "run",
                             lambda source, filename, exercise=None, o=outcomes: (next(o), ""))
-        assert tools.check.main(["1.1", "1.2"] + ["--all"] * all_) == (code_all if all_ else code)
+        assert tools.student.check.main(["1.1", "1.2"] + ["--all"] * all_) == (code_all if all_ else code)
 
 
 def test_a_failure_in_the_students_code_names_their_file_and_line(edition):

@@ -1,4 +1,4 @@
-"""`make collect` from an LMS's download (tools/collect.py): every entry of archive/ is
+"""`make collect` from an LMS's download (tools/instructor/collect.py): every entry of archive/ is
 collected, with its student id, files and submission time, or rejected with its reason,
 and the instructor is told which and why; none vanishes. Who and when come from what the
 LMS wrote, never from what the student wrote (issue 39: cases 3, 4, 5, 6, 9, 14 and 15 of
@@ -15,11 +15,12 @@ import zipfile
 
 import pytest
 
-from tools.bounds import BOUNDS
-from tools.collect import collect, read_record
-from tools.course import build_course, submissions
-from tools.lms import names
-from tools.roster import student_of
+from tools.course.bounds import BOUNDS
+from tools.course.folder import submissions
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect, read_collected
+from tools.instructor.roster import student_of
+from tools.lms.downloads import names
 
 NOTEBOOK = "01_layernorm_forward.ipynb"
 GOOD = {NOTEBOOK: "{}", "normlib/layer_norm.py": "x = 1\n"}
@@ -129,7 +130,7 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
     assert not list((root / "submitted").rglob("timestamp.txt"))
     assert "TIMES UNKNOWN for 6 of 6: alice, frank, grace-hopper, hoppergrace, judy, " \
            "van_der_berg" in out and "none of them is marked late by a date" in out
-    record = read_record(root, "unit1")
+    record = read_collected(root, "unit1")
     assert record["judy"]["time"] is None and record["hoppergrace"] == {
         "entry": "hoppergrace_LATE_12345_67890_unit1.zip",
         "entries": ["hoppergrace_LATE_12345_67890_unit1.zip"], "lms": "canvas", "key": "12345",
@@ -331,7 +332,7 @@ def test_canvas_orders_two_uploads_by_its_attachment_ids(tmp_path):
     assert "an earlier upload of lovelaceada (Canvas's attachment 77)" in \
         rejected(out, "lovelaceada_555_77_unit1.zip")
     assert (root / "submitted/lovelaceada/unit1" / NOTEBOOK).read_text() == '{"v": 2}'
-    assert read_record(root, "unit1")["lovelaceada"]["late_marker"] is True
+    assert read_collected(root, "unit1")["lovelaceada"]["late_marker"] is True
 
 
 def test_the_late_mark_comes_from_the_lms_not_the_students_timestamp(tmp_path):
@@ -351,7 +352,7 @@ def test_the_late_mark_comes_from_the_lms_not_the_students_timestamp(tmp_path):
     assert (root / "submitted/s1001/unit1/timestamp.txt").read_text() == \
         "2026-10-06 07:30:00.000000 UTC"
     assert "1 Blackboard receipt read" in out
-    assert read_record(root, "unit1")["s1002"]["time_from"] == "Blackboard's name"
+    assert read_collected(root, "unit1")["s1002"]["time_from"] == "Blackboard's name"
 
 
 def test_an_export_beside_the_download_gives_the_times(tmp_path):
@@ -577,7 +578,7 @@ def test_each_bound_refuses_its_bound_plus_one_in_seconds(tmp_path, case):
     """Cases 6 and 14 at the bound, not at the attack's scale: 100,000 empty files stalled
     a grading worker for hours, and a 1 MB zip listing a deflated 1 GiB entry 20 times
     took collect 68 s (every listing inflated before the size was checked). Each bound
-    (tools/bounds.py) refuses its bound + 1, before anything is inflated, in seconds; the
+    (tools/course/bounds.py) refuses its bound + 1, before anything is inflated, in seconds; the
     bound itself is collected (the ratio's and the total's lie about their sizes: their
     listings are inflated no further than they say, and fail their CRC)."""
     make, bound, reason = BOUND_CASES[case]
@@ -736,7 +737,7 @@ def test_a_stray_module_at_the_top_never_hides_the_submission(tmp_path):
     top was the root (the module's), and the notebook and unit1/normlib/ were dropped
     without a word. The root is the notebooks' and normlib/'s; a module at the top joins it
     only where that root is the top; otherwise the entry is refused, naming both places."""
-    from tools.unpack import Places, kept_names
+    from tools.instructor.unpack import Places, kept_names
 
     places = Places(frozenset({NOTEBOOK}), frozenset({"layer_norm.py", "nn.py"}))
     stray = ["layer_norm.py", f"unit1/{NOTEBOOK}", "unit1/normlib/layer_norm.py"]

@@ -16,7 +16,7 @@ import pytest
 
 from normkit.kernel_code import code_cause, races
 from tests.test_judge import IN_PROCESS, judge_in_process, needs_bwrap, submission
-from tools.exercises import REPO, SOLUTIONS, by_number
+from tools.course.exercises import REPO, SOLUTIONS, by_number
 from tools.sandboxed.limits import Limits
 
 REFERENCE = (SOLUTIONS / "normlib" / "layer_norm_compiled.py").read_text()
@@ -219,7 +219,7 @@ def variant_module(forward, backward):
 
 @needs_bwrap
 def test_the_judge_fails_a_race_and_a_temporary_in_their_words(tmp_path):
-    """Compiled in the worker, the code read by the judge, the memory measured from outside
+    """Compiled in the runner, the code read by the judge, the memory measured from outside
     with the compiler's memory left out (a kernel allocating y alone passes it: the round
     trip's reference)."""
     wrong = judged(tmp_path, variant_module("forward_centred_copy", "backward_race"))

@@ -21,7 +21,7 @@ from normkit.testing import CheckFailed, assert_close, stats_mistakes
 from tests.conftest import REPO, exercise_param
 from tests.variants import FEWER, RIGHT, WRONG
 from tests.variants.mistake import Mistake
-from tools.exercises import by_number
+from tools.course.exercises import by_number
 
 EXERCISES = by_number()
 

@@ -156,12 +156,12 @@ def config_excerpt(text):
 def check_config(text):
     """Load a config excerpt as nbgrader loads a config file, and assert that each trait it
     sets exists and is configurable (c.Grading's are also validated, as every step reads
-    them: tools/settings.py)."""
+    them: tools/course/settings.py)."""
     from nbgrader.apps.nbgraderapp import NbGraderApp
     from traitlets.config import Config
 
-    from tools.exchange import Listing
-    from tools.settings import Grading
+    from tools.course.settings import Grading
+    from tools.instructor.exchange import Listing
 
     c = Config()
     exec(compile(text, "<the docs' config>", "exec"), {"c": c, "get_config": lambda: c})
@@ -284,7 +284,7 @@ STUDENTS = {"alice": ("Alice Smith", 1001, "right"), "bob": ("Bob Jones", 1002, 
 
 
 def the_course(run, output):
-    from tools.course import load_course
+    from tools.course.folder import load_course
 
     assert list(load_course(run.course)["assignments"]) == [f"unit{n}" for n in range(1, 8)]
     assert (run.course / "release" / "unit1").is_dir()
@@ -327,7 +327,7 @@ def grades(run):
 def the_term(run, output):
     """Both collected, graded judge-only (every check of the right one passes, none of
     the stubs'), with feedback pages, and grades.csv saying so."""
-    from tools.exercises import exercises, questions
+    from tools.course.exercises import exercises, questions
 
     assert "2 of 2 submissions graded with 1 job" in output, output
     checks = {e.grade_id: e.points for e in exercises() if e.unit == 1}
@@ -382,9 +382,9 @@ CANVAS_EXPORT = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),Curre
 
 def canvas_export(run):
     """CANVAS_EXPORT with unit1's points possible the course's maximum (make grades stops
-    on another: tools/lms_grades.py)."""
-    from tools.course import load_course
-    from tools.grades import maximum
+    on another: tools/instructor/grade_sheet.py)."""
+    from tools.course.folder import load_course
+    from tools.instructor.grades import maximum
 
     notebooks = load_course(run.course)["assignments"]["unit1"]["notebooks"]
     return CANVAS_EXPORT.format(points=f"{maximum(notebooks):.2f}")
@@ -401,7 +401,7 @@ def a_canvas_export(run):
 def the_canvas_grades(run, output):
     """grades-canvas.csv: the export with each student's final score in unit1's column,
     and nothing else changed (the test student's row, the points row, the template)."""
-    from tools.late import number
+    from tools.course.late import number
 
     finals = {s: number(float(grades(run)[s]["final"])) for s in STUDENTS}  # ("6", as Canvas)
     assert finals["alice"] != "0" and finals["bob"] == "0"
@@ -460,7 +460,7 @@ def serves_formgrader(run, process):
 def the_formgrader(run, output):
     """It lists the course's assignment and submissions, says on its page that release
     and collect through the exchange are off (the course has none), and logs nothing
-    CRITICAL (nbgrader's "Unwritable directory" at each request, before tools/exchange.py)."""
+    CRITICAL (nbgrader's "Unwritable directory" at each request, before tools/instructor/exchange.py)."""
     assignments = json.loads(formgrader_get(run, "api/assignments"))
     assert [(a["name"], a["num_submissions"]) for a in assignments
             if a["num_submissions"]] == [("unit1", 2)]
@@ -474,7 +474,7 @@ def the_formgrader(run, output):
 
 
 def test_the_exchange_is_quiet_only_where_the_course_has_none(tmp_path, caplog):
-    """tools/exchange.py: nbgrader's default root, missing, is no exchange (an
+    """tools/instructor/exchange.py: nbgrader's default root, missing, is no exchange (an
     ExchangeError for formgrader, a debug line); a configured root that is missing is
     still nbgrader's CRITICAL; an existing one is used."""
     import logging
@@ -483,7 +483,7 @@ def test_the_exchange_is_quiet_only_where_the_course_has_none(tmp_path, caplog):
     from nbgrader.exchange import ExchangeError
     from traitlets.config import Config
 
-    from tools.exchange import Listing
+    from tools.instructor.exchange import Listing
 
     log = logging.getLogger("test_docs.exchange")
     (tmp_path / "there").mkdir()
@@ -591,7 +591,7 @@ def ta_grades(run):
     writing the course's own table."""
     import psycopg
 
-    from tools.exercises import questions
+    from tools.course.exercises import questions
 
     [answer] = [q for q in questions() if q.unit == 1]
     url = f"postgresql://ta@127.0.0.1:{run.postgres.port}/normalization"
@@ -615,7 +615,7 @@ def ta_grades(run):
 
 STEPS = {
     # README.md, "For instructors and maintainers"
-    "make course": Step(after=the_course),
+    "make build": Step(after=the_course),
     "make collect": Step(before=a_moodle_download, after=the_term),
     # docs/instructors.md
     "make collect DRY_RUN=1": Step(after=the_dry_run),
@@ -694,8 +694,8 @@ def test_score_runs_from_another_folder_and_refuses_each_wrong_argument(
     """make -C the repository, from elsewhere, on the course's SQLite gradebook (the
     docs' term graded alice and bob there); and each wrong argument stops it with one
     message naming it, nothing written."""
-    from tools import gradebook
-    from tools.handgrade import score
+    from tools.instructor import gradebook
+    from tools.instructor.score import score
 
     monkeypatch.delenv("NBGRADER_DB_URL", raising=False)
     course, env = ran.course, clean_environment()
@@ -737,8 +737,8 @@ def test_the_readmes_new_exercise_takes_a_number_and_a_file_the_registry_does_no
     """README's "Adding an exercise" example: its one exercise number is the next of its
     unit (so it reads as an addition), held by no exercise, and its file, grade_id and
     notebook agree with the registry's conventions and are free."""
-    from tools.exercises import SOLUTIONS, by_number, exercises, notebooks, unit
-    from tools.markers import EXERCISE
+    from tools.course.exercises import SOLUTIONS, by_number, exercises, notebooks, unit
+    from tools.course.markers import EXERCISE
 
     readme = (REPO / "README.md").read_text()
     start = readme.index("**Adding an exercise**")

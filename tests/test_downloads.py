@@ -1,7 +1,7 @@
 """Every LMS's download, as the LMS writes it (issue 40, point 1): a sample per format, built
 here from the LMS's own naming (its source, or its documentation and the third-party tools
-that read it, each cited), collected by tools/collect.py, and checked whole: the files of
-each submission, the record each gets (tools.collect.Found.record) and each rejection.
+that read it, each cited), collected by tools/instructor/collect.py, and checked whole: the files of
+each submission, the record each gets (tools.instructor.collect.Found.collected) and each rejection.
 Then `make collect DRY_RUN=1` (nothing touched) and the roster's names in nbgrader's
 student table."""
 
@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import REPO
 from tests.test_collect import NOTEBOOK, course, run, worksheet
-from tools.collect import collect, read_record
-from tools.course import submissions
-from tools.settings import read
+from tools.course.folder import submissions
+from tools.course.settings import read
+from tools.instructor.collect import collect, read_collected
 
 PY = "x = 1\n"  # a student's normlib/layer_norm.py
 NB = '{"cells": []}'  # a student's notebook
@@ -59,7 +59,7 @@ def reasons(out):
 
 def record(entries, lms, key, name, time=None, time_from=None, late=False, superseded=None,
            entry=None):
-    """A record of collected.json, as tools.collect.Found.record writes it."""
+    """A record of collected.json, as tools.instructor.collect.Found.collected writes it."""
     return {"entry": entry or max(entries), "entries": sorted(entries), "lms": lms,
             "key": key, "name": name, "time": time, "time_from": time_from,
             "late_marker": late, "superseded": superseded or {}}
@@ -171,7 +171,7 @@ def test_canvas_loose_files_are_one_submission_each_file_in_its_place(tmp_path):
     assert "  hoppergrace's normlib/layer_norm.py is hoppergrace_50003_7402_layer_norm.py's " \
            "(the later Canvas attachment), not hoppergrace_50003_7401_unit1.zip's" in out
     assert "late: turingalan (late by Canvas's _LATE marker; no time)" in out
-    assert read_record(root, "unit1") == {
+    assert read_collected(root, "unit1") == {
         "hoppergrace": record(["hoppergrace_50003_7401_unit1.zip",
                                "hoppergrace_50003_7402_layer_norm.py"], "canvas", "50003",
                               "hoppergrace", superseded={"normlib/layer_norm.py": {
@@ -193,7 +193,7 @@ def test_canvas_loose_files_are_one_submission_each_file_in_its_place(tmp_path):
                              "turingalan", late=True,
                              entry="turingalan_LATE_50002_7302_layer_norm-1.py")}
     assert sorted(p.name for p in archive.iterdir()) == sorted(
-        e for r in read_record(root, "unit1").values() for e in r["entries"])
+        e for r in read_collected(root, "unit1").values() for e in r["entries"])
 
 
 def test_a_canvas_upload_over_the_bounds_is_refused_before_it_is_read(tmp_path):
@@ -255,7 +255,7 @@ def test_moodle_files_not_in_folders_zip_and_loose_and_online_text(tmp_path):
                             f"{grace}_assignsubmission_file_layer_norm.py": twice,
                             f"{grace}_assignsubmission_file_work.zip": twice}
     source = "Moodle's grading worksheet Grades-unit1.csv"
-    assert read_record(root, "unit1") == {
+    assert read_collected(root, "unit1") == {
         "ada-lovelace": record([f"{ada}_assignsubmission_file_{NOTEBOOK}",
                                 f"{ada}_assignsubmission_file_layer_norm.py"], "moodle", "11",
                                "Ada Lovelace", "2026-10-05T21:14:00+02:00", source),
@@ -281,7 +281,7 @@ def test_moodle_in_folders_loose_files_and_a_zip_beside_them(tmp_path):
     assert held(root, "grace-hopper") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
     assert reasons(out) == {f"{barbara}_assignsubmission_file": "normlib/layer_norm.py both "
                             "in all.zip and beside it: which is the submission's?"}
-    assert read_record(root, "unit1")["grace-hopper"] == record(
+    assert read_collected(root, "unit1")["grace-hopper"] == record(
         [f"{grace}_assignsubmission_file"], "moodle", "13", "Grace Hopper")
 
 
@@ -320,7 +320,7 @@ def test_moodle_blind_marking_is_resolved_through_the_worksheet_alone(tmp_path):
         (22, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:12 PM")]))
     out = run(root, "unit1")
     assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
-    assert read_record(root, "unit1")["ada-lovelace"] == record(
+    assert read_collected(root, "unit1")["ada-lovelace"] == record(
         ["Participant_21_assignsubmission_file"], "moodle", "21", "Participant",
         "2026-10-05T21:11:00+02:00", "Moodle's grading worksheet Grades-unit1.csv")
 
@@ -360,7 +360,7 @@ def test_blackboard_attempts_loose_files_and_receipts(tmp_path):
                                "Blackboard's name): Unit 1_s1001_attempt_2026-10-06-09-30-00"
                                "_layer_norm.py (2026-10-06 09:30) replaces it" for e in old}
     assert "late: s1001 (9 h 31 min late)" in out and "2 Blackboard receipts read" in out
-    assert read_record(root, "unit1")["s1001"] == record(
+    assert read_collected(root, "unit1")["s1001"] == record(
         [blackboard_entry("Unit 1", "s1001", second, n) for n in (NOTEBOOK, "layer_norm.py")],
         "blackboard", "s1001", None, "2026-10-06T09:30:00-04:00", "Blackboard's name")
     assert held(root, "s1002") == {NOTEBOOK: NB, "timestamp.txt":
@@ -409,7 +409,7 @@ def test_blackboard_usernames_and_titles_with_underscores(tmp_path, title, usern
     out = run(root, "unit1")
     assert reasons(out) == {blackboard_entry(title, u, when[u], NOTEBOOK): why
                             for u, why in refused.items()}
-    assert {s: r["key"] for s, r in read_record(root, "unit1").items()} == {
+    assert {s: r["key"] for s, r in read_collected(root, "unit1").items()} == {
         student: user for user, student in collected.items()}
     for user, student in collected.items():
         assert held(root, student) == {
@@ -435,7 +435,7 @@ def test_blackboard_patterns_of_the_course_read_underscore_usernames_too(tmp_pat
         assert reasons(out) == {}
         assert held(root, "a_smith") == {NOTEBOOK: NB,
                                          "timestamp.txt": "2026-10-05 21:14:03.000000 UTC"}
-        assert read_record(root, "unit1")["a_smith"]["key"] == "a_smith"
+        assert read_collected(root, "unit1")["a_smith"]["key"] == "a_smith"
 
 
 def test_a_receipt_without_files_names_its_student(tmp_path):
@@ -508,7 +508,7 @@ def test_brightspace_folders_and_loose_files(tmp_path):
     assert held(root, "alan-turing") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY,
                                          "timestamp.txt": "2026-10-06 15:05:00.000000 UTC"}
     assert list(reasons(out)) == ["index.html"]
-    assert read_record(root, "unit1") == {
+    assert read_collected(root, "unit1") == {
         "ada-lovelace": record([ada], "brightspace", "39786-640693", "Ada Lovelace",
                                "2026-10-05T21:14:00-05:00", "Brightspace's name"),
         "alan-turing": record([f"{alan} - {NOTEBOOK}", f"{alan} - layer_norm.py"],
@@ -619,7 +619,7 @@ def test_the_rosters_names_reach_the_gradebook(tmp_path):
     """formgrader showed no names: the roster never reached nbgrader's student table. Each
     student collected is created or updated there: first_name/last_name columns where the
     roster has them, else "Last, First", else the first word and the rest."""
-    from tools.gradebook import connect
+    from tools.instructor.gradebook import connect
 
     root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
     (root / "roster.csv").write_text(

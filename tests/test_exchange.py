@@ -9,9 +9,9 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.exchange import ExchangeFactory
 from traitlets.config import Config
 
-from tools.collect import collect, recorded_at
-from tools.course import build_course
-from tools.release import release
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect, submitted_at
+from tools.instructor.release import release
 
 
 def as_student(home, exchange, step):
@@ -80,7 +80,7 @@ def test_the_exchanges_time_is_when_its_files_last_changed_not_what_submit_wrote
     inbound.rename(forged)
     before = datetime.datetime.now(datetime.timezone.utc)
     collect(root, ["unit1"], exchange=True)
-    when = recorded_at(root / "submitted" / getpass.getuser() / "unit1")
+    when = submitted_at(root / "submitted" / getpass.getuser() / "unit1")
     assert before - datetime.timedelta(minutes=5) < when <= datetime.datetime.now(
         datetime.timezone.utc), when
     (forged / "normlib" / "layer_norm.py").unlink()

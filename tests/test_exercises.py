@@ -1,4 +1,4 @@
-"""The exercise registry (tools/exercises.py): what it reads from solutions/, that it
+"""The exercise registry (tools/course/exercises.py): what it reads from solutions/, that it
 refuses a course whose check cells and solution blocks disagree, and that the README and
 the other tools agree with it."""
 
@@ -11,8 +11,7 @@ import sys
 import pytest
 
 from normkit.checks import CHECKS, target
-from tools.course import assignments
-from tools.exercises import (
+from tools.course.exercises import (
     REPO,
     SOLUTIONS,
     Question,
@@ -24,6 +23,7 @@ from tools.exercises import (
     student_files,
     unit,
 )
+from tools.instructor.build import assignments
 
 NEW_FILE = '''"""A new exercise (tests/test_exercises.py)."""
 
@@ -86,13 +86,13 @@ def test_each_exercise_s_visible_cases_are_registered_in_normkit_for_its_functio
 def test_the_readme_table_is_the_registrys():
     readme = (REPO / "README.md").read_text()
     assert readme_table() in readme
-    result = subprocess.run([sys.executable, "-m", "tools.exercises", "--readme"], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tools.course.exercises", "--readme"], cwd=REPO,
                             capture_output=True, text=True, check=True)
     assert result.stdout.strip() == readme_table()
 
 
 def test_the_authors_tables_list_the_exercises_and_count_the_variants():
-    result = subprocess.run([sys.executable, "-m", "tools.exercises"], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tools.course.exercises"], cwd=REPO,
                             capture_output=True, text=True, check=True)
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if line}
     counted = subprocess.run([sys.executable, "-m", "tests.variants"], cwd=REPO,
@@ -117,10 +117,10 @@ def files_matching(pattern):
 
 
 def test_the_exercise_patterns_are_written_in_one_module():
-    """The pattern of 'Exercise N.M' is tools/markers.py's; the names built from an
+    """The pattern of 'Exercise N.M' is tools/course/markers.py's; the names built from an
     exercise's number (its grade_id's ex1_2_ prefix, its pytest marker) the registry's."""
-    assert files_matching(r"Exercise \(\\d") == ["tools/markers.py"]
-    assert files_matching(r"ex\{|\"ex\" \+|startswith\(f?\"ex") == ["tools/exercises.py"]
+    assert files_matching(r"Exercise \(\\d") == ["tools/course/markers.py"]
+    assert files_matching(r"ex\{|\"ex\" \+|startswith\(f?\"ex") == ["tools/course/exercises.py"]
 
 
 def test_the_course_layouts_grade_the_registrys_files():

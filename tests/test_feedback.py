@@ -1,4 +1,4 @@
-"""tools/feedback.py's exporter: the page nbconvert's HTMLExporter makes with the course's
+"""tools/instructor/feedback.py's exporter: the page nbconvert's HTMLExporter makes with the course's
 settings (nbgrader_config.py), element for element, without its slow last pass; an image
 without alt text gets nbconvert's."""
 
@@ -13,8 +13,8 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
 from tests.conftest import REPO
-from tools.bounds import BOUNDS
-from tools.feedback import NO_ALT, FeedbackExporter, safe
+from tools.course.bounds import BOUNDS
+from tools.instructor.feedback import NO_ALT, FeedbackExporter, safe
 
 PNG = base64.b64encode(bytes.fromhex(  # a 1x1 image
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000" "1f15c4890000000d4944415478"
@@ -53,14 +53,14 @@ def page(exporter_class, nb):
 
 
 def test_the_page_is_nbconverts_element_for_element():
-    """(Of the notebook as the page may show it: tools.feedback.safe.)"""
+    """(Of the notebook as the page may show it: tools.instructor.feedback.safe.)"""
     assert feedback_app().exporter_class is FeedbackExporter
     nb = notebook()
     ours, theirs = page(FeedbackExporter, nb), page(HTMLExporter, safe(nb))
     normal = str(BeautifulSoup(ours, "html.parser"))  # (the pass serializes it anew)
     assert normal == str(BeautifulSoup(theirs, "html.parser"))
     assert 'class="k">def</span>' in ours  # highlighted as Python
-    # an image's metadata is its width and height alone (tools.feedback.safe): its own alt
+    # an image's metadata is its width and height alone (tools.instructor.feedback.safe): its own alt
     # text, the student's, is not written into the page, nbconvert's is
     assert ours.count("<img") == 2 and ours.count(NO_ALT) == 2 and 'alt="a plot"' not in ours
     assert "<script>" not in ours and "onclick" not in ours  # (sanitized, as before)
@@ -192,7 +192,7 @@ def test_what_a_page_does_not_render(case):
 
 def answer(score=None):
     """A written answer's cell as nbgrader's feedback gives it: graded (score), or waiting
-    for a grader (tools.preprocessors.WaitingAnswers' mark)."""
+    for a grader (tools.instructor.feedback.WaitingAnswers' mark)."""
     grader = {"grade": True, "solution": True, "grade_id": "q1_1_why_eps", "points": 2,
               "score": score or 0.0, **({"waiting": True} if score is None else {})}
     return nbformat.v4.new_markdown_cell("Because the variance may be 0.",

@@ -1,6 +1,6 @@
 """Feedback for every submission (issue 40, point 4) and only for released units: one
 submission whose notebook cannot be read (an upload cut short) graded in this process, as a
-grading worker grades it (tools/grading.grade, the judge in the OS sandbox), saved as
+grading worker grades it (tools/worker/task.grade, the judge in the OS sandbox), saved as
 autograde saves it, then `feedback` with Moodle's upload. Its student gets a page (the
 judge's verdicts on their code, a note saying the notebook could not be read and why), its
 written answer scores 0 with that reason (a grader's to change), and its status is final.
@@ -21,13 +21,14 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.synthetic import both, reference_submission, write_submission
-from tools import autograde, gradebook, grading
-from tools.course import build_course
-from tools.exercises import exercises, questions
-from tools.feedback import feedback
-from tools.grades import export
-from tools.release import release
-from tools.settings import read
+from tools.course.exercises import exercises, questions
+from tools.course.settings import read
+from tools.instructor import autograde, gradebook
+from tools.instructor.build import build_course
+from tools.instructor.feedback import feedback
+from tools.instructor.grades import export
+from tools.instructor.release import release
+from tools.worker import task
 
 CHECKS = [e for e in exercises() if e.unit == 1]
 ANSWERS = [q for q in questions() if q.unit == 1]
@@ -60,12 +61,12 @@ def course(tmp_path_factory):
                      {"cut": both(reference_submission(1), truncate)})
     download = root / "downloaded" / "unit1"
     download.mkdir(parents=True)
-    (download / "collected.json").write_text(json.dumps({"s1": {  # (tools/collect.py's)
+    (download / "collected.json").write_text(json.dumps({"s1": {  # (tools/instructor/collect.py's)
         "entry": FOLDER, "entries": [FOLDER], "lms": "moodle", "key": "101",
         "name": "Ada Lovelace", "time": None, "time_from": None, "late_marker": False}}))
     todo, digests, _ = autograde.pending(root, ["unit1"])
-    task, = autograde.tasks(root, todo, digests, read(root).limits, False, True)
-    outcome = grading.grade(autograde.kit(root, ["unit1"]), task)
+    one, = autograde.tasks(root, todo, digests, read(root).limits, False, True)
+    outcome = task.grade(autograde.kit(root, ["unit1"]), one)
     status, _ = autograde.save(root, outcome)
     _, said = quietly(feedback, root, lms="moodle")
     return root, outcome, status, said
@@ -155,7 +156,7 @@ def test_a_graders_override_survives_grading_the_same_file_again(course):
         assert gb.find_grade(q.grade_id, NOTEBOOK, "unit1", "s1").manual_score == 1.5
 
 
-# --- a written answer's grade after grading again (tools/autograde.written_answer) ------
+# --- a written answer's grade after grading again (tools/instructor/autograde.written_answer) ------
 
 def answer(manual=None, comment=None, auto=None):
     return (SimpleNamespace(manual_score=manual, auto_score=auto, needs_manual_grade=True),

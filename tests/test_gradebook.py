@@ -1,4 +1,4 @@
-"""The gradebook's URL is checked before a step uses it (tools/gradebook.py,
+"""The gradebook's URL is checked before a step uses it (tools/instructor/gradebook.py,
 check_reachable): a PostgreSQL URL whose driver is missing, or whose server does not
 answer, stops the step with one message naming what is wrong and where, its password
 hidden; a SQLite file passes. Every step finds the gradebook where nbgrader does. Two
@@ -15,10 +15,10 @@ import nbgrader.api as nbgrader_api
 import pytest
 
 from tests.conftest import free_port
-from tools import instructor
-from tools.course import build_course
-from tools.gradebook import check_reachable
-from tools.settings import gradebook_url
+from tools.course.settings import gradebook_url
+from tools.instructor.__main__ import main
+from tools.instructor.build import build_course
+from tools.instructor.gradebook import check_reachable
 
 
 def test_a_sqlite_gradebook_needs_no_server(tmp_path):
@@ -51,7 +51,7 @@ def test_the_driver_is_in_the_environment():
 
 def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
         monkeypatch, tmp_path):
-    """The course's config names the gradebook for every step (tools.course.write_config):
+    """The course's config names the gradebook for every step (tools.course.folder.write_config):
     SQLite in the course folder (wherever the folder moves), else nbgrader_config_local.py's
     db_url, else NBGRADER_DB_URL, which wins."""
     root = build_course(tmp_path / "course")
@@ -70,9 +70,9 @@ def test_a_step_finds_a_postgresql_gradebook_in_the_config_or_the_environment(
     assert str(tmp_path / "course") not in (moved / "nbgrader_config.py").read_text()
     monkeypatch.setenv("NBGRADER_DB_URL", f"postgresql://grader@127.0.0.1:{free_port()}/c")
     root = moved
-    for step in ("release", "collect", "autograde", "feedback", "export"):
+    for step in ("release", "collect", "autograde", "feedback", "grades"):
         with pytest.raises(SystemExit, match="cannot reach the gradebook's server"):
-            instructor.main([step, str(root)])
+            main([step, str(root)])
 
 
 # Two teaching assistants grade the written answers of one class at the same time, each in

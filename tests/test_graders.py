@@ -16,7 +16,7 @@ import normkit.testing
 from normkit.checks import namespace
 from tests.conftest import exercise_param
 from tests.variants import RIGHT, WRONG
-from tools.exercises import by_number
+from tools.course.exercises import by_number
 
 EXERCISES = by_number()  # {number: Exercise}: its check cell, the function a variant replaces
 # (correct, wrong) tolerance factors: correct variants pass at a tenth of the checks'

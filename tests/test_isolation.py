@@ -5,17 +5,17 @@ syntax error: exactly its exercises fail (with the SyntaxError), and the exercis
 reference calls one of them (Exercise.uses: 2.5 calls 1.2 and 2.2, 3.3-3.5 call 3.1),
 and no other. Under three layouts:
 
-- `make check`: every exercise's visible check, run as tools.check runs it (in one
+- `make check`: every exercise's visible check, run as tools.student.check runs it (in one
   process, no judge), on a folder whose normlib/ is the student's (here: the reference
   but the broken file; tests/test_check.py runs the command itself on one such folder);
 - the "course" grading layout: one assignment grading every student file, each check
-  with its hidden tests, in the judge (tools.verdicts.verdicts), for layer_norm.py
+  with its hidden tests, in the judge (tools.judge.client.verdicts), for layer_norm.py
   (every exercise runs there: one file keeps the cost down);
 - the "unit" grading layout: each assignment that grades the file (layer_norm.py is
   Unit 1's and Unit 2's), where the other units' files are the course's copies.
 
 (The round trip grades one such submission, unit3 "broken", through nbgrader itself.)
-The checks run in the judge (tools/judge), the student files in its sandboxed worker.
+The checks run in the judge (tools/judge), the student files in its sandboxed runner.
 """
 
 import shutil
@@ -26,11 +26,12 @@ import pytest
 
 from tests.conftest import exercise_marks
 from tests.synthetic import override
-from tools.check import run
-from tools.course import build_course, load_course
-from tools.exercises import SOLUTIONS, by_number, exercises, imported, student_files
+from tools.course.exercises import SOLUTIONS, by_number, exercises, imported, student_files
+from tools.course.folder import load_course
+from tools.instructor.build import build_course
+from tools.judge.client import verdicts
 from tools.sandboxed.limits import Limits
-from tools.verdicts import verdicts
+from tools.student.check import run
 
 BROKEN = "def (:\n"  # a syntax error, appended to a file
 LIMITS_HERE = Limits()
@@ -38,7 +39,7 @@ LIMITS_HERE = Limits()
 
 def expected_failures(rel):
     """The exercises a syntax error in file rel must fail: those of rel and of the files
-    that import it (tools.exercises.imported), and those whose reference calls one of them
+    that import it (tools.course.exercises.imported), and those whose reference calls one of them
     (transitively)."""
     failing = {e.number for e in exercises() if e.file == rel or rel in imported(e.file)}
     while True:
@@ -75,7 +76,7 @@ def test_the_files_students_write_are_those_of_the_exercises():
         "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
         "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
         "normlib/transformer.py", "normlib/variance.py"]
-    # what the reference's code calls (tools.exercises reads it from the code)
+    # what the reference's code calls (tools.course.exercises reads it from the code)
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
         "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),
         "3.5": ("3.1",), "4.1": ("1.2", "3.3"), "4.2": ("2.2", "3.8", "4.1"), "5.2": ("5.1",),
@@ -113,7 +114,7 @@ def ran(exercise, folder):
 
 
 def make_check(folder):
-    """{grade_id: (passed, detail)} of every visible check, run as tools.check runs them
+    """{grade_id: (passed, detail)} of every visible check, run as tools.student.check runs them
     (in this process) with folder's normlib/ as `normlib`."""
     ours = [name for name in sys.modules if name == "normlib" or name.startswith("normlib.")]
     saved = {name: sys.modules.pop(name) for name in ours}

@@ -1,14 +1,14 @@
-"""The judge (tools/judge): verdicts computed where student code never runs, the worker
-that runs it in the OS sandbox (tools/sandbox.py).
+"""The judge (tools/judge): verdicts computed where student code never runs, the runner
+that runs it in the OS sandbox (tools/sandbox/bubblewrap.py).
 
-- (The reference passes every check, hidden tests included, through the worker: shown by
+- (The reference passes every check, hidden tests included, through the runner: shown by
   tests/test_isolation.py, where every exercise but a broken file's passes, and by the
   round trip's reference submissions.)
 - Forgers of the kinds that beat the old in-process re-check get what their code
   deserves: a stub that writes "passed" results and exits, one that replaces json.dumps,
-  wrong code that disarms NumPy's private comparison, a worker that writes garbage on
+  wrong code that disarms NumPy's private comparison, a runner that writes garbage on
   its channel.
-- The worker never sees a check's source: a submission that dumps everything it can
+- The runner never sees a check's source: a submission that dumps everything it can
   reach (the interpreter's state, its callers' frames, /proc) finds no hidden-test line.
 - From inside the sandbox, every escape is refused: the course's files, another
   process's /proc, the judge's temporary files, the network, starting a process,
@@ -32,16 +32,16 @@ import pytest
 
 from tests.conftest import processes_naming
 from tests.synthetic import override
-from tools import cgroup, sandbox
-from tools.course import KIT
-from tools.exercises import SOLUTIONS, exercises
+from tools.course.exercises import SOLUTIONS, exercises
+from tools.course.folder import KIT
+from tools.judge.client import run_checks
 from tools.judge.judge import Judge
+from tools.sandbox import bubblewrap, cgroup
 from tools.sandboxed.limits import Limits
-from tools.sandboxed.peer import ENDED, Peer, WorkerGone
-from tools.verdicts import run_checks
+from tools.sandboxed.peer import ENDED, Peer, RunnerGone
 
 LIMITS_HERE = Limits(timeout=20)
-SANDBOX = sandbox.bwrap() is not None
+SANDBOX = bubblewrap.bwrap() is not None
 needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed: "
                                  "apt-get install bubblewrap (make test installs it)")
 PACKAGES = ("normlib", "normkit")  # the modules a judge takes out of sys.modules
@@ -131,19 +131,19 @@ def test_a_forger_gets_what_its_code_deserves(tmp_path, case):
     assert set(results) == {"1.1", "1.2"}
 
 
-def test_a_request_to_a_worker_that_is_gone_is_worker_gone():
-    """Writing to a worker whose end of the channel is closed (it ended) raises WorkerGone,
+def test_a_request_to_a_runner_that_is_gone_is_runner_gone():
+    """Writing to a runner whose end of the channel is closed (it ended) raises RunnerGone,
     which the judge handles, as reading its EOF does; never a BrokenPipeError, which once
     ended the judge in the middle of a submission."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     writer = os.fdopen(write_end, "wb", buffering=0)  # (buffered, close would flush again)
-    with open(os.devnull, "rb") as reader, writer, pytest.raises(WorkerGone):
+    with open(os.devnull, "rb") as reader, writer, pytest.raises(RunnerGone):
         Peer(reader, writer, ()).request("reset")
 
 
-class LostWorker:
-    """A worker process that has ended but is not reaped yet: poll() says it runs until
+class LostRunner:
+    """A runner process that has ended but is not reaped yet: poll() says it runs until
     someone waits for it (the race: a forger's os._exit, bubblewrap not yet gone)."""
 
     def __init__(self):
@@ -160,23 +160,23 @@ class LostWorker:
         self.reaped = True
 
 
-def test_the_judge_starts_a_new_worker_after_losing_one(monkeypatch):
-    """A check whose worker is gone fails, and the next check gets a new worker: before,
+def test_the_judge_starts_a_new_runner_after_losing_one(monkeypatch):
+    """A check whose runner is gone fails, and the next check gets a new runner: before,
     the next check wrote to the lost one."""
     starts = []
 
-    class Channel:  # a Peer whose worker ended (EOF), or one that answers
+    class Channel:  # a Peer whose runner ended (EOF), or one that answers
         def __init__(self, gone):
             self.gone, self.broken, self.deadline = gone, None, None
 
         def request(self, op):
             if self.gone:
                 self.broken = ENDED
-                raise WorkerGone(ENDED)
+                raise RunnerGone(ENDED)
 
     def start(judge):
         starts.append(1)
-        judge.process, judge.peer = LostWorker(), Channel(gone=len(starts) == 1)
+        judge.process, judge.peer = LostRunner(), Channel(gone=len(starts) == 1)
 
     monkeypatch.setattr(Judge, "start", start)
     limits = Limits(notebook_timeout=60, timeout=30, startup_timeout=30)
@@ -194,13 +194,13 @@ _reference_stats = layer_norm_stats
 
 
 def layer_norm_stats(*args, **kwargs):
-    assert "torch" not in sys.modules, "the worker imported torch"
+    assert "torch" not in sys.modules, "the runner imported torch"
     return _reference_stats(*args, **kwargs)
 """
 
 
-def test_the_worker_of_a_numpy_submission_never_imports_torch(tmp_path):
-    """(2.5 s of CPU a worker: tools/sandboxed/wire.py imports torch only for a tensor.)"""
+def test_the_runner_of_a_numpy_submission_never_imports_torch(tmp_path):
+    """(2.5 s of CPU a runner: tools/sandboxed/wire.py imports torch only for a tensor.)"""
     reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
     results = judged(submission(tmp_path, layer_norm=reference + NO_TORCH))
     assert set(results) == {"1.1", "1.2"}
@@ -249,15 +249,15 @@ _everything()
 """
 
 
-def test_the_worker_never_sees_a_check_or_its_hidden_tests(tmp_path):
+def test_the_runner_never_sees_a_check_or_its_hidden_tests(tmp_path):
     # what crosses the channel, without the OS sandbox, so that the dump lands in the
     # submission's folder (in the sandbox it is a private file system that vanishes, and
-    # /proc shows the worker alone: see test_the_sandbox_refuses_every_escape)
+    # /proc shows the runner alone: see test_the_sandbox_refuses_every_escape)
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", LEAK))
     results = judged(folder, sandboxed=False)
     assert results["1.1"][0], results["1.1"]  # it was graded, and its values were right
     leak = (folder / "leak.txt").read_text()
-    assert len(leak) > 10_000  # it did dump the worker's state
+    assert len(leak) > 10_000  # it did dump the runner's state
     hidden = [line.strip() for e in exercises() if e.unit == 1
               for line in e.hidden.splitlines() if len(line.strip()) > 30]
     visible = [line.strip() for line in (KIT / "checks" / "unit1.py").read_text().splitlines()
@@ -325,7 +325,7 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
     folder.mkdir()
     marker = f"probe-{os.getpid()}-{time.time_ns()}"
     course = str(SOLUTIONS / "normlib" / "layer_norm.py")
-    command, fd = sandbox.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
+    command, fd = bubblewrap.command(folder, ["-c", PROBE, course, str(os.getpid()), str(secret),
                                        str(server.getsockname()[1]), marker], {}, 1024)
     process = subprocess.Popen(command, pass_fds=(fd,), stdout=subprocess.PIPE, text=True)
     os.close(fd)
@@ -343,12 +343,12 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
                        "the judge's memory", "connect to the host", "fork", "run a program",
                        "write the environment", "write /usr", "write its folder's source",
                        "fill its folder"}, found
-    assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: sandbox.DISK_MB
-    # of tools/, what runs inside and nothing else (sandbox.INSIDE)
+    assert found["fill its folder"][1:] == ["OSError", "errno 28"]  # ENOSPC: bubblewrap.DISK_MB
+    # of tools/, what runs inside and nothing else (bubblewrap.INSIDE)
     assert found["list the grader's tools"] == ["allowed", repr(["__init__.py", "sandboxed"])]
     assert found["fork"][1] == found["run a program"][1] == "PermissionError"
     assert found["uid"] == 65534 and found["thread"] == "ran"
-    assert len(found["processes"]) <= 2  # bwrap's init and the worker: no other process
+    assert len(found["processes"]) <= 2  # bwrap's init and the runner: no other process
     assert found["write its folder"] == ["allowed", "1"]  # its own private copy:
     assert not (folder / "mine.txt").exists()  # it vanished with the sandbox
     assert not Path("/tmp/mine.txt").exists() and not Path("/dev/shm/mine.txt").exists()
@@ -358,20 +358,20 @@ def test_the_sandbox_refuses_every_escape(tmp_path):
 
 
 def test_bwrap_filter_is_a_whole_bpf_program():
-    """Each instruction 8 bytes, every jump within the program; a measuring worker's
+    """Each instruction 8 bytes, every jump within the program; a measuring runner's
     refuses one more call for each of HIDING's this machine has, and looks at madvise's
     advice (one more for each of _DROPS)."""
     for machine in ("x86_64", "aarch64"):
-        plain = sandbox.seccomp_filter(machine)
-        measuring = sandbox.seccomp_filter(machine, measuring=True)
+        plain = bubblewrap.seccomp_filter(machine)
+        measuring = bubblewrap.seccomp_filter(machine, measuring=True)
         for program in (plain, measuring):
             code = [struct.unpack("<HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
             assert len(program) % 8 == 0 and code[-1][0] == 0x06 and all(  # (BPF_RET last)
                 op & 0x07 != 0x05 or i + 1 + max(jt, jf) < len(code)  # (BPF_JMP's targets)
                 for i, (op, jt, jf, _) in enumerate(code))
-        hiding = [c for c in sandbox.HIDING if c in sandbox._CALLS[machine]]
-        assert len(measuring) // 8 == len(plain) // 8 + len(hiding) + 1 + len(sandbox._DROPS) + 2
-    assert sandbox.seccomp_filter("riscv64") is None
+        hiding = [c for c in bubblewrap.HIDING if c in bubblewrap._CALLS[machine]]
+        assert len(measuring) // 8 == len(plain) // 8 + len(hiding) + 1 + len(bubblewrap._DROPS) + 2
+    assert bubblewrap.seccomp_filter("riscv64") is None
 
 
 # --- a hostile class: each attack that broke grading, graded beside what it deserves ----
@@ -396,8 +396,8 @@ def test_a_0d_result_fails_where_the_contract_says_1d(tmp_path):
                                         "(1,), got ()"), results["1.1"]
 
 
-# The channel, as a forger reaches it: the worker's Peer, found in the frame that serves
-# the current request; a reply written on it by hand, then the worker waits to be killed.
+# The channel, as a forger reaches it: the runner's Peer, found in the frame that serves
+# the current request; a reply written on it by hand, then the runner waits to be killed.
 FORGE = """
 import sys as _sys, time as _time
 
@@ -423,10 +423,10 @@ REPLIES = {  # what each forged reply holds, and why the judge refuses it
     # 30,000 fit in the 1 MiB head: refused for their keys
     "hash-collision dict": ('b\'{"re": SEQ, "value": {"$": "dict", "items": [\' + b", ".join('
                             'b"[%d, 0]" % (k * (2**61 - 1)) for k in range(30000)) + b"]}}"',
-                            "the worker broke the protocol: a dict's keys must be str"),
+                            "the runner broke the protocol: a dict's keys must be str"),
     # a 64 MiB head of empty lists: 1.9 GB of the judge's memory, before
     "JSON bomb": ('b\'{"re": SEQ, "value": [\' + b"[], " * (16 << 20) + b"[]]}"',
-                  "the worker broke the protocol: a message over 1048576 bytes"),
+                  "the runner broke the protocol: a message over 1048576 bytes"),
 }
 
 
@@ -483,8 +483,8 @@ def test_an_error_reply_to_reset_fails_that_check_and_the_class_goes_on(tmp_path
     """It ended the judge: "10 of 11 graded", autograde exited 1."""
     reference = (SOLUTIONS / "normlib" / "layer_norm.py").read_text()
     results = judged(submission(tmp_path, layer_norm=reference + RESET_REFUSED))
-    assert results == {"1.1": (True, ""),  # a new worker: reset answered before the import
-                       "1.2": (False, "the worker failed to start the check (RuntimeError)")}
+    assert results == {"1.1": (True, ""),  # a new runner: reset answered before the import
+                       "1.2": (False, "the runner failed to start the check (RuntimeError)")}
 
 
 POISON = """
@@ -506,7 +506,7 @@ TransformerEncoder.load_state_dict = _poisoned
 UNIT5 = [(e.grade_id, e.source) for e in exercises() if e.number in ("5.1", "5.2")]
 
 
-def test_nan_written_into_the_judges_state_dict_stays_in_the_worker(tmp_path):
+def test_nan_written_into_the_judges_state_dict_stays_in_the_runner(tmp_path):
     """Copy-back filled torch's parameters in the judge with NaN: the expected values were
     NaN, like the submission's, and NaN equalled NaN. Now only a call's declared updates
     receive what it wrote (a load_state_dict has none): the expected values hold no NaN,
@@ -533,7 +533,7 @@ def layer_norm_stats(*args, **kwargs):
 
 
 @needs_bwrap
-def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
+def test_a_sandboxed_runner_may_start_a_bounded_number_of_tasks(tmp_path):
     """RLIMIT_NPROC, in the sandbox's own user namespace (tools.sandboxed.guard.TASKS); the 96,365
     it inherited were more than the host's pid_max. (The kernel exempts a grader running
     as root, as this test may be: it shows the limit is set where it applies.)"""
@@ -544,14 +544,14 @@ def test_a_sandboxed_worker_may_start_a_bounded_number_of_tasks(tmp_path):
 
 def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monkeypatch):
     """A judge stuck (here in a check that sleeps; before, in decoding a reply) held its
-    grading thread forever: tools.verdicts waits on it until its deadline, then kills it
+    grading thread forever: tools.judge.client waits on it until its deadline, then kills it
     and fails that submission alone."""
-    import tools.verdicts as verdicts
+    from tools.judge import client
 
-    monkeypatch.setattr(verdicts, "deadline", lambda limits: 3)
+    monkeypatch.setattr(client, "deadline", lambda limits: 3)
     folder = submission(tmp_path)
-    judge = verdicts.JudgeProcess({})
-    job = {"judge_dir": str(folder), "worker_dir": str(folder), "student_modules": [],
+    judge = client.JudgeProcess({})
+    job = {"judge_dir": str(folder), "runner_dir": str(folder), "student_modules": [],
            "cells": [["stuck", "import time\ntime.sleep(600)"]], "limits": LIMITS_HERE.to_json(),
            "sandboxed": False}
     start = time.monotonic()
@@ -561,8 +561,8 @@ def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monke
 
 
 # Rule 5: a measurement from outside. The checks of 6.5 and 6.6 measured memory with
-# tracemalloc, in the worker, where the submission could reset it. Now the judge reads the
-# peak of a fresh worker's resident memory from /proc (tools.judge.judge.Judge.measure).
+# tracemalloc, in the runner, where the submission could reset it. Now the judge reads the
+# peak of a fresh runner's resident memory from /proc (tools.judge.judge.Judge.measure).
 UNIT6 = [(e.grade_id, e.source) for e in exercises() if e.number in ("6.5", "6.6")]
 NAIVE_FAST = """
 import numpy as _np
@@ -751,7 +751,7 @@ def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, own_arrays, 
     """Case 2 (x kept in /dev/shm) and own cases (a memory file; no stash at all: x mapped
     clean again from its file, or its written pages dropped to be read again clean; shared
     memory whose pages leave the resident set): each fails 5.5's memory check as the same
-    code with its temporaries in arrays of its own fails it. (In the measuring worker
+    code with its temporaries in arrays of its own fails it. (In the measuring runner
     nothing is writable, its filter refuses memfd_create and every madvise that drops
     pages, and the arguments' file is reached through a descriptor closed before the
     call: each stash fails, and the copy it falls back to, with the pages of x it wrote
@@ -814,7 +814,7 @@ def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
 @pytest.mark.parametrize("kernel", ["_remap", "_revert", "dropper"])
 def test_without_the_graders_cgroup_the_measure_still_sees_them(tmp_path, monkeypatch, kernel):
     """The branch of a machine whose sandboxes get no cgroup of the grader's (a systemd
-    scope, none), forced here: the measure is the worker's resident memory and the pages of
+    scope, none), forced here: the measure is the runner's resident memory and the pages of
     its arguments it wrote into, and still the kernels that drop or remap pages fail 5.5's
     memory check (the filter refuses the madvise; no path leads back to the arguments'
     file). What it cannot see (docs/security.md): room freed by unmapping a mapping the
@@ -845,7 +845,7 @@ def test_a_measured_calls_arrays_are_staged_in_a_file_but_an_empty_one(tmp_path)
 
 
 def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
-    """The judge's order, with the measuring worker's memory seen at each step: the
+    """The judge's order, with the measuring runner's memory seen at each step: the
     arguments (32 MiB here) are in before the reset, the call's growth after it."""
     folder = submission(tmp_path)
     judge = Judge(folder, folder, {"normlib.layer_norm_fast"}, LIMITS_HERE, sandboxed=False)
@@ -871,7 +871,7 @@ def test_a_measurement_counts_the_call_not_its_arguments(tmp_path):
         sys.modules.update(saved[2])
 
 
-# --- what a verdict carries out of the worker: bounded (issue 39, cases 10 to 13) -------
+# --- what a verdict carries out of the runner: bounded (issue 39, cases 10 to 13) -------
 
 ZERO_SIZE = """
 _reference_stats = layer_norm_stats
@@ -908,8 +908,8 @@ def welford(x):  # right, but from its fourth call on, the first call's x[0] as 
 WELFORD = [(e.grade_id, e.source) for e in exercises() if e.number == "6.1"]
 
 
-def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
-    """Case 12: the worker persists across checks, so what it saw in one call (here the
+def test_what_a_runner_remembers_leaves_only_through_coarse_numbers(tmp_path):
+    """Case 12: the runner persists across checks, so what it saw in one call (here the
     first x's first value) can come out in a later verdict, there as an integer it returns
     ("expected the int 3, got 486123456"). A verdict quotes a number the check does not
     hold only coarsely: an integer over 99 as its power of ten ("100000000+")."""
@@ -929,7 +929,7 @@ def test_what_a_worker_remembers_leaves_only_through_coarse_numbers(tmp_path):
     ("2 times x's size; m2's digits, 'a secret'", "2 times x's size; m2's digits, '…'"),
     ("expected the int 1, got 486123456.", "expected the int 1, got 100000000+."),
     # a number the source holds is quoted as it is, but eight numbers at most in all: the
-    # worker cannot have its guesses at the hidden source's numbers told apart by the dozen
+    # runner cannot have its guesses at the hidden source's numbers told apart by the dozen
     ("got " + str([1031, 300] * 5), "got [1031, 300, 1031, 300, 1031, 300, 1031, 300, …, …]"),
 ])
 def test_a_message_quotes_few_and_coarse_numbers_it_does_not_hold(text, shown):
@@ -943,7 +943,7 @@ def test_a_message_quotes_few_and_coarse_numbers_it_does_not_hold(text, shown):
 
 def test_a_message_quotes_only_strings_of_its_own_cell_and_unit():
     """The strings a verdict may quote are the cell's and its unit's visible checks'
-    (normkit/checks/unitN.py), not every unit's: a worker choosing a string to return
+    (normkit/checks/unitN.py), not every unit's: a runner choosing a string to return
     picks from one file, as it did from one cell."""
     from tools.judge.judge import explain
 
@@ -970,7 +970,7 @@ def layer_norm_stats(x, normalized_shape, eps=1e-5):  # one bit: over the limit,
     return _reference_stats(x, normalized_shape, eps)
 
 
-def layer_norm_forward(*args, **kwargs):  # right, unless its worker remembers 1.1's calls
+def layer_norm_forward(*args, **kwargs):  # right, unless its runner remembers 1.1's calls
     assert _forwarded or not _calls, "remembered"
     _forwarded.append(1)
     return _reference_forward(*args, **kwargs)
@@ -979,11 +979,11 @@ def layer_norm_forward(*args, **kwargs):  # right, unless its worker remembers 1
 
 def test_a_check_over_its_limit_says_so_and_the_next_check_starts_afresh(tmp_path):
     """Case 13 (a residual of one bit a check, docs/security.md): a sleep past the limit is
-    a failure that says so; its worker is killed, so the next check's remembers nothing
-    (1.2 passes: its worker saw no call of 1.1's)."""
+    a failure that says so; its runner is killed, so the next check's remembers nothing
+    (1.2 passes: its runner saw no call of 1.1's)."""
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", SLEEPER))
     numbers = {e.grade_id: e.number for e in exercises()}
     results = run_checks(folder, UNIT1, Limits(timeout=3, startup_timeout=10),
-                         sandboxed=SANDBOX)  # (a new worker: 13 s, then killed)
+                         sandboxed=SANDBOX)  # (a new runner: 13 s, then killed)
     found = {numbers[g]: r for g, r in results.items()}
     assert found == {"1.1": (False, "ran over the 3 s limit"), "1.2": (True, "")}, found

@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 
 from tests.conftest import REPO, free_port
-from tools.course import build_course
-from tools.exercises import notebooks
+from tools.course.exercises import notebooks
+from tools.instructor.build import build_course
 
 TOKEN = "course-test"
 
@@ -83,11 +83,11 @@ STUDENT_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignm
 
 
 def test_the_assignment_list_is_on_only_with_an_exchange(tmp_path, monkeypatch):
-    """tools.lab: an exchange (nbgrader's Exchange.root, a folder that exists) switches the
+    """tools.student.lab: an exchange (nbgrader's Exchange.root, a folder that exists) switches the
     assignment list back on; without one the panel would only show errors."""
     from jupyterlab_server.config import get_static_page_config
 
-    from tools.lab import config_path, exchange_root
+    from tools.student.lab import config_path, exchange_root
 
     config = tmp_path / "config"
     config.mkdir()
@@ -108,7 +108,7 @@ def test_the_assignment_list_is_on_only_with_an_exchange(tmp_path, monkeypatch):
 
 
 def test_the_formgrader_serves_a_built_course(tmp_path):
-    """`make formgrader`: JupyterLab in a course built by `make course`, with the
+    """`make formgrader`: JupyterLab in a course built by `make build`, with the
     formgrader, which lists the course's assignments."""
     root = build_course(tmp_path / "course")
     with serving("formgrader", REPO, f"COURSE_DIR={root}") as port:

@@ -1,8 +1,8 @@
-"""The late policy (tools/late.py), decision by decision: the grace period, a penalty per
+"""The late policy (tools/course/late.py), decision by decision: the grace period, a penalty per
 started hour or day of the autograded score, the floor, written answers taken or not, a
 student's extension, and Canvas's _LATE marker without a time (apply nothing, or the
 flat penalty the config gives); and each of its settings refused by name when it is not
-one (tools/settings.py). Every raw, penalty, final score and reason is compared exactly.
+one (tools/course/settings.py). Every raw, penalty, final score and reason is compared exactly.
 grades.csv, logs/late.csv and the LMS files carry these: tests/test_lms_grades.py."""
 
 import datetime
@@ -10,9 +10,9 @@ import zoneinfo
 
 import pytest
 
-from tools.course import build_course
-from tools.late import Policy, decide, number
-from tools.settings import read
+from tools.course.late import Policy, decide, number
+from tools.course.settings import read
+from tools.instructor.build import build_course
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 DUE = datetime.datetime(2026, 10, 5, 23, 59, tzinfo=BERLIN)  # 21:59 UTC (CEST)

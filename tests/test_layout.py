@@ -1,7 +1,8 @@
-"""The layout's promises, read from the code: no import circle among the course's own
-modules, counting the imports inside functions (an import deferred to run time still ties
-the two modules: each needs the other to work, and the order of their first imports
-decides what runs)."""
+"""The layout's promises, read from the code: tools/ is one folder per process or trust
+zone, each importing only the zones below it (ZONES, as tools/__init__.py draws them), and
+no import circle among the course's own modules, counting the imports inside functions (an
+import deferred to run time still ties the two modules: each needs the other to work, and
+the order of their first imports decides what runs)."""
 
 import ast
 import graphlib
@@ -9,6 +10,18 @@ import graphlib
 from tests.conftest import REPO
 
 PACKAGES = ("tools", "normkit")
+# {zone: the zones it may import}: tools/__init__.py's drawing
+ZONES = {
+    "sandboxed": set(),
+    "lms": set(),
+    "course": {"lms", "sandboxed"},
+    "sandbox": {"course", "sandboxed"},
+    "judge": {"course", "sandbox", "sandboxed"},
+    "worker": {"course", "judge", "sandbox", "sandboxed"},
+    "instructor": {"course", "lms", "worker"},
+    "student": {"course"},
+    "maintainer": {"course", "instructor", "sandbox"},
+}
 
 
 def module_name(path):
@@ -19,8 +32,8 @@ def module_name(path):
 
 def imported(path, module, known):
     """The modules of `known` that the file at path (module) imports, at any depth of its
-    code: the longest known prefix of each name it imports (`from tools import lms` names
-    tools.lms), relative imports resolved."""
+    code: the longest known prefix of each name it imports (`from tools.sandbox import
+    cgroup` names tools.sandbox.cgroup), relative imports resolved."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -87,15 +100,57 @@ def test_a_circle_through_a_deferred_import_is_found(tmp_path):
 
 
 def test_what_runs_in_the_sandbox_imports_nothing_else_of_tools():
-    """tools/sandboxed/ is all a sandbox mounts of tools/ (tools.sandbox.INSIDE): its
+    """tools/sandboxed/ is all a sandbox mounts of tools/ (tools.sandbox.bubblewrap.INSIDE): its
     modules import one another and nothing else of tools/ (the package's __init__ is a
     docstring), nor of normkit/."""
-    from tools.sandbox import INSIDE
+    from tools.sandbox.bubblewrap import INSIDE
 
     graph = import_graph()
     inside = {m for m in graph if m.startswith("tools.sandboxed")}
-    assert {"tools.sandboxed.worker", "tools.sandboxed.guard", "tools.sandboxed.limits"} <= inside
+    assert {"tools.sandboxed.runner", "tools.sandboxed.guard", "tools.sandboxed.limits"} <= inside
     outside = {m: sorted(graph[m] - inside - {"tools"}) for m in inside}
     assert {m: found for m, found in outside.items() if found} == {}
     assert graph["tools"] == set()  # (tools/__init__.py: mounted too, it imports nothing)
     assert INSIDE == ("tools/__init__.py", "tools/sandboxed")
+
+
+def zone(module):
+    """tools.worker.task -> "worker"; tools itself and normkit's modules: None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "tools" and len(parts) > 1 else None
+
+
+def trespasses(graph, zones=ZONES):
+    """["a -> b", ...]: each import of graph from one zone into another that zones does not
+    allow, and each module of tools/ outside every zone (tools/__init__.py aside)."""
+    found = [f"{m}: in no zone" for m in graph
+             if m.startswith("tools") and m != "tools" and zone(m) not in zones]
+    for module, imports in graph.items():
+        for other in imports:
+            if zone(module) in zones and zone(other) not in (None, zone(module)) and \
+                    zone(other) not in zones[zone(module)]:
+                found.append(f"{module} -> {other}")
+    return sorted(found)
+
+
+def test_each_zone_imports_only_the_zones_below_it():
+    graph = import_graph()
+    assert {zone(m) for m in graph} - {None} == set(ZONES)  # every zone has code
+    assert trespasses(graph) == []
+    assert all(not (graph[m] & {o for o in graph if o.startswith("tools")})
+               for m in graph if m.startswith("normkit")), "normkit/ imports tools/"
+    # the rules form no circle of zones
+    assert circle({z: allowed for z, allowed in ZONES.items()}) is None
+
+
+def test_a_trespass_is_found():
+    """The rule on imports a session's refactoring once broke: the grading task reaching
+    up into the head's gradebook, a step reaching down to a maintainer's tool, a module
+    left at the top of tools/."""
+    graph = {"tools.worker.task": {"tools.instructor.gradebook", "tools.course.folder"},
+             "tools.instructor.release": {"tools.maintainer.edition"},
+             "tools.course.folder": set(), "tools.instructor.gradebook": set(),
+             "tools.maintainer.edition": set(), "tools.grading": set(), "tools": set()}
+    assert trespasses(graph) == ["tools.grading: in no zone",
+                                 "tools.instructor.release -> tools.maintainer.edition",
+                                 "tools.worker.task -> tools.instructor.gradebook"]

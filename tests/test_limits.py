@@ -1,6 +1,6 @@
 """One set of grading limits, one typed object (tools/sandboxed/limits.py): c.Grading's settings in
 the course's nbgrader config, nbgrader_config_local.py included, read by
-tools.settings.read, the command line's --timeout over them; the judge's worker gets them
+tools.course.settings.read, the command line's --timeout over them; the judge's runner gets them
 whole.
 
 The "big" submission of tests/synthetic.py (right, but its layer_norm_forward reserves
@@ -18,13 +18,13 @@ import io
 import pytest
 
 from tests.synthetic import write_submission
-from tools.autograde import JOBS
-from tools.course import build_course
-from tools.release import release
-from tools.sandbox import threads
+from tools.course.settings import read
+from tools.instructor.autograde import JOBS
+from tools.instructor.build import build_course
+from tools.instructor.release import release
+from tools.judge.client import verdicts
+from tools.sandbox.bubblewrap import threads
 from tools.sandboxed.limits import Limits
-from tools.settings import read
-from tools.verdicts import verdicts
 
 CHECK = "ex2_5_layer_norm_function"  # the check that calls layer_norm_forward
 

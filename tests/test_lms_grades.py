@@ -1,5 +1,5 @@
-"""Grades ready to import (tools/lms_grades.py) and the late policy applied to them
-(tools/late.py, tools/grades.py), on a graded gradebook built through nbgrader's API (no
+"""Grades ready to import (tools/instructor/grade_sheet.py) and the late policy applied to them
+(tools/course/late.py, tools/instructor/grades.py), on a graded gradebook built through nbgrader's API (no
 grading): a class of seven, an hourly late policy with a grace period, a floor and one
 student's extension, and a Canvas _LATE marker without a time.
 
@@ -21,15 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from tools import gradebook
-from tools.autograde import due_dates
-from tools.course import build_course, load_course
-from tools.exercises import questions_of
-from tools.grades import export
-from tools.instructor import main
-from tools.late import LOG
-from tools.release import release
-from tools.settings import read
+from tools.course.exercises import questions_of
+from tools.course.folder import load_course
+from tools.course.late import LOG
+from tools.course.settings import read
+from tools.instructor import gradebook
+from tools.instructor.__main__ import main
+from tools.instructor.autograde import due_dates
+from tools.instructor.build import build_course
+from tools.instructor.grades import export
+from tools.instructor.release import release
 
 CONFIG = """c.Grading.timezone = "Europe/Berlin"
 c.Grading.due = {"unit1": "2026-10-05 23:59"}
@@ -95,7 +96,7 @@ def grade(root, submitted, waiting=()):
                     1.5 if q.grade_id == "q1_1_why_eps" else 0.0)
         gb.db.commit()
     folders = {s: root / "submitted" / s / "unit1" for s in submitted}
-    gradebook.record(root, {("unit1", s): ("graded", gradebook.digest(f) if f.is_dir() else "0")
+    gradebook.set_graded(root, {("unit1", s): ("graded", gradebook.digest(f) if f.is_dir() else "0")
                             for s, f in folders.items()})
     return len(answers)
 
@@ -429,7 +430,7 @@ def test_an_lms_without_a_template_writes_grades_csv_and_says_so(course):
 
 @pytest.mark.parametrize("relative", [False, True])
 def test_the_instructor_command_passes_lms_and_template_through(course, relative):
-    """`make grades LMS=canvas TEMPLATE=...` runs `python -m tools.instructor export ROOT
+    """`make grades LMS=canvas TEMPLATE=...` runs `python -m tools.instructor grades ROOT
     --lms canvas --template ...` (the Makefile's grades target): an absolute TEMPLATE as
     it is, a relative one from the course folder (ROOT), wherever the command runs (here,
     the repository: tests run there)."""
@@ -441,7 +442,7 @@ def test_the_instructor_command_passes_lms_and_template_through(course, relative
     given = "exports/canvas-cli.csv" if relative else str(root / "exports" / "canvas-cli.csv")
     assert not Path(given).exists() or not relative  # (not there from where it runs)
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["export", str(root), "unit1", "--lms", "canvas", "--template",
+        assert main(["grades", str(root), "unit1", "--lms", "canvas", "--template",
                      given]) == 0
     assert (root / "grades-canvas.csv").read_text() == CANVAS.format("unit1 (4521)", "5.35")
 

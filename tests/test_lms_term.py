@@ -1,9 +1,9 @@
 """A term's chain for each LMS, end to end (issue 40, the first "done when"): one class's
-sample download, as the LMS writes it, collected by tools/collect.py; the gradebook filled
+sample download, as the LMS writes it, collected by tools/instructor/collect.py; the gradebook filled
 as autograde leaves it (through nbgrader's API, no grading: tests/test_lms_grades.py's
 grade, each submission's time the timestamp.txt collect wrote); the LMS's gradebook export
 filled in by `make grades LMS=... TEMPLATE=...`'s export; and `make feedback LMS=...`
-(tools.feedback.feedback, nbgrader's generate_feedback replaced by pages made as
+(tools.instructor.feedback.feedback, nbgrader's generate_feedback replaced by pages made as
 tests/test_upload.py makes them), each checked against the LMS's documented format. The
 grades and the upload read nothing but what collect recorded (collected.json) and wrote.
 
@@ -57,11 +57,12 @@ from tests.test_lms_grades import (
     moodle_export,
 )
 from tests.test_upload import STEMS, canvas_import, moodle_import, pages_of
-from tools import feedback as feedback_step
-from tools.collect import collect, read_record, recorded_at
-from tools.course import build_course, submissions
-from tools.grades import export
-from tools.release import release
+from tools.course.folder import submissions
+from tools.instructor import feedback as feedback_step
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect, read_collected, submitted_at
+from tools.instructor.grades import export
+from tools.instructor.release import release
 
 CONFIG = """c.Grading.timezone = "Europe/Berlin"
 c.Grading.due = {"unit1": "2026-10-05 23:59"}
@@ -283,12 +284,12 @@ def collected_and_graded(released, tmp_path, sample):
     out = printed(collect, root, ["unit1"])
     assert submissions(root, ["unit1"]) == {"unit1": COLLECTED}, out
     assert sorted(reasons(out)) == list(sample.rejected)
-    assert read_record(root, "unit1") == sample.records
+    assert read_collected(root, "unit1") == sample.records
     for student in COLLECTED:
         when = sample.submitted_at[student]
         assert held(root, student) == {NOTEBOOK: NB, "normlib/layer_norm.py": PY} | (
             {"timestamp.txt": f"{when}.000000 UTC"} if when else {})
-    times = {s: recorded_at(root / "submitted" / s / "unit1") for s in COLLECTED}
+    times = {s: submitted_at(root / "submitted" / s / "unit1") for s in COLLECTED}
     grade(root, {s: when and when.replace(tzinfo=None) for s, when in times.items()})
     return root, out
 
@@ -363,7 +364,7 @@ def check_upload(root, lms, sample, pages, out):
                                              if name.endswith(f"_{stem}.html")))
                      for name, (uid, _) in read.items()}
             # each page shown under the upload it matched: the student's of that notebook,
-            # else their last (tools/upload.py's docstring; docs/instructors.md, step 6)
+            # else their last (tools/lms/upload.py's docstring; docs/instructors.md, step 6)
             assert {found[name]: shown for name, (_, shown) in read.items()} == {
                 ("s1001", f"{STEMS[0]}.html"): "01_layernorm_forward-1.ipynb",
                 ("s1001", f"{STEMS[1]}.html"): "01_layernorm_forward-1.ipynb",

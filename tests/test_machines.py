@@ -19,7 +19,7 @@ seconds; and the edge of stability with its own jitters) and the capstone's
   an AVX2 machine the other thread count (the main run has one thread per process). On a
   CPU without AVX2, torch runs its best below it.
 
-Each configuration sets every thread variable (tools.course.threads): torch obeys
+Each configuration sets every thread variable (tools.sandbox.bubblewrap.threads): torch obeys
 MKL_NUM_THREADS over OMP_NUM_THREADS, and tests/conftest.py sets all three to 1 for the
 main run, which a subprocess inherits. No configuration is skipped: a probe first checks
 that each setting took effect (a variable the libraries ignored would prove nothing), and
@@ -39,8 +39,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tools.exercises import SOLUTIONS, notebooks, unit
-from tools.sandbox import threads
+from tools.course.exercises import SOLUTIONS, notebooks, unit
+from tools.sandbox.bubblewrap import threads
 
 # NumPy's features above its baseline, chosen at run time (x86-64: X86_V3, X86_V4, ...)
 DISPATCHED = np._core._multiarray_umath.__cpu_dispatch__

@@ -1,7 +1,7 @@
-"""tools/markdown.py: the markdown of the course's pages (feedback, the rubric), sanitized,
+"""tools/instructor/markdown.py: the markdown of the course's pages (feedback, the rubric), sanitized,
 with its math as MathML rendered ahead of time (no MathJax from a CDN)."""
 
-from tools.markdown import mathml, sanitize, tex_in, tex_out
+from tools.instructor.markdown import mathml, sanitize, tex_in, tex_out
 
 
 def render(markdown):

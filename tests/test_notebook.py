@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 
 from normkit.notebook import import_error
 from tests.conftest import REPO
-from tools.exercises import notebooks
+from tools.course.exercises import notebooks
 
 FIRST = '''def shifted(x):
     """A docstring of

@@ -5,7 +5,7 @@ may be again. A number left behind with its old meaning ("Exercise 4.1", `add_no
 as right to everyone but a student. This test reads every text a student or an instructor
 reads: README.md, data/README.md and docs/, every notebook (solutions/ and the student
 edition), the student's package (normlib/, both editions), the course's (normkit/), tools/
-and the Makefile. In each it checks against the registry (tools/exercises.py):
+and the Makefile. In each it checks against the registry (tools/course/exercises.py):
 
 - every exercise number a text names ("Exercise 5.3", "Exercises 6.5 and 6.6", a check
   cell's `check("5.3")`, a visible check's `@exercise("5.3", "transformer.X")`) exists;
@@ -30,7 +30,7 @@ import re
 
 import pytest
 
-from tools.exercises import REPO, SOLUTIONS, by_number, exercises, notebooks, questions, unit
+from tools.course.exercises import REPO, SOLUTIONS, by_number, exercises, notebooks, questions, unit
 
 TEXTS = ["README.md", "data/README.md", "Makefile", "docs/*.md", "solutions/*.ipynb",
          "notebooks/*.ipynb", "solutions/normlib/*.py", "normlib/*.py", "normkit/**/*.py",
@@ -38,7 +38,7 @@ TEXTS = ["README.md", "data/README.md", "Makefile", "docs/*.md", "solutions/*.ip
 # Numbers a text names on purpose although no exercise has them: {(file, number): why}
 HYPOTHETICAL = {
     ("README.md", "3.9"): "the README's worked example of adding an exercise",
-    ("tools/exercises.py", "3.9"): "the registry's docstring: a check without its block",
+    ("tools/course/exercises.py", "3.9"): "the registry's docstring: a check without its block",
 }
 
 NUMBER = r"[1-9]\.[1-9]"
@@ -184,7 +184,7 @@ def test_the_texts_read_are_the_courses():
     assert {f"notebooks/{p.name}" for p in notebooks()} <= set(read)
     assert {"README.md", "docs/instructors.md", "docs/mistakes.md", "normlib/transformer.py",
             "solutions/normlib/transformer.py", "normkit/checks/unit5.py",
-            "tools/exercises.py", "Makefile"} <= set(read)
+            "tools/course/exercises.py", "Makefile"} <= set(read)
 
 
 @pytest.mark.parametrize("text,why", [

@@ -1,4 +1,4 @@
-"""tools/preprocessors.py on its own (autograde --execute): a grading kernel in the OS sandbox (BoxedKernelManager), the
+"""tools/worker/execute.py on its own (autograde --execute): a grading kernel in the OS sandbox (BoxedKernelManager), the
 notebook's time limit, and the check cells run without their hidden tests.
 
 One notebook is run by GradingExecute as nbgrader runs it at autograde. Its cells report
@@ -17,11 +17,12 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from tests.conftest import processes_naming
-from tools import sandbox
-from tools.markers import BEGIN_HIDDEN, END_HIDDEN
-from tools.preprocessors import FoldHiddenTests, GradingExecute
+from tools.course.markers import BEGIN_HIDDEN, END_HIDDEN
+from tools.sandbox import bubblewrap
 from tools.sandboxed.guard import cpu_seconds
 from tools.sandboxed.limits import Limits
+from tools.worker.execute import GradingExecute
+from tools.worker.judged import FoldHiddenTests
 
 PROBE = r"""
 import json, os, resource, socket
@@ -66,12 +67,12 @@ def run(tmp_path, cells, **limits):
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
     execute = GradingExecute(config=Config({"Grading": limits}), enabled=True,
-                             sandboxed=sandbox.bwrap() is not None)
+                             sandboxed=bubblewrap.bwrap() is not None)
     out, _ = execute.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
     return out.cells
 
 
-@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed: "
+@pytest.mark.skipif(bubblewrap.bwrap() is None, reason="bubblewrap is not installed: "
                     "apt-get install bubblewrap (make test installs it)")
 def test_a_grading_kernel_runs_in_the_sandbox(tmp_path):
     import socket
@@ -143,7 +144,7 @@ def test_the_course_config_replaces_nbgraders_steps_by_class():
     from traitlets.config.loader import PyFileConfigLoader
 
     from tests.conftest import REPO
-    from tools.preprocessors import Judged, JudgedAutoGrades
+    from tools.worker.judged import Judged, JudgedAutoGrades
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
     sanitize = config.Autograde.sanitize_preprocessors

@@ -1,7 +1,7 @@
-"""The instructor's pipeline end to end (tools/instructor.py), on the synthetic class of
+"""The instructor's pipeline end to end (tools/instructor/__main__.py), on the synthetic class of
 tests/synthetic.py: build the course (one assignment per unit), release it, collect the
 class from LMS zips, autograde it (every check graded by the judge, the student's code in
-a sandboxed worker; the notebooks recorded as submitted), generate feedback, export the
+a sandboxed runner; the notebooks recorded as submitted), generate feedback, export the
 CSV, and check every score.
 
 The class is graded as a large course grades it: its gradebook on a real PostgreSQL server
@@ -50,20 +50,21 @@ import pytest
 from normkit.checks import namespace
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
-from tools import cluster, gradebook
-from tools.autograde import autograde
-from tools.collect import collect, read_record
-from tools.course import SOLUTIONS, build_course, load_course
-from tools.exercises import by_number, exercises, notebooks, questions, unit
-from tools.feedback import feedback
-from tools.grades import export
-from tools.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
-from tools.preprocessors import SKIPPED
-from tools.preprocessors import TAG as SKIP_TAG
-from tools.release import release
-from tools.settings import gradebook_url
-from tools.student import secret_lines
-from tools.verdicts import graded_folder
+from tools.course.exercises import SOLUTIONS, by_number, exercises, notebooks, questions, unit
+from tools.course.folder import load_course
+from tools.course.leaks import secret_lines
+from tools.course.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
+from tools.course.settings import gradebook_url
+from tools.instructor import cluster, gradebook
+from tools.instructor.autograde import autograde
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect, read_collected
+from tools.instructor.feedback import feedback
+from tools.instructor.grades import export
+from tools.instructor.release import release
+from tools.judge.client import graded_folder
+from tools.worker.execute import SKIPPED
+from tools.worker.execute import TAG as SKIP_TAG
 
 TIMEOUT = 10  # seconds per check here (30 by default), from the course's config: the loop case
 # waits it out in each course, while a grading process sits idle (20 s made the judge-only
@@ -319,7 +320,7 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
     assert "REJECTED Eve Upload_999_assignsubmission_file_.zip: not a readable zip " \
            "(BadZipFile" in log
     assert (root / "downloaded/unit1/rejected/Eve Upload_999_assignsubmission_file_.zip").is_file()
-    record = read_record(root, "unit1")  # graded as their own ids (EXPECTED: their scores)
+    record = read_collected(root, "unit1")  # graded as their own ids (EXPECTED: their scores)
     assert {case: record[case]["lms"] for case in LMS_NAMES} == {"escaper": "moodle",
                                                                   "leaker": "canvas"}
     # no LMS date in these downloads (no worksheet beside them): collect says so
@@ -603,7 +604,7 @@ def test_experiments_are_skipped_at_grading_and_checks_never(graded):
 
 
 def hidden_only_lines(grade_id):
-    """The lines of a check's hidden-test block that are secret (tools.student's
+    """The lines of a check's hidden-test block that are secret (tools.maintainer.edition's
     secret_lines: not an import, nor a line that stands outside the blocks too)."""
     source = "".join(cell(next(SOLUTIONS.glob("02_*.ipynb")), grade_id)["source"])
     _, hidden = split_check(source)
@@ -649,7 +650,7 @@ def test_no_feedback_page_shows_a_hidden_test_or_solution_line(graded):
 
 def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(graded, tmp_path):
     """What student code can reach at grading: the grading kernel's folder (autograded/)
-    and the judge's worker's (tools.verdicts.graded_folder) hold the student's own graded
+    and the judge's runner's (tools.judge.client.graded_folder) hold the student's own graded
     files and the release copies of every other normlib file: no solution-block line
     outside the student's own files, no hidden-test line anywhere. Feedback holds the HTML
     pages alone (nbgrader would copy the graded normlib/ beside them)."""
@@ -750,7 +751,7 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(run, request):
     beside the course, no read of the reference through a directory descriptor, no other
     process's memory, no other kernel's connection file, no process forked past the
     audit hook (it would have slept for ten minutes). Judge-only, its module ran in the
-    judge's worker alone, which shows nothing (the SQLite run); with --execute, in a kernel
+    judge's runner alone, which shows nothing (the SQLite run); with --execute, in a kernel
     too, whose outputs say what it escaped (the PostgreSQL run's)."""
     root, *_ = request.getfixturevalue(run)
     if run == "graded":
@@ -759,7 +760,7 @@ def test_the_escaper_escaped_nothing_and_nothing_outlives_grading(run, request):
         assert escaped and set(escaped) == {"ESCAPED: []"}, escaped
     else:  # (SQLite's; the other is the PostgreSQL server's)
         assert (root / "gradebook.db").is_file()
-    # nothing beside the course, nor beside a worker's scratch course (tools/grading.py)
+    # nothing beside the course, nor beside a worker's scratch course (tools/worker/task.py)
     assert not list(root.parent.rglob("owned.txt"))
     assert not Path(tempfile.gettempdir(), "owned.txt").exists()
     # no process of the grading is left: none renamed by the escaper, no bubblewrap or
@@ -782,7 +783,7 @@ def test_the_judges_verdicts_stand_where_no_output_can(run, request):
     judge-only); with --execute (the PostgreSQL run's), its module
     printed it every way that fooled the old feedback (a leading space, a zero-width space,
     an ANSI colour, a tab, HTML, Markdown). Its page still tells the verdicts apart. They
-    are the template's (tools/templates/judged): a list above the first cell, and a box
+    are the template's (tools/instructor/templates/judged): a list above the first cell, and a box
     under each check's code, before its outputs; styled inline, and no output keeps a
     class, style or data-judge attribute."""
     root, *_ = request.getfixturevalue(run)

@@ -21,7 +21,7 @@ import pytest
 
 from normkit.notebook import not_yet_implemented
 from tests.conftest import REPO
-from tools.exercises import SOLUTIONS, exercises, names, notebooks, of_notebooks
+from tools.course.exercises import SOLUTIONS, exercises, names, notebooks, of_notebooks
 
 PACKAGES = ("normlib", "normkit")  # the student's code, and the course's that calls it
 

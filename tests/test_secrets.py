@@ -1,10 +1,10 @@
-"""Nothing of the host's environment is in reach of student code (tools/sandbox.py).
+"""Nothing of the host's environment is in reach of student code (tools/sandbox/bubblewrap.py).
 
 bubblewrap's pid 1 inside the sandbox keeps the environment bwrap started with, whatever
 --clearenv does for the program it runs: a submission read the instructor's PGPASSWORD,
 NBGRADER_DB_URL and AWS_SECRET_ACCESS_KEY from /proc/1/environ (issue 39, case 1).
 Now bwrap itself starts with an empty environment (`env -i`, after any cgroup shell or
-systemd scope), and what launches it gets only sandbox.LAUNCH_ENV's variables.
+systemd scope), and what launches it gets only bubblewrap.LAUNCH_ENV's variables.
 
 Secrets are planted where a grading host keeps them (the head's environment, a Dask
 worker's, a PostgreSQL URL with its password) and where the launcher's environment
@@ -12,7 +12,7 @@ would pass them on; a submission then looks for them everywhere it can reach: ev
 process's environment and command line in its sandbox, and every file in reach (all but
 the read-only installation: /usr, Python and the environment, which pip and apt wrote).
 It passes Exercise 1.1 only if it finds none. Under each place a sandbox's cgroup can be
-made (tools/cgroup.py: cgroup v2, a systemd scope, none, and this machine's own), through
+made (tools/sandbox/cgroup.py: cgroup v2, a systemd scope, none, and this machine's own), through
 the judge's own launch. The round trip's "environ" student tries the same at autograde,
 with --execute too, and its feedback is scanned for the secret (tests/test_roundtrip.py).
 """
@@ -24,8 +24,8 @@ import pytest
 
 from tests.synthetic import override
 from tests.test_judge import judge_in_process, needs_bwrap, submission
-from tools import cgroup, sandbox
-from tools.exercises import exercises
+from tools.course.exercises import exercises
+from tools.sandbox import bubblewrap, cgroup
 
 MARK = "PLANTED-SECRET-"  # what the submission looks for; each test adds its own suffix
 UNIT1_FIRST = [(e.grade_id, e.source) for e in exercises() if e.number == "1.1"]
@@ -136,7 +136,7 @@ def test_no_secret_of_the_host_is_in_reach_of_student_code(tmp_path, monkeypatch
     monkeypatch.setattr(cgroup, "here", lambda: where)
     # the launcher as careless as can be: the whole environment, secrets and all, so that
     # `env -i` before bwrap is all that stands between them and the sandbox
-    monkeypatch.setattr(sandbox, "launch_env", lambda: dict(os.environ), raising=False)
+    monkeypatch.setattr(bubblewrap, "launch_env", lambda: dict(os.environ), raising=False)
     folder = seeker(tmp_path / "submission", secret)
     found = judge_in_process(folder, UNIT1_FIRST, sandboxed=True)
     passed, detail = found[UNIT1_FIRST[0][0]]
@@ -146,7 +146,7 @@ def test_no_secret_of_the_host_is_in_reach_of_student_code(tmp_path, monkeypatch
 
 
 def test_the_seeker_finds_a_secret_that_is_in_reach(tmp_path, monkeypatch):
-    """Without the OS sandbox (--no-sandbox), the worker inherits the judge's environment:
+    """Without the OS sandbox (--no-sandbox), the runner inherits the judge's environment:
     the same submission finds the secret and fails. (So its pass above means something.)"""
     secret = MARK + uuid.uuid4().hex
     plant(monkeypatch, secret)
@@ -162,12 +162,12 @@ def test_what_launches_a_sandbox_gets_only_the_variables_it_needs(monkeypatch):
     secret = MARK + uuid.uuid4().hex
     plant(monkeypatch, secret)
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-    assert set(sandbox.launch_env()) <= set(sandbox.LAUNCH_ENV)
-    assert secret not in repr(sandbox.launch_env())
+    assert set(bubblewrap.launch_env()) <= set(bubblewrap.LAUNCH_ENV)
+    assert secret not in repr(bubblewrap.launch_env())
     for where in (None, cgroup.Place("systemd", user=True)):
         monkeypatch.setattr(cgroup, "here", lambda where=where: where)
-        argv, fd = sandbox.command("/nonexistent", ["-c", "pass"], {"A": "1"}, 64)
+        argv, fd = bubblewrap.command("/nonexistent", ["-c", "pass"], {"A": "1"}, 64)
         os.close(fd) if fd is not None else None
         start = argv.index("/usr/bin/env")
-        assert argv[start + 1:start + 3] == ["-i", sandbox.bwrap()]
+        assert argv[start + 1:start + 3] == ["-i", bubblewrap.bwrap()]
         assert secret not in " ".join(argv)

@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from tests.conftest import REPO
-from tools.markers import block_lines, fold_hidden, has_marker, split_check, strip_solutions
+from tools.course.markers import block_lines, fold_hidden, has_marker, split_check, strip_solutions
 
 
 def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
@@ -58,7 +58,7 @@ def third_party_imports():
 
 def test_every_package_the_course_imports_is_pinned():
     """pyproject.toml says every pin is exact: so is every package imported directly, not
-    only those that brought it (nbgrader brings SQLAlchemy, but tools/gradebook.py imports
+    only those that brought it (nbgrader brings SQLAlchemy, but tools/instructor/gradebook.py imports
     it, and an upgrade of nbgrader's own pins would change it unseen)."""
     import importlib.metadata
 
@@ -100,7 +100,7 @@ def test_the_tests_run_torch_on_one_thread_per_process():
 
 def test_ci_runs_make_test_and_nothing_else():
     """.ci/run is the README's command (with the browser test required): CI tests the
-    path a developer takes, system packages included (tools/system_packages.py)."""
+    path a developer takes, system packages included (tools/maintainer/system_packages.py)."""
     lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
     assert lines == ["set -euo pipefail", 'cd "$(dirname "$0")/.."',

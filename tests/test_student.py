@@ -1,4 +1,4 @@
-"""The student-edition check (`python -m tools.student --check`) cannot pass a leak or a
+"""The student-edition check (`python -m tools.maintainer.edition --check`) cannot pass a leak or a
 hand edit: each is injected into a copy of the committed edition and must be reported."""
 
 import json
@@ -7,8 +7,9 @@ import shutil
 import pytest
 
 from tests.conftest import REPO
-from tools.markers import BEGIN_HIDDEN
-from tools.student import differences, leaks, problems, secret_lines
+from tools.course.leaks import leaks, secret_lines
+from tools.course.markers import BEGIN_HIDDEN
+from tools.maintainer.edition import differences, problems
 
 RSTD = "    rstd = 1.0 / np.sqrt(var + eps)  # (*B, 1..1)"  # a line of the reference solution
 
@@ -25,7 +26,7 @@ def edition(tmp_path):
 
 
 def test_the_committed_edition_is_what_solutions_generate():
-    """`make test`'s check of the edition (what `python -m tools.student --check` prints):
+    """`make test`'s check of the edition (what `python -m tools.maintainer.edition --check` prints):
     regenerated from solutions/, it equals the committed one, and neither leaks. (A test,
     not a step before pytest, so that it runs beside the grading round trip.)"""
     assert problems() == []

@@ -1,4 +1,4 @@
-"""make test's first step (tools/system_packages.py): the system packages installed where
+"""make test's first step (tools/maintainer/system_packages.py): the system packages installed where
 apt-get can run without a question, else one message before any test, in seconds. Each
 branch runs here whatever this machine is: the programs it looks for live in a folder the
 test makes, apt-get and sudo are stand-ins, and root or not is an argument."""
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from tools.system_packages import install_command, missing, packages, refusal
+from tools.maintainer.system_packages import install_command, missing, packages, refusal
 
 FAKE_APT = """#!/bin/sh
 # a stand-in apt-get: `install` fails until `update` ran, then puts the program in place
@@ -51,7 +51,7 @@ def machine(tmp_path, programs, ubuntu=False):
 def make_test_step(folder):
     """The step as make test runs it, on the machine of folder; (exit status, output, s)."""
     start = time.monotonic()
-    run = subprocess.run(["python3", "-m", "tools.system_packages"], cwd=REPO,
+    run = subprocess.run(["python3", "-m", "tools.maintainer.system_packages"], cwd=REPO,
                          capture_output=True, text=True, timeout=60,
                          env={"PATH": str(folder), "HOME": str(folder),
                               "COURSE_CHROMIUM": str(folder / "chromium"),
@@ -152,7 +152,7 @@ def test_the_programs_and_the_message(tmp_path):
 
 def test_a_subset_is_checked_alone(tmp_path):
     folder = machine(tmp_path, {"chromium": "#!/bin/sh\n"})  # no bwrap, no apt-get
-    run = subprocess.run(["python3", "-m", "tools.system_packages", "chromium"], cwd=REPO,
+    run = subprocess.run(["python3", "-m", "tools.maintainer.system_packages", "chromium"], cwd=REPO,
                          capture_output=True, text=True, env={
                              "PATH": str(folder), "COURSE_CHROMIUM": str(folder / "chromium")})
     assert run.returncode == 0 and run.stdout.startswith("make test: system packages present: "
@@ -165,15 +165,15 @@ def test_make_lab_and_make_check_need_no_system_package():
         return subprocess.run(["make", "--no-print-directory", "-n", *targets], cwd=REPO,
                               capture_output=True, text=True, check=True, env=env).stdout
 
-    assert "tools.system_packages" not in commands("lab", "check")
-    assert "tools.system_packages" in commands("test").splitlines()[0]  # and first
+    assert "tools.maintainer.system_packages" not in commands("lab", "check")
+    assert "tools.maintainer.system_packages" in commands("test").splitlines()[0]  # and first
 
 
 def test_the_readme_says_what_make_test_installs():
     """One paragraph of the README: what make test installs, how, and that a student's
     commands need none of them."""
     paragraphs = (REPO / "README.md").read_text().split("\n\n")
-    [paragraph] = [p for p in paragraphs if "tools/system_packages.py" in p]
+    [paragraph] = [p for p in paragraphs if "tools/maintainer/system_packages.py" in p]
     for words in ("`make test` needs four system packages", "bubblewrap", "Chromium",
                   "unzip", "PostgreSQL", "apt-get", "root", "sudo", "`make lab`",
                   "`make check` need none of them"):

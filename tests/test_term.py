@@ -1,4 +1,4 @@
-"""A term, as an instructor runs it (tools/instructor.py's steps): a due date, submissions
+"""A term, as an instructor runs it (tools/instructor/__main__.py's steps): a due date, submissions
 on time and late, written answers graded by hand, then resubmissions collected and graded
 again without --force (the others left as graded), one student graded again by name, and
 feedback, gradebook and grades.csv describing the same run at each step."""
@@ -19,14 +19,14 @@ from tests.synthetic import (
     write_submission,
     zip_folder,
 )
-from tools import cluster, gradebook
-from tools.autograde import autograde
-from tools.collect import collect
-from tools.course import build_course
-from tools.exercises import exercises, questions
-from tools.feedback import feedback
-from tools.grades import export
-from tools.release import release
+from tools.course.exercises import exercises, questions
+from tools.instructor import cluster, gradebook
+from tools.instructor.autograde import autograde
+from tools.instructor.build import build_course
+from tools.instructor.collect import collect
+from tools.instructor.feedback import feedback
+from tools.instructor.grades import export
+from tools.instructor.release import release
 
 CHECKS = {e.grade_id: e.points for e in exercises() if e.unit == 1}
 ANSWERS = [q for q in questions() if q.unit == 1]
@@ -232,7 +232,7 @@ def test_grades_csv_honours_the_assignments_asked_for(term):
 
 
 def test_the_rubric_page_shows_graders_each_question_and_stays_in_the_course(term):
-    from tools.rubric import rubric
+    from tools.instructor.rubric import rubric
 
     root, _, _, _ = term
     step(rubric, root)

@@ -1,4 +1,4 @@
-"""The feedback upload (tools/upload.py) of a small class, checked with each LMS's own
+"""The feedback upload (tools/lms/upload.py) of a small class, checked with each LMS's own
 rule for finding a file's student, re-implemented here from its source:
 
 - Moodle's "Upload multiple feedback files in a zip": moodle/moodle
@@ -26,8 +26,8 @@ import nbformat
 import pytest
 
 from tests.test_feedback import page
-from tools import upload
-from tools.feedback import FeedbackExporter
+from tools.instructor.feedback import FeedbackExporter
+from tools.lms import upload
 
 STEMS = ("01_layernorm_forward", "02_layernorm_backward")
 

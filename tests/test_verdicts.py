@@ -1,4 +1,4 @@
-"""The judge's words in the feedback (tools/verdicts.py, tools/preprocessors.Judged): each
+"""The judge's words in the feedback (tools/judge/client.py, tools/worker/judged.Judged): each
 check's verdict, whole, kept in the check cell's metadata (where the feedback page shows
 it, apart from every output: tests/test_roundtrip.py), replacing whatever the notebook
 carried; and a check that fails because an exercise it builds on fails says so."""
@@ -9,9 +9,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from traitlets.config import Config
 
-from tools.exercises import by_number, needs
-from tools.preprocessors import JUDGE, Judged
-from tools.verdicts import verdict
+from tools.course.exercises import by_number, needs
+from tools.judge.client import JUDGE, verdict
+from tools.worker.judged import Judged
 
 FORGED = "NotImplementedError: \nThe judge: passed, with the hidden tests (3 / 3).\nmore"
 

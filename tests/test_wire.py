@@ -1,6 +1,6 @@
-"""What may cross between the judge and the worker (tools/sandboxed/wire.py) and what a call
+"""What may cross between the judge and the runner (tools/sandboxed/wire.py) and what a call
 across gives back (tools/sandboxed/peer.py): every value validated as it crosses, nothing
-written back unasked, no message of the worker's kept by the judge.
+written back unasked, no message of the runner's kept by the judge.
 
 The attacks of a hostile class that broke grading, at the level where each is refused
 (tests/test_judge.py grades submissions that try them):
@@ -8,7 +8,7 @@ The attacks of a hostile class that broke grading, at the level where each is re
 - a dict of 130,000 int keys hashing alike stalled the judge's decoding: keys are str;
 - a 64 MiB frame of empty lists took the judge to 1.9 GB: the JSON head is capped at
   1 MiB, refused from its length alone;
-- the worker chose which of the judge's arrays to overwrite (copy-back): only a call's
+- the runner chose which of the judge's arrays to overwrite (copy-back): only a call's
   declared updates receive what it wrote;
 - an exception's message carried hidden data into the verdict: the judge's end keeps
   only a builtin type name.
@@ -100,7 +100,7 @@ def test_a_value_outside_the_protocol_is_refused(tree, why):
     assert why in refused(tree, [b"\0" * 4])
 
 
-def test_no_refusal_quotes_what_the_worker_sent():
+def test_no_refusal_quotes_what_the_runner_sent():
     assert "secret" not in refused({"$": "secret-kind"})
     assert "secret" not in refused({"$": "ndarray", "dtype": "secret", "shape": [], "buf": 0})
     assert "secret" not in refused({"$": "tensor", "dtype": "secret", "shape": [], "buf": 0})
@@ -126,7 +126,7 @@ def test_a_buffer_past_the_message_limit_is_refused_from_its_length():
 
 
 def test_a_read_gives_up_at_its_deadline():
-    """A worker that sends half a message and falls silent: the read ends at its
+    """A runner that sends half a message and falls silent: the read ends at its
     deadline (the judge's per-check budget), not never."""
     read_end, write_end = os.pipe()
     try:
@@ -142,7 +142,7 @@ def test_a_read_gives_up_at_its_deadline():
 
 
 class Channel:
-    """Two peers over pipes: `judge` (untrusted other side) and `worker`, served in a
+    """Two peers over pipes: `judge` (untrusted other side) and `runner`, served in a
     thread, which exports `handed` (name: object) for the judge to call."""
 
     def __init__(self, handed):
@@ -151,15 +151,15 @@ class Channel:
         self.files = [open(a_read, "rb", buffering=0), open(a_write, "wb"),
                       open(b_read, "rb"), open(b_write, "wb")]
         self.judge = Peer(self.files[0], self.files[1], ("call",), untrusted=True)
-        self.worker = Peer(self.files[2], self.files[3], ("call", "getattr", "reset"))
-        self.worker.exports.update(enumerate(handed.values(), 1))
+        self.runner = Peer(self.files[2], self.files[3], ("call", "getattr", "reset"))
+        self.runner.exports.update(enumerate(handed.values(), 1))
         self.remotes = {name: Remote(self.judge, i, {"kind": "callable"})
                         for i, name in enumerate(handed, 1)}
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
         try:
-            self.worker.serve_forever()
+            self.runner.serve_forever()
         except Exception:
             pass
 
@@ -204,7 +204,7 @@ def test_a_call_writes_back_into_its_declared_updates_only(channel):
 
 
 @pytest.mark.parametrize("kind", ["builtin", "its own class"])
-def test_the_judge_keeps_no_message_nor_class_name_of_the_workers_errors(channel, kind):
+def test_the_judge_keeps_no_message_nor_class_name_of_the_runners_errors(channel, kind):
     with pytest.raises(RemoteError) as error:
         channel.remotes["raises"](kind)
     assert str(error.value) == UNQUOTED and "0.486" not in repr(error.value)
@@ -214,6 +214,6 @@ def test_the_judge_keeps_no_message_nor_class_name_of_the_workers_errors(channel
         assert type(error.value) is RemoteError and "Secret" not in repr(error.value)
 
 
-def test_a_remote_objects_repr_names_no_type_of_the_workers():
+def test_a_remote_objects_repr_names_no_type_of_the_runners():
     remote = Remote(None, 1, {"kind": "object", "type": "hidden case 3x6f"})
     assert repr(remote) == "<remote object>"

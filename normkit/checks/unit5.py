@@ -221,7 +221,7 @@ def visible_5_2():
 def settings(module):
     """{"layers.0.norm1.eps": value}: what each submodule of module was built with (eps, a
     dropout's p, an activation by its name, whether it has a bias), by the names of its
-    submodules. (At grading, an activation that the worker holds has no name here: left
+    submodules. (At grading, an activation that the runner holds has no name here: left
     out; the output's comparison still sees it.)"""
     found = {}
     for name, m in module.named_modules():

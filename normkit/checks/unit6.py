@@ -761,7 +761,7 @@ def check_bounds(kernel, args):
     on the compile step's tiny arrays, before it runs as it is: compiled kernels check no
     index, so a loop one element too long would read or write past an array's end, and
     could crash the notebook's kernel. (In the notebook and make check; at grading your
-    code runs in the judge's worker, whose crash is the check's failure.)"""
+    code runs in the judge's runner, whose crash is the check's failure.)"""
     from numba import njit
 
     if hasattr(kernel, "remote_source") or not hasattr(kernel, "py_func"):

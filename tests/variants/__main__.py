@@ -8,7 +8,7 @@ names (tests/test_diagnosis.py keeps the file equal to what this writes)."""
 import sys
 
 from tests.variants import FEWER, RIGHT, WRONG
-from tools.exercises import REPO, SOLUTIONS, exercises
+from tools.course.exercises import REPO, SOLUTIONS, exercises
 
 CATALOGUE = REPO / "docs" / "mistakes.md"
 

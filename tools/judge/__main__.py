@@ -1,11 +1,11 @@
 """python -m tools.judge: a judge process serving grading jobs, one JSON line each on
 stdin, each answered by one JSON line on stdout ({grade_id: [passed, detail]}):
 
-    {"judge_dir": ..., "worker_dir": ..., "student_modules": [...], "cells": [[grade_id,
+    {"judge_dir": ..., "runner_dir": ..., "student_modules": [...], "cells": [[grade_id,
      source], ...], "limits": Limits.to_json(), "sandboxed": true}
 
-(tools.verdicts starts one per grading thread, so that torch is imported once per thread,
-not once per submission, and gives it tools.verdicts.deadline(limits) seconds a job.) What
+(tools.judge.client starts one per grading thread, so that torch is imported once per thread,
+not once per submission, and gives it tools.judge.client.deadline(limits) seconds a job.) What
 the checks print goes nowhere.
 
 Its own limits, set anew for each job: the CPU time it may use on it (its notebook time on
@@ -46,7 +46,7 @@ def main():
     for line in sys.stdin:
         job = json.loads(line)
         limits = Limits.from_json(job["limits"])
-        judge = Judge(job["judge_dir"], job["worker_dir"], job["student_modules"], limits,
+        judge = Judge(job["judge_dir"], job["runner_dir"], job["student_modules"], limits,
                       job["sandboxed"])
         limit_job(limits)
         out.write(json.dumps(judge.run([tuple(c) for c in job["cells"]])) + "\n")

@@ -1,19 +1,19 @@
 """The judge: runs the check cells (hidden tests included) in its own process, where no
 student code runs. The student's normlib modules are proxies (tools.sandboxed.peer) of the
-worker's: a check calls the student's function, the call crosses to the worker as values,
+runner's: a check calls the student's function, the call crosses to the runner as values,
 and the values that come back are compared here, with the course's normkit.testing,
 torch and NumPy that the submission cannot reach. So the verdict, its message and the
 hidden tests never exist where the student's code runs.
 
-    Judge(judge_dir, worker_dir, student_modules, limits).run([(grade_id, source)])
+    Judge(judge_dir, runner_dir, student_modules, limits).run([(grade_id, source)])
 
 judge_dir holds the course's normlib/ without the student's files, and normkit/;
-worker_dir the same with the submission's files in their place. A check that runs over
-the time limit, whose worker dies, falls silent, breaks the protocol or answers with an
-error, fails; the worker is started again for the next.
+runner_dir the same with the submission's files in their place. A check that runs over
+the time limit, whose runner dies, falls silent, breaks the protocol or answers with an
+error, fails; the runner is started again for the next.
 
 What a verdict says (`explain`): the invariant is that it quotes no text that crossed
-from the worker, whose code has seen every hidden case's arguments by then, and a bounded
+from the runner, whose code has seen every hidden case's arguments by then, and a bounded
 number of bits that it chose (docs/security.md counts them). A failed check shows the
 check's own assertion message (which case, what differs, how far off) and the visible
 case's line (normkit/checks/unitN.py), or the builtin type of an error raised in the
@@ -45,14 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import cgroup, sandbox
-from tools.markers import TITLE, hidden_line_numbers
+from tools.course.markers import TITLE, hidden_line_numbers
+from tools.sandbox import bubblewrap, cgroup
 from tools.sandboxed import guard
-from tools.sandboxed.peer import ENDED, SILENT, Peer, Remote, RemoteError, WorkerGone
+from tools.sandboxed.peer import ENDED, SILENT, Peer, Remote, RemoteError, RunnerGone
+from tools.sandboxed.runner import MEASURED_ENV
 from tools.sandboxed.wire import NUMPY_KINDS, raw_bytes
-from tools.sandboxed.worker import MEASURED_ENV
 
-JUDGE_OPS = ("call", "backward")  # the worker may only call back what it was handed
+JUDGE_OPS = ("call", "backward")  # the runner may only call back what it was handed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DUMP = re.compile(r"^\s*(ACTUAL|DESIRED|x|y):", re.MULTILINE)  # NumPy's arrays, in a message
 # 3, 0.12, 1e+30, and 3 before a full stop: the sentence's, not a decimal point
@@ -62,7 +62,7 @@ _INDEX = re.compile(r"Worst at index \([\d, ]*\)")  # (normkit.diagnosis.mismatc
 SOURCE_BYTES = 256 * 1024  # the most of a student's file the judge reads (Judge.source)
 NUMBERS = 3  # numbers a verdict quotes that the check's source does not hold
 ALL_NUMBERS = 8  # numbers a verdict quotes in all (a number the source holds is quoted as
-# it is: how many could the worker make it quote, to learn which of its guesses are there?)
+# it is: how many could the runner make it quote, to learn which of its guesses are there?)
 
 
 def _cell_line(error, filename):
@@ -132,7 +132,7 @@ def explain(error, source, filename):
 def _visible_cases(source):
     """The text of the check cell's own visible cases: normkit/checks/unitN.py of the
     exercise its title names ("" without one). One unit's file, not the package: every
-    string of it is one the worker may have a verdict quote."""
+    string of it is one the runner may have a verdict quote."""
     import normkit.checks
 
     title = TITLE.match(source)
@@ -154,10 +154,10 @@ def check(source, grade_id):
 
 
 def _end(process):
-    """Kill a worker and close its channel."""
+    """Kill a runner and close its channel."""
     process.kill()
     process.wait()
-    with contextlib.suppress(BrokenPipeError):  # what a lost worker did not read
+    with contextlib.suppress(BrokenPipeError):  # what a lost runner did not read
         process.stdin.close()
     process.stdout.close()
 
@@ -192,7 +192,7 @@ def written_pages(pid, file):
 
 def stage(args, folder):
     """(args with each NumPy array replaced by where its bytes are in a file of folder,
-    {"$staged": offset, "shape", "dtype"}, the file's path), for a measuring worker, which
+    {"$staged": offset, "shape", "dtype"}, the file's path), for a measuring runner, which
     maps them from the file's descriptor (Peer._op_stage). Each at a page's start; the
     file synced, so that its pages in the page cache are clean."""
     path, staged = Path(folder) / "arguments", []
@@ -221,7 +221,7 @@ def reset_resident_peak(pid):
 
 
 class StudentModule(types.ModuleType):
-    """The judge's stand-in for a student module: attributes are the worker's."""
+    """The judge's stand-in for a student module: attributes are the runner's."""
 
     def __init__(self, name, remote):
         super().__init__(name)
@@ -243,7 +243,7 @@ class StudentModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports of the student's modules give StudentModule proxies of the worker's."""
+    """Imports of the student's modules give StudentModule proxies of the runner's."""
 
     def __init__(self, judge):
         self.judge = judge
@@ -261,11 +261,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 class Judge:
-    def __init__(self, judge_dir, worker_dir, student_modules, limits, sandboxed=True):
-        self.judge_dir, self.worker_dir = str(judge_dir), str(worker_dir)
+    def __init__(self, judge_dir, runner_dir, student_modules, limits, sandboxed=True):
+        self.judge_dir, self.runner_dir = str(judge_dir), str(runner_dir)
         self.student_modules, self.limits = set(student_modules), limits  # (a Limits)
-        if sandboxed and not sandbox.bwrap():
-            raise RuntimeError(f"bubblewrap (bwrap) is not installed: {sandbox.INSTALL}")
+        if sandboxed and not bubblewrap.bwrap():
+            raise RuntimeError(f"bubblewrap (bwrap) is not installed: {bubblewrap.INSTALL}")
         self.sandboxed = sandboxed
         self.process = self.peer = None
         self.finder = _Finder(self)
@@ -274,7 +274,7 @@ class Judge:
         self.process, self.peer = self._launch()
         self.peer.measurer, self.peer.sourcer = self.measure, self.source
         for name in [n for n in sys.modules if n.split(".")[0] in ("normlib", "normkit")]:
-            del sys.modules[name]  # proxies of a worker that is gone; course modules again
+            del sys.modules[name]  # proxies of a runner that is gone; course modules again
             # (normkit's too, which may hold them)
         if self.finder not in sys.meta_path:
             sys.meta_path.insert(0, self.finder)
@@ -282,21 +282,21 @@ class Judge:
             sys.path.insert(0, self.judge_dir)
 
     def _launch(self, *flags, env=None, fds=(), measuring=False):
-        """(the process, the Peer) of a new worker (python -m tools.sandboxed.worker *flags ...),
+        """(the process, the Peer) of a new runner (python -m tools.sandboxed.runner *flags ...),
         in its sandbox, with these extra environment variables and file descriptors;
-        measuring: sandbox.command's (a measuring worker's submission is its folder,
+        measuring: bubblewrap.command's (a measuring runner's submission is its folder,
         read-only, and it writes nowhere)."""
-        argv = ["-m", "tools.sandboxed.worker", *flags, self.limits.to_json()]
+        argv = ["-m", "tools.sandboxed.runner", *flags, self.limits.to_json()]
         if self.sandboxed:
-            command, fd = sandbox.command(self.worker_dir,
-                                          argv if measuring else [*argv, sandbox.SOURCE],
-                                          {**sandbox.thread_env(), **(env or {})},
+            command, fd = bubblewrap.command(self.runner_dir,
+                                          argv if measuring else [*argv, bubblewrap.SOURCE],
+                                          {**bubblewrap.thread_env(), **(env or {})},
                                           self.limits.memory_mb, measuring=measuring)
             fds, cwd = (*fds, *((fd,) if fd is not None else ())), None
-            env = sandbox.launch_env()  # (and bubblewrap none: no secret of the judge's)
+            env = bubblewrap.launch_env()  # (and bubblewrap none: no secret of the judge's)
         else:
             command, fd = [sys.executable, *argv], None
-            env, cwd = {**os.environ, "PYTHONPATH": REPO, **(env or {})}, self.worker_dir
+            env, cwd = {**os.environ, "PYTHONPATH": REPO, **(env or {})}, self.runner_dir
         process = subprocess.Popen(  # (unbuffered: a read waits with select)
             command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
             stderr=subprocess.DEVNULL, env=env, pass_fds=fds, preexec_fn=self._limit)
@@ -309,16 +309,16 @@ class Judge:
         of a student module (a Remote the judge got from a StudentModule). Measured from
         outside, where the submission cannot reach (docs/security.md, "Memory"):
 
-        - a fresh worker, in a sandbox where nothing is writable and its seccomp filter
-          refuses every other place to keep memory (sandbox.HIDING: memory files, shared
+        - a fresh runner, in a sandbox where nothing is writable and its seccomp filter
+          refuses every other place to keep memory (bubblewrap.HIDING: memory files, shared
           memory, pipes, sockets, keyrings, swap), receives the arguments: each array in a
           file (`stage`) it gets as an open descriptor alone, maps copy-on-write, reads
           in and closes: no path leads back to the file, so a page it wrote into cannot
           be mapped clean again;
-        - the judge resets the peak of the worker's resident memory (/proc/PID/clear_refs,
-          which the sandbox's read-only /proc keeps from the worker) and, where its sandbox
-          has a cgroup of the grader's, moves it into a fresh one (tools/cgroup.measure);
-        - the worker imports the student's module (no student code ran before) and calls it;
+        - the judge resets the peak of the runner's resident memory (/proc/PID/clear_refs,
+          which the sandbox's read-only /proc keeps from the runner) and, where its sandbox
+          has a cgroup of the grader's, moves it into a fresh one (tools/sandbox/cgroup.measure);
+        - the runner imports the student's module (no student code ran before) and calls it;
         - the call's memory: its resident memory's growth at its peak (VmHWM), plus the
           pages of the arguments it wrote into (copied on write: /proc/PID/smaps), or its
           cgroup's peak where one is larger: whatever it freed of what it held before, all
@@ -353,19 +353,19 @@ class Judge:
 
     def source(self, function):
         """(the text of the submission's file that defines function, a student module's
-        Remote, and its name there): read here from the worker's folder, its first
+        Remote, and its name there): read here from the runner's folder, its first
         SOURCE_BYTES, for a check that reads the kernel's code (normkit.kernel_code). No
         student code runs for it; a verdict quotes of it what explain allows."""
         origin = getattr(function, "_origin", None)
         if origin is None:
             raise TypeError("only a function of a student module has a source")
         module, name = origin
-        path = Path(self.worker_dir, *module.split(".")).with_suffix(".py")
+        path = Path(self.runner_dir, *module.split(".")).with_suffix(".py")
         with open(path, "rb") as f:
             return f.read(SOURCE_BYTES).decode("utf-8", errors="replace"), name
 
     def _measured(self, process, peer, origin, args, staged, file, compiled=False):
-        """measure's call in its worker (see measure), the staged arguments' file's stat.
+        """measure's call in its runner (see measure), the staged arguments' file's stat.
         compiled: a Numba kernel's call, in three steps, so that the compiler's memory is
         not counted and all the student's code's is: its module imported (measured), the
         kernel compiled for the arguments' types (Peer._op_compile: Numba's own code, not
@@ -376,7 +376,7 @@ class Judge:
         try:
             peer.request("stage", *staged)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
-            pid = sandbox.innermost(process.pid)
+            pid = bubblewrap.innermost(process.pid)
             before, loaded = reset_resident_peak(pid), 0
             if compiled:
                 threads = thread_count(pid)
@@ -398,7 +398,7 @@ class Judge:
                 peak = max(peak, cgroup.peak(call))
             peak += loaded
             result, now = peer.request("fetch")
-        except WorkerGone:
+        except RunnerGone:
             self.peer.broken = self.peer.broken or peer.broken  # the check's verdict
             raise
         finally:
@@ -412,7 +412,7 @@ class Judge:
         return result, peak
 
     def _limit(self):
-        """In the worker, before it starts: its memory, the size of a file it writes, its
+        """In the runner, before it starts: its memory, the size of a file it writes, its
         CPU time, no core dumps (the grading limits, as at autograde)."""
         guard.limit(self.limits.memory_mb, self.limits.file_mb,
                       guard.cpu_seconds(self.limits.notebook_timeout))
@@ -421,8 +421,8 @@ class Judge:
         """The compile step of the check's exercise, if it has one
         (normkit.checks.compile_kernels: its Numba kernels compiled for the signatures of
         its visible and hidden cases), before the check's clock starts, within
-        limits.compile_timeout (and startup_timeout for a fresh worker, which imports the
-        student's module, torch and Numba in it): "" or, if the worker ran over it or was
+        limits.compile_timeout (and startup_timeout for a fresh runner, which imports the
+        student's module, torch and Numba in it): "" or, if the runner ran over it or was
         lost, the verdict. An error in it is the check's to report: the check calls the
         same kernels."""
         from normkit.checks import compile_kernels, has_compile_step
@@ -470,7 +470,7 @@ class Judge:
         return found
 
     def _grade(self, grade_id, source, deadline):
-        """(passed, detail) of one check, with a worker that is alive and in step: a new
+        """(passed, detail) of one check, with a runner that is alive and in step: a new
         one if the last check lost it."""
         fresh = self.process is None or self.process.poll() is not None or self.peer.broken
         if fresh:
@@ -482,14 +482,14 @@ class Judge:
         budget = self.limits.timeout + (self.limits.startup_timeout if fresh else 0)
         start = time.monotonic()
         budget = min(budget, deadline - start)
-        self.peer.deadline = start + budget  # every read from the worker
-        timer = threading.Timer(budget, self.process.kill)  # a write to a worker that
-        timer.start()  # reads nothing, a worker computing forever
+        self.peer.deadline = start + budget  # every read from the runner
+        timer = threading.Timer(budget, self.process.kill)  # a write to a runner that
+        timer.start()  # reads nothing, a runner computing forever
         try:
             self.peer.request("reset")
             passed, detail = check(source, grade_id)
-        except Exception as error:  # an error reply to "reset", a lost worker
-            passed, detail = False, f"the worker failed to start the check ({type(error).__name__})"
+        except Exception as error:  # an error reply to "reset", a lost runner
+            passed, detail = False, f"the runner failed to start the check ({type(error).__name__})"
             self.peer.broken = self.peer.broken or detail
         finally:
             timer.cancel()

@@ -1,8 +1,8 @@
 """What a submission's code may do while it is graded: the second wall, inside the OS
-sandbox (tools/sandbox.py, bubblewrap), which is the first.
+sandbox (tools/sandbox/bubblewrap.py, bubblewrap), which is the first.
 
-`install` runs first in every grading kernel (tools.preprocessors.GradingExecute starts each
-kernel with it) and in the judge's worker (tools/sandboxed/worker.py), before any student
+`install` runs first in every grading kernel (tools.worker.execute.GradingExecute starts each
+kernel with it) and in the judge's runner (tools/sandboxed/runner.py), before any student
 code. It copies the submission into the sandbox's working folder, then sets:
 
 - resource limits (`limit`): memory (address space: an allocation past it raises
@@ -30,8 +30,9 @@ import sys
 import tempfile
 
 MiB = 1 << 20
-GRADER = "/opt/grader"  # where a sandbox mounts the course's tools/ (tools.sandbox.command)
-TASKS = 256  # threads and processes in a sandbox (a kernel has about 10, a worker 1 to 3)
+# where a sandbox mounts the course's tools/ (tools.sandbox.bubblewrap.command)
+GRADER = "/opt/grader"
+TASKS = 256  # threads and processes in a sandbox (a kernel has about 10, a runner 1 to 3)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _PATH_EVENTS = {  # audit events whose arguments name paths the call changes
     "os.remove": 1, "os.rmdir": 1, "os.mkdir": 1, "os.chmod": 1, "os.chown": 1,
@@ -77,7 +78,7 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
             readonly=(), tasks=None):
     """Limit this process (and what it starts) to grading one submission in workdir:
     no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
-    source: a folder copied into workdir first (in the OS sandbox of tools/sandbox.py,
+    source: a folder copied into workdir first (in the OS sandbox of tools/sandbox/bubblewrap.py,
     the submission's read-only copy, sandbox.SOURCE); cpu_s: seconds of CPU time (`limit`);
     readonly: folders under the temporary directory it may not write (a kernel's
     sockets). If any of it fails (a submission too large for its folder), the process
@@ -100,7 +101,7 @@ def _guard(workdir, protected, readonly):
     protected = [_real(p) for p in protected]
     try:
         temporary = _real(tempfile.gettempdir())
-    except FileNotFoundError:  # (a measuring worker's sandbox: nothing is writable there)
+    except FileNotFoundError:  # (a measuring runner's sandbox: nothing is writable there)
         temporary = "/tmp"
     writable = [workdir, temporary, "/dev"]
     me = os.getpid()

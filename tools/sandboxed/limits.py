@@ -1,6 +1,6 @@
 """What one submission may use at grading: one typed object (Limits), from the course's
-config (tools/settings.py) to the judge's worker and the grading kernels, which get it as
-JSON (to_json, from_json). Only the standard library: the worker imports it.
+config (tools/course/settings.py) to the judge's runner and the grading kernels, which get it as
+JSON (to_json, from_json). Only the standard library: the runner imports it.
 """
 
 import dataclasses
@@ -9,11 +9,11 @@ import json
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What one submission may use at grading, in the judge's worker and in a grading kernel."""
+    """What one submission may use at grading, in the judge's runner and in a grading kernel."""
 
     timeout: int = 30  # seconds a check (a notebook cell, with --execute) may run
     notebook_timeout: int = 300  # seconds all checks of a submission (a notebook) may run
-    startup_timeout: int = 60  # seconds for a worker (a kernel) to start, on top
+    startup_timeout: int = 60  # seconds for a runner (a kernel) to start, on top
     memory_mb: int = 4096  # address space of each grading process, MiB
     file_mb: int = 64  # largest file a grading process may write, MiB
     protected: tuple = ()  # folders student code may not read: the course, solutions/

@@ -1,8 +1,8 @@
-"""One end of the channel between the judge and the worker: requests, replies, handles
+"""One end of the channel between the judge and the runner: requests, replies, handles
 and gradients across it. The same class runs on both sides.
 
-- The judge asks the worker to import a student module, get or set an attribute, call a
-  function or method, and fetch or set a module's parameters. The worker asks the judge
+- The judge asks the runner to import a student module, get or set an attribute, call a
+  function or method, and fetch or set a module's parameters. The runner asks the judge
   only to call back what the judge handed it (a sublayer, a norm, a counting wrapper).
   A side waiting for its reply serves the other side's requests meanwhile, so callbacks
   nest.
@@ -17,7 +17,7 @@ and gradients across it. The same class runs on both sides.
   there. A callee that wrote into any other argument (an input a kernel must not touch,
   the reference's state_dict handed to load_state_dict) fails the call with an
   AssertionError of the caller's, and the caller's objects stay as they were.
-- The judge's end is `untrusted`: it keeps only the builtin type of an error the worker
+- The judge's end is `untrusted`: it keeps only the builtin type of an error the runner
   reports, never its message (which student code wrote, after seeing the hidden tests'
   arguments), and waits for each message only until its `deadline`.
 """
@@ -58,11 +58,11 @@ _BUILTIN_ERRORS = {e.__name__: e for e in (
 
 ENDED = "the submission's code ended its process"  # (what broke a channel: Peer.broken)
 SILENT = "no answer in time"
-BROKE = "the worker broke the protocol:"
+BROKE = "the runner broke the protocol:"
 UNQUOTED = "(raised by the submission's code; the judge does not read its message)"
 
 
-# A measuring worker's (tools/sandboxed/worker.py --numba): (Numba's dispatcher class, its compile
+# A measuring runner's (tools/sandboxed/runner.py --numba): (Numba's dispatcher class, its compile
 # method, numba.typeof), saved before any student code runs; () where no compiled kernel is
 # measured
 NUMBA = ()
@@ -87,7 +87,7 @@ def remote_error(name, message, quote=True):
     return type(name, (_BUILTIN_ERRORS[name], RemoteError), {})(message)
 
 
-class WorkerGone(Exception):
+class RunnerGone(Exception):
     """The channel closed: the other process ended, was killed, or broke the protocol."""
 
 
@@ -140,7 +140,7 @@ class Frame:
 class Peer:
     """One end of a channel: `reader`, `writer` (binary streams); `serves` (the request
     kinds this side answers: the judge answers only callbacks into what it handed over);
-    `untrusted`: the other side is the worker (see the module's docstring). `deadline`
+    `untrusted`: the other side is the runner (see the module's docstring). `deadline`
     (time.monotonic(), None: no limit): when a read gives up (the judge sets it for each
     check; `reader` must then be unbuffered). `broken`: None, or what broke the channel
     (the other side ended, fell silent or broke the protocol): nothing more crosses it."""
@@ -152,7 +152,7 @@ class Peer:
         self.proxies, self.graphs, self._seq = {}, {}, itertools.count(1)
         self.measurer = None  # the judge's: (remote function, args) -> (result, bytes)
         self.sourcer = None  # the judge's: remote function -> (its file's text, its name)
-        self.staged = self.result = None  # a measuring worker's call (_op_stage, _op_run)
+        self.staged = self.result = None  # a measuring runner's call (_op_stage, _op_run)
 
     # -- values ------------------------------------------------------------------------
     def _export(self, obj):
@@ -190,7 +190,7 @@ class Peer:
     # -- messages ------------------------------------------------------------------------
     def _write(self, tree, buffers):
         if self.broken:
-            raise WorkerGone(self.broken)
+            raise RunnerGone(self.broken)
         data = memoryview(dumps(tree, buffers))
         try:
             while data:  # (an unbuffered writer may take part of it)
@@ -201,7 +201,7 @@ class Peer:
 
     def _read(self):
         if self.broken:
-            raise WorkerGone(self.broken)
+            raise RunnerGone(self.broken)
         try:
             return read_message(self.reader, self.deadline)
         except TimeoutError:
@@ -213,7 +213,7 @@ class Peer:
 
     def _break(self, why):
         self.broken = why
-        raise WorkerGone(why) from None
+        raise RunnerGone(why) from None
 
     def _broke(self, why):
         self._break(f"{BROKE} {why}")
@@ -289,7 +289,7 @@ class Peer:
         while True:
             tree, buffers = self._read()
             if not isinstance(tree, dict) or "op" not in tree:
-                raise WorkerGone("expected a request")
+                raise RunnerGone("expected a request")
             self._serve(tree, buffers)
 
     def _serve(self, tree, buffers):
@@ -309,7 +309,7 @@ class Peer:
             encoder = Encoder(self._export)
             out = {k: encoder(v) if k in ("value", "changed") else v for k, v in reply.items()}
             self._write(out, encoder.buffers)
-        except WorkerGone:
+        except RunnerGone:
             raise
         except BaseException as error:  # SystemExit, KeyboardInterrupt from student code too
             self._write({"re": seq, "error": [type(error).__name__,
@@ -319,7 +319,7 @@ class Peer:
         if not re.fullmatch(r"normlib(\.\w+)?", str(name)):
             raise ImportError(f"only normlib modules are imported here, not {name!r}")
         module = importlib.import_module(name)
-        gc.freeze()  # (what the import made, torch's modules, lives as long as the worker:
+        gc.freeze()  # (what the import made, torch's modules, lives as long as the runner:
         # the collector need not scan it again on every collection, 0.1 s each with torch)
         return {"value": module}
 
@@ -360,7 +360,7 @@ class Peer:
                                  f"{tuple(o.shape)}")
         if pairs:  # sum(o * g)'s gradient is exactly g at each o: the vector-Jacobian
             # product, without torch.autograd.backward's gradient arguments, whose check
-            # imports sympy (0.3 s of every worker's time); with grad mode on, which a
+            # imports sympy (0.3 s of every runner's time); with grad mode on, which a
             # backward pass (a callback from one) turns off
             torch = loaded_torch()
             with torch.enable_grad():
@@ -378,8 +378,8 @@ class Peer:
                 params[name].copy_(value)
         return {"value": None}
 
-    # a measuring worker (tools.judge.judge.Judge.measure): the arguments arrive first, then
-    # the judge takes the worker's memory, then the call runs, the student's module imported
+    # a measuring runner (tools.judge.judge.Judge.measure): the arguments arrive first, then
+    # the judge takes the runner's memory, then the call runs, the student's module imported
     # by it (no student code ran before), then the judge reads the memory's peak
     def _op_stage(self, *args):
         """The call's arguments, each array ({"$staged": offset, "shape", "dtype", "fd"}:
@@ -412,7 +412,7 @@ class Peer:
         the judge takes the memory again: what the compiler allocates is not the kernel's.
         Only where the module is a module and the kernel one of Numba's dispatchers, found
         in the module's own namespace, compiled by Numba's own methods (NUMBA: kept by the
-        worker before any student code ran, so that no attribute or method of the
+        runner before any student code ran, so that no attribute or method of the
         student's runs here); a kernel compiled at import (an explicit signature) is
         compiled already. Numba's compiler may still run code of the student's (a typing
         hook): docs/security.md's residual."""
@@ -433,9 +433,9 @@ class Peer:
         return {"value": (self.result, list(self.staged))}
 
     def _op_reset(self):
-        """Between checks: no graphs kept. Before a measured call (a worker serving "stage"):
+        """Between checks: no graphs kept. Before a measured call (a runner serving "stage"):
         no garbage left for the collector to free during the call (and, the reply sent once
-        the last request's buffers are freed, a worker at rest). Only there: a collection
+        the last request's buffers are freed, a runner at rest). Only there: a collection
         with torch imported takes about 0.1 s, which every check would pay."""
         self.graphs.clear()
         if "stage" in self.serves:

@@ -1,6 +1,6 @@
 """The torch side of the channel (tools.sandboxed.peer): a call across it as one autograd
 node (Bridge), and the proxy of a torch.nn.Module on the other side (RemoteModule).
-Imported on first use, so that the worker of a NumPy-only submission never imports torch.
+Imported on first use, so that the runner of a NumPy-only submission never imports torch.
 """
 
 import importlib

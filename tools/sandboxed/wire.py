@@ -1,19 +1,19 @@
-"""The values that cross between the judge and the worker, and how they are framed.
+"""The values that cross between the judge and the runner, and how they are framed.
 
 A message is a JSON tree plus raw buffers (the bytes of arrays and tensors). Only values
 cross: None, bool, int, float, str, tuple, list, dict, NumPy arrays and scalars, torch
 tensors, dtypes, and torch's own classes by name. Anything else crosses as a handle
 ({"$": "obj"}: an id in the sender's table, which only the sender can use). Decoding
 builds arrays from bytes with an allow-listed dtype and looks names up in torch; it never
-unpickles or runs anything, so a message from the untrusted worker can only be data.
+unpickles or runs anything, so a message from the untrusted runner can only be data.
 
 torch is imported only where a tensor, a torch dtype or a torch class must be built: a
-process that has not imported torch holds none of them, so the worker of a NumPy-only
-submission never imports it (2.5 s of CPU per worker). The judge always has.
+process that has not imported torch holds none of them, so the runner of a NumPy-only
+submission never imports it (2.5 s of CPU per runner). The judge always has.
 
     frame: [u64 length of the JSON][JSON][u32 number of buffers]([u64 length][bytes])*
 
-The invariant (a message from the worker is untrusted data): every value is validated as
+The invariant (a message from the runner is untrusted data): every value is validated as
 it crosses, in both directions, so that what one side reads is exactly what the other
 sent and costs the reader a bounded time and memory:
 - an array keeps its exact shape (0-d included) and dtype (one of NUMPY_KINDS, no
@@ -68,7 +68,7 @@ def torch_dtypes():
 
 
 class ProtocolError(Exception):
-    """A message that is not what the protocol allows (from a broken or forged worker)."""
+    """A message that is not what the protocol allows (from a broken or forged runner)."""
 
 
 def torch_class_name(cls):

@@ -1,0 +1,140 @@
+"""The course folder that `make build` made (tools/instructor/build.py), as every step reads
+it, and nbgrader run in it:
+
+    <root>/nbgrader_config.py        the repository's settings + this course's (write_config)
+    <root>/nbgrader_config_local.py  the instructor's (grading limits, an exchange, a
+                                     PostgreSQL db_url): never overwritten
+    <root>/course.json               the layout: each assignment's notebooks and student
+                                     files (load_course)
+    <root>/submitted/<student>/<assignment>/   what collect accepted (submissions)
+
+and a folder's files as {relative path: bytes} and back (files_of, put), which is how a
+grading task carries a submission and its results between the head and a worker.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path, PurePosixPath
+
+from tools.course.exercises import REPO
+
+KIT = REPO / "normkit"  # the course's package, released and graded as it is
+KIT_JUNK = shutil.ignore_patterns("__pycache__", ".*", "*.pyc")  # (not released)
+
+
+def write_config(root, layout, exclude):
+    """The course's nbgrader_config.py: the repository's settings (found where NORMLIB_REPO
+    says, which every step sets, else where the course was built), a SQLite gradebook in
+    the course folder unless nbgrader_config_local.py or NBGRADER_DB_URL (which wins) names
+    another, each assignment's student files (exclude), and what student code may not
+    read. No path in it is this machine's but the fallback: the folder can move."""
+    Path(root, "nbgrader_config.py").write_text(
+        f"# Written by tools.course.folder (layout {layout!r}); rebuilding rewrites it. Your own\n"
+        "# settings go in nbgrader_config_local.py, loaded last (NBGRADER_DB_URL, if set,\n"
+        "# is the gradebook whatever the files say).\n"
+        "import os\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        f"repo = os.environ.get('NORMLIB_REPO', {str(REPO)!r})\n"
+        "load_subconfig(os.path.join(repo, 'nbgrader_config.py'))\n"
+        "c.CourseDirectory.db_url = 'sqlite:///' + os.path.join(here, 'gradebook.db') + "
+        "'?timeout=60'\n"
+        "# grade the student's files holding each assignment's exercises, not the reference\n"
+        f"c.Autograde.exclude_overwriting = {exclude!r}\n"
+        "# what student code may not read at grading (tools/sandboxed/guard.py; "
+        "tools/course/settings.py)\n"
+        "c.Grading.protected = [here, os.path.join(repo, 'solutions')]\n"
+        "load_subconfig('nbgrader_config_local.py')\n"
+        "if os.environ.get('NBGRADER_DB_URL'):\n"
+        "    c.CourseDirectory.db_url = os.environ['NBGRADER_DB_URL']\n"
+    )
+
+
+def load_course(root):
+    """The course.json that build_course wrote: {"layout", "assignments": {name: {...}}}."""
+    path = Path(root) / "course.json"
+    if not path.is_file():
+        sys.exit(f"{root} is not a course built by make build (no course.json): build it first")
+    return json.loads(path.read_text())
+
+
+def bin_first():
+    """PATH with this Python's bin/ first: nbgrader runs the `alembic` command from PATH to
+    stamp a new gradebook ("FileNotFoundError: 'alembic'" otherwise), so that an
+    environment that is not activated works."""
+    here, path = str(Path(sys.executable).parent), os.environ.get("PATH", "")
+    return path if path.split(os.pathsep)[0] == here else os.pathsep.join([here, path])
+
+
+def nbgrader_in_process():
+    """Ready this process for nbgrader's Python API (its Gradebook, its converters): its
+    `alembic`, which a new gradebook runs from PATH, found (bin_first), and the noise of
+    nbgrader 0.9.6 under SQLAlchemy 2 filtered (add_submission warns at each new submission
+    that its autoflush skips objects it adds a moment later). Idempotent."""
+    from sqlalchemy.exc import SAWarning
+
+    os.environ["PATH"] = bin_first()
+    warnings.filterwarnings("ignore", category=SAWarning, module="nbgrader.api")
+
+
+def nbgrader(root, *args, check=True, env=None):
+    """Run an nbgrader command in the course at root with this Python's nbgrader (and
+    these extra environment variables), its alembic first on PATH (bin_first); the
+    course's config finds the repository through NORMLIB_REPO (write_config)."""
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    env = {**os.environ, "PATH": bin_first(), "NORMLIB_REPO": str(REPO), **(env or {})}
+    return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
+
+
+def assignment_names(root, names=()):
+    """These assignments of the course at root (all of them if none is named); exits
+    naming any the course does not have."""
+    known = list(load_course(root)["assignments"])
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        sys.exit(f"no assignment {', '.join(unknown)} in {root} (it has {', '.join(known)})")
+    return list(names) or known
+
+
+def submissions(root, names=()):
+    """{assignment: [student, ...]} of every collected submission."""
+    return {name: sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}")
+                         if p.is_dir()) for name in assignment_names(root, names)}
+
+
+def targets(root, names):
+    """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
+    process for all of them) when they are all the course's, else one per assignment."""
+    return ["*"] if set(names) == set(load_course(root)["assignments"]) else list(names)
+
+
+def run(root, *args):
+    """An nbgrader command that must succeed: its log on failure, and exit."""
+    result = nbgrader(root, *args, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result
+
+def files_of(folder):
+    """{path relative to folder: bytes} of every file under it ({} if it is not there): what
+    a task, a kit or an outcome carries."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+
+
+def put(folder, files, replace=False):
+    """Write files ({path relative to folder: bytes}) under folder (replace: in place of
+    all it held). A path that would leave the folder (what crosses between the head and a
+    worker is trusted no further) raises ValueError before anything is written."""
+    for rel in files:
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            raise ValueError(f"a path outside its folder: {rel!r}")
+    if replace:
+        shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in files.items():
+        (Path(folder) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (Path(folder) / rel).write_bytes(data)

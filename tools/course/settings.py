@@ -1,0 +1,173 @@
+"""The instructor's settings of a course, read once per command from its nbgrader config
+into one typed object (Settings); of these, grading's processes get the limits (below).
+
+An instructor sets them in the course's nbgrader_config_local.py:
+
+    c.Grading.timeout = 30                  # seconds a check may run (a cell, with --execute)
+    c.Grading.memory_mb = 8192              # memory of each grading process
+    c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}   # late after this
+    c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/instructor/roster.py)
+    c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms/downloads.py)
+    c.Grading.late_penalty = 10             # the late policy (tools/course/late.py: all of it)
+
+The limits (Limits, tools/sandboxed/limits.py) go to each grading task as they are, and to the judge
+and its runner as JSON (Limits.to_json). nbgrader's autograde gets them as config: the
+task sets them back into c.Grading (tools/worker/task.py), GradingExecute rebuilds a Limits
+from it (Grading.limits) and writes them into each kernel's start-up line
+(tools/worker/execute.py).
+"""
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode
+from traitlets.config import Configurable
+
+from tools.course.late import UNITS, Policy, course_date, course_zone, policy
+from tools.lms.downloads import FORMATS, PATTERNS, TimeError, patterns, zone
+from tools.sandboxed.limits import Limits
+
+_DEFAULT = Limits()
+
+
+class Grading(Configurable):
+    """The course's grading settings, as the nbgrader config sets them (c.Grading.*)."""
+
+    timeout = Integer(_DEFAULT.timeout, help="Seconds a check may run before it fails "
+                      "(the checks take a second or two)").tag(config=True)
+    notebook_timeout = Integer(_DEFAULT.notebook_timeout, help="Seconds all the checks of a "
+                               "submission may run together (with --execute: a whole "
+                               "notebook)").tag(config=True)
+    startup_timeout = Integer(_DEFAULT.startup_timeout, help="Seconds a grading process may "
+                              "take to start (torch's import), on top").tag(config=True)
+    compile_timeout = Integer(_DEFAULT.compile_timeout, help="Seconds a check's compile "
+                              "step may take (Numba compiling a kernel of Exercises 6.7 and "
+                              "6.8), before its own time starts").tag(config=True)
+    memory_mb = Integer(_DEFAULT.memory_mb, help="Address space of each grading process "
+                        "(the judge's runner, a kernel), MiB").tag(config=True)
+    file_mb = Integer(_DEFAULT.file_mb, help="Largest file a grading process may write, "
+                      "MiB").tag(config=True)
+    protected = List(Unicode(), help="Folders student code may not read: the course "
+                     "directory, solutions/ (the course's nbgrader_config.py sets them)"
+                     ).tag(config=True)
+    due = Dict(value_trait=Unicode(), help='Due date of each assignment, ISO 8601 with '
+               'its time zone: {"unit1": "2026-10-05 23:59 +02:00"}; later submissions are '
+               "marked late in grades.csv").tag(config=True)
+    roster = Unicode("", help="A CSV of the class (lms_id, student_id, name; email), relative "
+                     "to the course folder: LMS zips are matched to it, never guessed"
+                     ).tag(config=True)
+    lms_timezone = Unicode("", help="The IANA time zone of the dates the LMS writes (Moodle's "
+                           "grading worksheet, Blackboard's and Brightspace's names: the "
+                           "downloading account's), e.g. 'Europe/Berlin'").tag(config=True)
+    lms_formats = Dict(value_trait=Unicode(), help="strptime formats of the LMS's dates, "
+                       "over tools.lms.downloads.FORMATS (moodle, blackboard, "
+                       "brightspace, export): a worksheet in another language, say"
+                       ).tag(config=True)
+    lms_patterns = Dict(value_trait=Unicode(), help="Regular expressions of Blackboard's and "
+                        "Brightspace's entry names, over tools.lms.downloads.PATTERNS (their named "
+                        "groups: tools.lms.downloads.NEEDED, and rest for the file's name)"
+                        ).tag(config=True)
+    timezone = Unicode("", help="The course's IANA time zone, e.g. 'Europe/Berlin': due "
+                       "dates and extensions written without an offset are read in it, "
+                       "logs/late.csv shows times in it").tag(config=True)
+    late_grace_minutes = Integer(0, help="Minutes late with no penalty").tag(config=True)
+    late_penalty = Float(0.0, help="Percent of the autograded score taken per started "
+                         "late_per of lateness (0: none)").tag(config=True)
+    late_per = Enum(list(UNITS), "day", help="The unit of late_penalty: 'hour' or 'day' "
+                    "(24 hours)").tag(config=True)
+    late_floor = Float(0.0, help="Percent of its score a late submission keeps at least"
+                       ).tag(config=True)
+    late_written = Bool(False, help="Whether the penalty takes the written answers' "
+                        "points too").tag(config=True)
+    late_unknown_penalty = Float(None, allow_none=True, help="Flat percent taken where the "
+                                 "LMS marked a submission late without its time (Canvas's "
+                                 "_LATE); None: nothing").tag(config=True)
+    extensions = Dict(value_trait=Dict(value_trait=Unicode()), help='A student\'s own due '
+                      'date: {"unit1": {"s1004": "2026-10-08 23:59 +02:00"}}'
+                      ).tag(config=True)
+    lms_columns = Dict(value_trait=Unicode(), help='The title of each assignment\'s column '
+                       'in the LMS\'s gradebook, where it is not the assignment\'s name: '
+                       '{"unit1": "Unit 1: LayerNorm forward"} (tools/instructor/grade_sheet.py)'
+                       ).tag(config=True)
+
+    def limits(self):
+        return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
+                      self.memory_mb, self.file_mb, tuple(self.protected),
+                      self.compile_timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    limits: Limits
+    due: dict  # {assignment: an aware datetime}
+    roster: Path | None  # the roster's CSV, if the course has one
+    lms_timezone: object = None  # a ZoneInfo, or None (not set: no LMS date is read)
+    lms_formats: dict = dataclasses.field(default_factory=lambda: dict(FORMATS))
+    late: Policy = dataclasses.field(default_factory=Policy)  # tools/course/late.py
+    lms_columns: dict = dataclasses.field(default_factory=dict)  # {assignment: its title}
+    lms_patterns: dict = dataclasses.field(default_factory=lambda: dict(PATTERNS))  # compiled
+
+
+def due_date(text, assignment="?", tz=None):
+    """An aware datetime of a due date's text (ISO 8601 with its time zone, or without one
+    in the course's time zone tz)."""
+    return course_date(text, f"c.Grading.due[{assignment!r}]", tz)
+
+
+def config(root):
+    """The traitlets Config of the course at root, as nbgrader reads it: its
+    nbgrader_config.py (the repository's settings, this course's, then
+    nbgrader_config_local.py)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from tools.course.exercises import REPO
+
+    os.environ.setdefault("NORMLIB_REPO", str(REPO))  # (as tools.course.folder.nbgrader sets it)
+    path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
+    try:
+        return PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
+    finally:
+        sys.path[:] = path
+
+
+def gradebook_url(root):
+    """The gradebook of the course at root, as every nbgrader command of it finds it: its
+    config's c.CourseDirectory.db_url (tools.course.folder.write_config: SQLite in the course
+    folder, unless nbgrader_config_local.py or NBGRADER_DB_URL names another)."""
+    url = config(root).CourseDirectory.get("db_url")
+    if not isinstance(url, str) or not url:
+        sys.exit(f"{root}/nbgrader_config.py sets no c.CourseDirectory.db_url: build the "
+                 "course again (make build)")
+    return url
+
+
+def read(root, timeout=None):
+    """The Settings of the course at root: c.Grading as its nbgrader_config.py sets it,
+    with this timeout if given (the command line's)."""
+    try:
+        grading = Grading(config=config(root))
+    except TraitError as error:  # (its message names the setting)
+        raise SystemExit(f"c.Grading in {root}/nbgrader_config_local.py: {error}") from None
+    roster = Path(root, grading.roster) if grading.roster else None
+    if roster is not None and not roster.is_file():
+        raise SystemExit(f"c.Grading.roster: no file {roster}")
+    unknown = sorted(set(grading.lms_formats) - set(FORMATS))
+    if unknown:
+        raise SystemExit(f"c.Grading.lms_formats: no format named {', '.join(unknown)} (they "
+                         f"are {', '.join(FORMATS)})")
+    try:
+        tz = zone(grading.lms_timezone) if grading.lms_timezone else None
+    except TimeError as error:
+        raise SystemExit(str(error)) from None
+    try:
+        names = patterns(grading.lms_patterns)
+    except ValueError as error:
+        raise SystemExit(f"c.Grading.lms_patterns{'' if str(error)[0] == '[' else ': '}"
+                         f"{error}") from None
+    course = course_zone(grading.timezone)
+    return Settings(grading.limits().replace(timeout=timeout),
+                    {a: due_date(t, a, course) for a, t in grading.due.items()}, roster, tz,
+                    {**FORMATS, **grading.lms_formats}, policy(grading, course),
+                    dict(grading.lms_columns), lms_patterns=names)

@@ -1,0 +1,271 @@
+"""Autograde: every new or changed submission graded once, by the judge, on a Dask
+cluster (tools/instructor/cluster.py): this machine's worker processes, or a scheduler's anywhere.
+
+    python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
+        [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
+
+For each submission to grade (collected since its last grading, or whose files changed:
+a resubmission; --student: these students'; --force: every one), one task goes to the
+cluster, carrying the submission's files (tools/worker/task.py). The worker that runs it:
+
+1. has the judge grade its normlib files (tools/judge/client.py): student code runs only in
+   the judge's sandboxed runner, and the verdicts are the grade;
+2. has nbgrader's autograde record its notebooks as submitted, with each check's verdict
+   in its cell (tools/worker/judged.Judged) and its written answers for hand grading,
+   read from a staging copy where a notebook saved under another name is put back under
+   its own (its cells say which it is) and an unreadable one is replaced by a stand-in
+   (its checks, which get the judge's verdicts, and a note saying why: it has a feedback
+   page, and its written answers score 0, a grader may change that), each noted in the
+   status (with --execute, the notebooks run first, in the OS sandbox: fresh outputs, the
+   same scores);
+3. returns all of it: verdicts, nbgrader's scores and comments, the autograded notebooks.
+
+This process alone writes the course (save): the autograded folder, the gradebook (the
+judge's scores, the status and the digest of the files graded: tools/instructor/gradebook.py), and
+drops the hand grade of a written answer whose text changed since. Each result is
+written once, as it comes; a task whose worker dies runs again on another (Dask's), and
+only its one result is written. A re-run grades only what is new or changed (pending).
+
+Without a scheduler, a local cluster of `jobs` processes (one per core by default).
+Tasks start in the order listed: each assignment's students, sorted. Prints each
+submission's score and status; returns how many could not be graded.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+
+from tools.course.exercises import of_notebooks, questions_of
+from tools.course.folder import files_of, load_course, put, submissions
+from tools.course.settings import config, read
+from tools.instructor import gradebook
+from tools.instructor.cluster import client
+from tools.instructor.collect import submitted_at
+from tools.worker import task
+from tools.worker.stage import answers
+
+JOBS = os.cpu_count() or 1
+
+
+def pending(root, names=(), students=(), force=False):
+    """({assignment: [student]} of the submissions to grade, {(assignment, student): the
+    digest of its files now}, how many are left as graded): those never graded, or whose
+    files changed since (a resubmission); every one of these students' (all if force)."""
+    done = gradebook.graded(root)
+    todo, digests, unchanged = {}, {}, 0
+    for assignment, group in submissions(root, names).items():
+        for student in group:
+            if students and student not in students:
+                continue
+            sha = gradebook.digest(Path(root) / "submitted" / student / assignment)
+            known = done.get((assignment, student))
+            if force or students or known is None or known.digest != sha:
+                todo.setdefault(assignment, []).append(student)
+                digests[assignment, student] = sha
+            else:
+                unchanged += 1
+    return todo, digests, unchanged
+
+
+def kit(root, names):
+    """The course as a grading worker needs it for these assignments (tools.worker.task.Kit)."""
+    course = load_course(root)
+    files = {f"source/{name}/{rel}": data for name in names
+             for rel, data in files_of(Path(root) / "source" / name).items()}
+    definitions = gradebook.definitions(root)
+    settings = config(root)
+    settings.CourseDirectory.pop("db_url", None)  # (which may hold a password)
+    code = task.code_digest()
+    sha = hashlib.sha256(json.dumps(course, sort_keys=True).encode() + definitions +
+                         pickle.dumps(settings) + code.encode())
+    for rel, data in files.items():
+        sha.update(rel.encode() + hashlib.sha256(data).digest())
+    return task.Kit(course, files, definitions, settings, code, sha.hexdigest())
+
+
+def tasks(root, todo, digests, limits, execute, sandboxed):
+    """One Task (tools/worker/task.py) per submission of todo, carrying its files."""
+    found = []
+    for assignment, students in sorted(todo.items()):
+        for student in students:
+            files = files_of(Path(root) / "submitted" / student / assignment)
+            found.append(task.Task(assignment, student, files, digests[assignment, student],
+                                      limits, execute, sandboxed))
+    return found
+
+
+def save(root, outcome):
+    """An Outcome into the course, by this process alone: its autograded folder replaced,
+    nbgrader's record of it and the judge's scores into the gradebook (a changed written
+    answer's hand grade dropped, an unreadable notebook's answers scored 0 with why:
+    written_answer), its status and digest. Returns (the status, "score / max")."""
+    a, s = outcome.assignment, outcome.student
+    root = Path(root)
+    plan = load_course(root)["assignments"][a]
+    before = answers(root / "autograded" / s / a, plan["notebooks"])
+    write_autograded(root, outcome)
+    now = answers(root / "autograded" / s / a, plan["notebooks"])
+    why = list(outcome.notes)
+    with gradebook.connect(root) as gb:
+        submission = save_to_nbgrader(gb, root, outcome)
+        for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
+            grade = gb.find_grade(e.grade_id, e.notebook, a, s)
+            grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
+            grade.needs_manual_grade = grade.manual_score is not None
+        for q in questions_of(plan["notebooks"]):
+            grade = gb.find_grade(q.grade_id, q.notebook, a, s)
+            comment = gb.find_comment(q.grade_id, q.notebook, a, s)
+            if written_answer(grade, comment, outcome.unreadable.get(q.notebook),
+                              before.get(q.grade_id), now.get(q.grade_id)):
+                why.append(f"answer {q.number} changed: its hand grade was dropped")
+        gb.db.commit()
+        score = f"{submission.score:g} / {submission.max_score:g}"
+    if outcome.missing:
+        why.append("missing " + ", ".join(outcome.missing))
+    status = f"failed: {outcome.error}" if outcome.error else \
+        "; ".join(["graded", *why]) if why else "graded"
+    gradebook.set_graded(root, {(a, s): (status, outcome.digest)})
+    return status, score
+
+
+UNREADABLE = "0 points: "  # how autograde's comment on an unreadable notebook's answer begins
+
+
+def written_answer(grade, comment, unreadable, before, now):
+    """A written answer's grade and comment (nbgrader's) after its notebook is graded
+    again; before, now: its text in the autograded notebook (None: none). Returns whether
+    a hand grade was dropped because the answer changed.
+
+    - its notebook could not be read (unreadable: why): 0 points, final (a manual score,
+      which formgrader shows and a grader may change), and a comment saying why; a score
+      given to the same unreadable file before (its text, which names the file's digest,
+      as it was) is kept: a grader's override survives grading again;
+    - it was such an answer, and is read now: its 0 and comment are gone (a grader's
+      override of them too: the answer is new);
+    - its text changed since a grader scored it: the hand grade is dropped."""
+    ours = (comment.manual_comment or "").startswith(UNREADABLE)
+    if unreadable is not None:
+        if before != now or grade.manual_score is None:
+            grade.manual_score = 0
+            comment.manual_comment = f"{UNREADABLE}{unreadable}. A grader may change this score."
+        grade.needs_manual_grade = False
+    elif ours:
+        grade.manual_score, grade.needs_manual_grade = None, grade.auto_score is None
+        comment.manual_comment = None
+    elif before is not None and before != now and grade.manual_score is not None:
+        grade.manual_score, grade.needs_manual_grade = None, True
+        return True
+    return False
+
+
+def write_autograded(root, outcome):
+    """The outcome's autograded/<student>/<assignment>/ in place of the one before, and
+    nbgrader's log of it in logs/autograde/. A path that would leave the folder (a
+    worker's result is trusted no further) stops it."""
+    put(root / "autograded" / outcome.student / outcome.assignment,
+                outcome.autograded, replace=True)
+    logs = root / "logs" / "autograde"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{outcome.assignment}-{outcome.student}.log").write_text(
+        f"graded by {outcome.worker}\n{outcome.log}")
+
+
+def save_to_nbgrader(gb, root, outcome):
+    """nbgrader's record of an outcome into the gradebook gb, as its autograde leaves it:
+    the submission and its time, each cell's auto score (needing a grader's look where
+    it has none, or had a hand grade: SaveAutoGrades's rule) and auto comment, each
+    notebook's late penalty. Returns the submission."""
+    a, s = outcome.assignment, outcome.student
+    gb.update_or_create_student(s)
+    when = submitted_at(root / "submitted" / s / a)
+    submission = gb.update_or_create_submission(a, s, **({} if when is None else {
+        "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
+    for notebook in submission.notebooks:
+        if notebook.name in outcome.penalties:
+            notebook.late_submission_penalty = outcome.penalties[notebook.name]
+        for c in notebook.comments:
+            if (notebook.name, c.name) in outcome.comments:
+                c.auto_comment = outcome.comments[notebook.name, c.name]
+        for g in notebook.grades:
+            if (notebook.name, g.name) in outcome.scores:
+                g.auto_score = outcome.scores[notebook.name, g.name]
+                g.needs_manual_grade = g.manual_score is not None or g.auto_score is None
+    return submission
+
+
+def due_dates(root, settings):
+    """The course's due dates (c.Grading.due) into the gradebook, where nbgrader reads
+    them (a submission's lateness, formgrader)."""
+    with gradebook.connect(root) as gb:
+        for assignment, when in settings.due.items():
+            utc = when.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            gb.update_or_create_assignment(assignment, duedate=utc)
+
+
+def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
+              execute=False, sandboxed=True, scheduler=None):
+    """Grade what is new (see the module's docstring); returns how many submissions could
+    not be graded (the judge failed, or no worker would grade them)."""
+    from distributed import as_completed
+
+    if not sandboxed and scheduler:
+        sys.exit("autograde: --no-sandbox grades on this machine only (without a scheduler): "
+                 "a cluster's workers always grade in the OS sandbox")
+    problem = task.sandbox_problem() if sandboxed and not scheduler else None
+    if problem:
+        sys.exit(f"autograde: no sandbox here, so nothing was graded: {problem}")
+    settings = read(root, timeout)
+    known = {s for group in submissions(root, names).values() for s in group}
+    unknown = sorted(set(students) - known)
+    if unknown:
+        sys.exit(f"autograde: no submission of {', '.join(unknown)} (collected: "
+                 f"{', '.join(sorted(known)) or 'none'})")
+    todo, digests, unchanged = pending(root, names, students, force)
+    limits = settings.limits
+    print(f"limits: {limits.timeout} s per check, {limits.memory_mb} MiB per process, "
+          f"files up to {limits.file_mb} MiB")
+    total = sum(map(len, todo.values()))
+    print(f"{total} submission{'s' * (total != 1)} to grade" + (
+        f"; {unchanged} unchanged since graded (--force grades them again)" if unchanged
+        else ""), flush=True)
+    if not total:
+        return 0
+    if execute:  # matplotlib's font cache, which the sandboxed kernels read
+        import matplotlib.font_manager  # noqa: F401
+    due_dates(root, settings)
+    statuses, refused = {}, []
+    with client(scheduler, jobs) as dask:
+        # the kit as a task's result, not scattered data: Dask makes it again if every
+        # worker holding it is lost
+        course = kit(root, sorted(todo))
+        shared = dask.submit(task.kept, course, key=f"kit-{course.digest}")
+        # started in the order listed (each assignment's students, sorted): without a
+        # priority, Dask's workers start theirs in an order of their own
+        listed = tasks(root, todo, digests, limits, execute, sandboxed)
+        futures = {dask.submit(task.grade, shared, one, pure=False,
+                               priority=len(listed) - i,  # (Dask: the highest first)
+                               key=f"grade-{one.assignment}-{one.student}-"
+                                   f"{one.digest[:12]}-{course.digest[:8]}"):
+                   one for i, one in enumerate(listed)}
+        for future in as_completed(futures):
+            assignment, student = futures[future].assignment, futures[future].student
+            try:  # refused, its workers died again and again, or a result out of bounds
+                outcome = future.result()
+                status, score = save(root, outcome)
+            except Exception as error:
+                refused.append((assignment, student))
+                print(f"{assignment} {student}: NOT GRADED ({type(error).__name__}: {error})",
+                      flush=True)
+                continue
+            statuses[assignment, student] = status
+            print(f"{assignment} {student}: {score} ({status})", flush=True)
+    failed = sum(status.startswith("failed") for status in statuses.values()) + len(refused)
+    print(f"{total - failed} of {total} submissions graded" + (
+        f" on the cluster at {scheduler}" if scheduler else f" with {jobs} jobs"))
+    if refused:
+        print(f"{len(refused)} not graded (above), left for the next make autograde")
+    return failed

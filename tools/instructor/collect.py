@@ -1,0 +1,700 @@
+"""Collect: the LMS's download in downloaded/<assignment>/archive/ into
+submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange).
+
+    python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
+
+archive/ holds the LMS's download, extracted once: a zip, a folder, or a loose file per
+entry. Who and when come from what the LMS wrote, never from what the student wrote
+(tools/lms/downloads.py, tools/instructor/roster.py; docs/security.md):
+
+- who: the entry's name, read from the end the LMS writes, mapped through the roster
+  (c.Grading.roster) and Moodle's grading worksheet; an id the allow-list refuses, a name
+  that reads as two students, or ids of one collect that differ only in case or Unicode
+  normalization are refused;
+- when: Moodle's grading worksheet or an instructor's export (the one CSV beside archive/,
+  in downloaded/<assignment>/), Blackboard's and Brightspace's names, read in
+  c.Grading.lms_timezone. Canvas's "_LATE" says late without a time, and its attachment
+  ids order two uploads. Nothing else: not a timestamp.txt in the zip, nor a file's date
+  (Moodle and Canvas date every entry with the moment the zip is made; an extracted
+  folder has the extraction's). Without an LMS date, collect says so loudly and marks no
+  one late by a date it cannot trust.
+
+The layouts read (docs/instructors.md, step 3, has them as tables):
+
+- Moodle: a zip or a loose file per uploaded file, "<Full Name>_<n>_assignsubmission_file_
+  <name>" ("submissions in folders" off), or a folder per student,
+  "<Full Name>_<n>_assignsubmission_file/" holding the files as uploaded (on: Moodle's
+  default since 3.1); blind marking writes "Participant" for the name (the worksheet
+  names the student). Another plugin's entry (onlinetext) is refused as no upload.
+- Canvas: a loose file per uploaded file, "<lastfirst>[_LATE]_<user id>_<attachment id>_
+  <name>", a zip only where the student uploaded one; <name> has Canvas's "-1" where the
+  student uploaded a file of that name before.
+- Blackboard Learn: a loose file per uploaded file of each attempt,
+  "<Assignment>_<username>_attempt_<time>_<name>", and a receipt per attempt,
+  "..._attempt_<time>.txt" (read as such, and left in archive/; one of an attempt no file
+  of the download is of, a text-only attempt or one whose files were left out, is listed
+  with its username, its student or why none, and what was collected of them). Either
+  name may hold "_": read at each "_" the download's titles leave open
+  (tools.lms.downloads.titles), the roster decides.
+- Brightspace: a loose file per uploaded file, "<n>-<n> - <Name> - <date> - <name>", or a
+  folder per submission, "<n>-<n> - <Name> - <date>/".
+- plain, an instructor's own: "<student id>[_<assignment>...].zip", or a folder.
+
+One upload is every entry of a student that the LMS writes with the same id (Moodle's
+participant number, Canvas's user id; Blackboard's and Brightspace's with the same time
+too): its loose files are placed by their own names (a notebook at the top, an exercise
+file of the assignment, layer_norm.py, in normlib/; Canvas's "-1" dropped where that
+gives one of the assignment's files' names: tools.instructor.unpack.place) beside the files of its
+zips and folders (tools/instructor/unpack.py). Two of its files for one place: the one of the larger
+Canvas attachment id wins (Canvas numbers uploads in order), and the other is recorded as
+superseded (an entry all of whose files are superseded is rejected, saying by what);
+without Canvas's ids, nothing tells which is the later, and the upload is refused. The
+bounds of tools/course/bounds.py hold for the upload as a whole (files kept, bytes in all,
+checked on the entries' sizes before any is read). A file that matches no format (a loose
+file whose name no LMS writes, a plain entry that is no zip) is rejected, saying so.
+
+Every entry ends in exactly one of two places:
+
+- collected: its notebooks and exercise files (normlib/layer_norm.py, ...: never the
+  course's own files) in submitted/<student>/<assignment>/,
+  with nbgrader's timestamp.txt where the LMS gave its time (autograde puts it in the
+  gradebook); what collect read of it in downloaded/<assignment>/collected.json, a
+  record per student (Found.collected): "entry" (the upload's latest entry), "entries"
+  (every original entry name that made the submission, sorted: the names the LMS's
+  feedback upload is named from), "lms" (moodle, canvas, blackboard, brightspace or
+  plain), "key" (Moodle's participant number, Canvas's user id, Blackboard's username,
+  Brightspace's ids, or the plain name's id), "name" (the display name the LMS wrote, or
+  null), "time" (ISO 8601, or null), "time_from" (where the time came from), "late_marker"
+  (Canvas's _LATE) and "superseded" ({place: {"by": the entry whose file it holds,
+  "entries": [those whose file for it lost]}}, {} if none). Of two
+  uploads of one student, the later by the LMS's date is kept, the other rejected saying
+  so; where nothing the LMS wrote tells them apart, both are rejected. A collected
+  submission is replaced by a newer upload, never by one the LMS dates earlier; an
+  identical one leaves it as it was;
+- rejected: moved to downloaded/<assignment>/rejected/, its reason printed.
+
+With a roster, each collected student's name and email go into nbgrader's student table
+(tools.instructor.gradebook.name_students), where formgrader shows them. With --dry-run
+(make collect DRY_RUN=1) collect reads and decides all of this and prints it, student by
+student, and writes, moves and creates nothing.
+"""
+
+import datetime
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from tools.course.bounds import BOUNDS, fold
+from tools.course.folder import assignment_names, files_of, load_course, run, submissions
+from tools.course.late import late_words
+from tools.course.settings import config, read
+from tools.instructor import gradebook, roster, unpack
+from tools.lms import downloads
+
+TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
+COLLECTED = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
+DATED = ("blackboard", "brightspace")  # whose names date each upload
+
+
+@dataclass(frozen=True)
+class Rejected:
+    entry: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Piece:
+    """An entry of archive/, read: whose (student, the Name read), what (a zip or a folder,
+    or a loose file and its place in the submission) and its size on disk (0: a folder,
+    bounded by its walk)."""
+    entry: str
+    path: Path
+    student: str
+    name: downloads.Name
+    place: str | None  # a loose file's path in the submission; None: a zip or a folder
+    size: int
+
+    def upload(self):
+        """What tells one upload of the student from another: the LMS's id of them (and
+        Blackboard's and Brightspace's time); a plain entry is an upload of its own."""
+        if self.name.lms == "plain":
+            return "plain", self.entry
+        return self.name.lms, self.name.key, self.name.when if self.name.lms in DATED else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """An upload that names a student and holds a submission: its entries (entry: the
+    latest), who, what the LMS says of its time (when: aware or None, and where it came
+    from; the Name's late marker), its files and the entries whose files lost their place
+    to a later upload's (superseded: {place: {"by": the entry kept, "entries": [those
+    superseded]}})."""
+    entry: str
+    entries: tuple
+    student: str
+    name: downloads.Name
+    when: datetime.datetime | None
+    source: str | None
+    files: dict
+    superseded: dict
+
+    def collected(self, assignment):
+        """What collect read of it (collected.json: see the module's docstring)."""
+        key = roster.plain_id(self.name.key, assignment) if self.name.lms == "plain" \
+            else self.name.key
+        return {"entry": self.entry, "entries": sorted(self.entries), "lms": self.name.lms,
+                "key": key, "name": self.name.name,
+                "time": self.when.isoformat() if self.when else None, "time_from": self.source,
+                "late_marker": self.name.late, "superseded": self.superseded}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A Blackboard receipt of an attempt the download holds no file of (a text-only
+    attempt, or one whose files were left out of the download): its usernames (its
+    readings'), its student or why none, and its time (or None)."""
+    entry: str
+    usernames: tuple
+    student: str | None
+    why: str | None
+    when: datetime.datetime | None
+
+
+class Collected(NamedTuple):
+    """What collect_archive did (or, dry, would do) to an assignment's archive/."""
+    outcome: dict  # {student: "new" | "replaced" | "unchanged"}
+    rejected: list  # [Rejected]
+    kept: dict  # {student: Found} of those collected
+    times: object  # the Times beside the download, or None
+    receipts: list  # Blackboard's receipts read
+    entries: int  # entries of archive/ read (receipts aside)
+    alone: list  # [Receipt] of those whose attempt has no file in the download
+
+
+def _utc(text):
+    """The aware datetime of a timestamp.txt's text ("2026-10-05 21:14:03.123456 UTC"; no
+    zone: UTC); ValueError if it is not one."""
+    when = datetime.datetime.fromisoformat(text.strip().removesuffix(" UTC"))
+    return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc)
+
+
+def submitted_at(folder):
+    """The submission time recorded in a collected submission's timestamp.txt (written by
+    collect from the LMS's date, or by the exchange's collect from its files), or None."""
+    path = Path(folder) / TIMESTAMP
+    return _utc(path.read_text()) if path.is_file() else None
+
+
+def places(root, assignment):
+    """The Places of an assignment: its notebooks and its exercise files (course.json)."""
+    plan = load_course(root)["assignments"].get(assignment, {})
+    return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.get("notebooks", ())),
+                         frozenset(Path(rel).name for rel in plan.get("student_files", ())))
+
+
+def _time(name, student, times):
+    """(when, where it came from) of an entry, from what the LMS wrote: its name, or the
+    worksheet or export beside the download; (None, None) if nothing gives it."""
+    if name.when is not None:
+        return name.when, f"{name.lms.capitalize()}'s name"
+    if times is None:
+        return None, None
+    if times.kind == downloads.WORKSHEET:
+        row = times.rows.get(name.key) if name.lms == "moodle" else None
+    else:
+        row = times.rows.get(student) or times.rows.get(name.key)
+    if row is None or row[1] is None:
+        return None, None
+    return row[1], f"{times.kind} {times.path.name}"
+
+
+def _unknown(entry):
+    """Why a file that is no zip and whose name no LMS writes for a file is refused."""
+    why = ("no format reads it: not a zip (a plain entry is <student id>[_<assignment>"
+           "...].zip, or a folder), and not a file's name as an LMS writes it (Canvas's "
+           "<lastfirst>_<user id>_<attachment id>_<name>, Moodle's <Full Name>_<n>_"
+           "assignsubmission_file_<name>, Blackboard's <Assignment>_<username>_attempt_"
+           "<time>_<name>, Brightspace's <n>-<n> - <Name> - <date> - <name>)")
+    if entry.startswith(("anon_", "LATE_anon_")):
+        why += "; Canvas's anonymous grading names no student (anon_<id>): download " \
+               "the submissions with the students' names shown"
+    return why
+
+
+def _piece(entry, assignment, settings, rows, times, where, titles=None):
+    """The Piece of an entry of archive/ (where: the assignment's Places; titles: the
+    Blackboard titles its names allow, tools.lms.downloads.titles), or a Rejected."""
+    folder = entry.is_dir() and not entry.is_symlink()
+    readings = downloads.names(entry.name, folder, settings.lms_timezone, settings.lms_formats,
+                         patterns=settings.lms_patterns, titles=titles)
+    zipped = folder or entry.name.lower().endswith(".zip") or entry.is_symlink()
+    if not zipped and not any(n.rest for n in readings):
+        return Rejected(entry.name, _unknown(entry.name))
+    who = roster.student_of(readings, assignment, rows, times)
+    if isinstance(who, str):
+        return Rejected(entry.name, who)
+    student, name = who
+    if name.problem:
+        return Rejected(entry.name, name.problem)
+    if zipped:
+        return Piece(entry.name, entry, student, name, None,
+                     0 if folder else entry.lstat().st_size)
+    if name.rest is None:  # (another reading of the name had a file's name: not this one)
+        return Rejected(entry.name, _unknown(entry.name))
+    at, why = unpack.place(name.rest, where, canvas=name.lms == "canvas")
+    if why:
+        return Rejected(entry.name, why)
+    return Piece(entry.name, entry, student, name, at, entry.lstat().st_size)
+
+
+def _refuse(entries, reason):
+    """[Rejected] of entries, each for reason."""
+    return [Rejected(e, reason) for e in sorted(entries)]
+
+
+def _order(piece):
+    """How the pieces of an upload are ordered: by Canvas's attachment id, then name."""
+    return piece.name.order if piece.name.order is not None else -1, piece.entry
+
+
+def _read(pieces, student, where, bounds):
+    """({place: [(piece, bytes)]} of an upload's pieces, [Rejected] of those refused), or
+    (None, [Rejected] of all) where the upload is over the bounds."""
+    names = ", ".join(p.entry for p in pieces)
+    if len(pieces) > bounds.kept or sum(p.size for p in pieces) > bounds.entry_bytes:
+        return None, _refuse([p.entry for p in pieces], (
+            f"{len(pieces)} entries of one upload of {student} ({names[:200]}): more than "
+            f"{bounds.kept} files or {bounds.entry_bytes >> 20} MiB in all"))
+    by_place, refused, total = {}, [], 0
+    for piece in pieces:
+        files = unpack.loose(piece.path, bounds) if piece.place else \
+            unpack.files(piece.path, bounds, where)
+        if isinstance(files, str):
+            refused.append(Rejected(piece.entry, files))
+            continue
+        files = {piece.place: files} if piece.place else files
+        total += sum(map(len, files.values()))
+        if total > bounds.entry_bytes:
+            return None, _refuse([p.entry for p in pieces], (
+                f"the files of one upload of {student} ({names[:200]}) are more than "
+                f"{bounds.entry_bytes >> 20} MiB in all"))
+        for at, data in files.items():
+            by_place.setdefault(at, []).append((piece, data))
+    return by_place, refused
+
+
+def _submission(pieces, student, times, where, bounds=BOUNDS):
+    """(the Found of one upload's pieces, or None, [Rejected]): their files, each place
+    given once, or by the latest of Canvas's attachments (see the module's docstring)."""
+    pieces = sorted(pieces, key=_order)
+    by_place, refused = _read(pieces, student, where, bounds)
+    if by_place is None or not by_place:
+        return None, refused
+    files, superseded, winners = {}, {}, {}
+    read = {p.entry for options in by_place.values() for p, _ in options}
+    for at, options in sorted(by_place.items()):
+        if len(options) > 1 and any(p.name.order is None for p, _ in options):
+            return None, refused + _refuse(read, (
+                f"{at} is given by {len(options)} entries of {student} "
+                f"({', '.join(p.entry for p, _ in options)}), and nothing the LMS wrote "
+                "says which is the later: the upload is refused"))
+        files[at], winners[at] = options[-1][1], options[-1][0]
+        if len(options) > 1:
+            superseded[at] = {"by": options[-1][0].entry,
+                              "entries": sorted(p.entry for p, _ in options[:-1])}
+    if len(files) > bounds.kept:
+        return None, refused + _refuse(read, f"more than {bounds.kept} notebooks and "
+                                             f"normlib/ files in one upload of {student}")
+    used = {p.entry for p in winners.values()}
+    for piece in pieces:
+        lost = sorted(at for at, s in superseded.items() if piece.entry in s["entries"])
+        if piece.entry not in used and lost:
+            refused.append(Rejected(piece.entry, f"an earlier upload of {student} (Canvas's "
+                                    f"attachment {piece.name.order}): " + "; ".join(
+                f"{at} is attachment {winners[at].name.order}'s ({winners[at].entry})"
+                for at in lost)))
+    last = max((p for p in pieces if p.entry in used), key=_order)
+    when, source = _time(last.name, student, times)
+    return Found(last.entry, tuple(sorted(used)), student, last.name, when, source, files,
+                 superseded), refused
+
+
+def _newest(student, found):
+    """(the Found of a student's uploads to keep, or None, [Rejected]): the one the LMS
+    dates last; none if nothing the LMS wrote tells them apart, or if the LMS says they
+    are two people (two participant numbers, user ids of one name)."""
+    if len(found) == 1:
+        return found[0], []
+    names = ", ".join(e for f in found for e in f.entries)
+    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in ("moodle", "canvas")}
+    if len(people) > 1:
+        return None, _refuse([e for f in found for e in f.entries], (
+            f"{len(found)} entries named {student} ({names}) are {len(people)} people to the "
+            "LMS (its numbers differ): all refused (a roster tells them apart)"))
+    if all(f.when is not None for f in found):
+        found = sorted(found, key=lambda f: f.when)
+        last = found[-1]
+        if last.when != found[-2].when:
+            return last, [r for f in found[:-1] for r in _refuse(f.entries, (
+                f"an older submission of {student} ({f.when:%Y-%m-%d %H:%M} by the "
+                f"{f.source}): {last.entry} ({last.when:%Y-%m-%d %H:%M}) replaces it"))]
+    return None, _refuse([e for f in found for e in f.entries], (
+        f"{len(found)} entries of {student} ({names}), and no date from the LMS tells which "
+        "is the later: all refused (keep the one to grade in archive/, then collect again)"))
+
+
+def _collisions(pieces, root, assignment):
+    """[Rejected] of the entries whose student ids differ only in case or Unicode
+    normalization from another's of this collect, or from a submission collected before."""
+    by_fold = {}
+    for p in pieces:
+        by_fold.setdefault(fold(p.student), set()).add(p.student)
+    for folder in Path(root).glob(f"submitted/*/{assignment}"):
+        if fold(folder.parent.name) in by_fold:
+            by_fold[fold(folder.parent.name)].add(folder.parent.name)
+    clashing = {k: ids for k, ids in by_fold.items() if len(ids) > 1}
+    return [Rejected(p.entry, f"its student id {p.student!r} differs only in case or Unicode "
+                              "normalization from "
+                              f"{', '.join(sorted(clashing[fold(p.student)] - {p.student}))}"
+                              ": refused (give them distinct ids in the roster)")
+            for p in pieces if fold(p.student) in clashing]
+
+
+def _wanted(files, when):
+    """The files of a submission's folder: its files, and timestamp.txt if its time is
+    known."""
+    if when is None:
+        return dict(files)
+    return {**files, TIMESTAMP: when.astimezone(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S.%f UTC").encode()}
+
+
+def _keep(folder, newest):
+    """(what collecting newest into folder is: "new", "replaced" or "unchanged"; the Found
+    to record, or None: the record of the one collected before stays), or [Rejected]:
+    never an upload the LMS dates earlier than the one collected, nor an undated one over
+    a dated one."""
+    before = submitted_at(folder) if folder.is_dir() else None
+    if before is not None and newest.when is not None and before > newest.when:
+        return _refuse(newest.entries, f"older than the submission of {newest.student} "
+                                       f"collected ({before:%Y-%m-%d %H:%M} UTC)")
+    if before is not None and newest.when is None:
+        held = files_of(folder)
+        held.pop(TIMESTAMP)
+        if held == newest.files:  # (its time, and what collect read of it, kept)
+            return "unchanged", None
+        return _refuse(newest.entries, f"the submission of {newest.student} collected has "
+                                       f"the LMS's time ({before:%Y-%m-%d %H:%M} UTC) and this "
+                                       "entry none: which is the later? (add the LMS's times "
+                                       "beside archive/)")
+    if not folder.is_dir():
+        return "new", newest
+    return ("unchanged" if files_of(folder) == _wanted(newest.files, newest.when)
+            else "replaced"), newest
+
+
+def collect_archive(root, assignment, settings, rows=None, dry_run=False):
+    """Collect downloaded/<assignment>/archive/ (see the module's docstring); dry_run:
+    decide all of it, and write, move and create nothing. Returns Collected."""
+    download = Path(root) / "downloaded" / assignment
+    archive = download / "archive"
+    try:
+        times = downloads.read_times(download, settings.lms_timezone, settings.lms_formats)
+    except downloads.TimeError as error:
+        raise SystemExit(f"collect {assignment}: {error}") from None
+    where = places(root, assignment)
+    listed = sorted(archive.iterdir())
+    titles = downloads.titles([e.name for e in listed], settings.lms_patterns)
+    pieces, rejected, receipts = [], [], []
+    for entry in listed:
+        if downloads.is_receipt(entry.name, settings.lms_patterns) and entry.is_file() and \
+                not entry.is_symlink():
+            receipts.append(entry.name)
+            continue
+        item = _piece(entry, assignment, settings, rows, times, where, titles)
+        (rejected if isinstance(item, Rejected) else pieces).append(item)
+    entries = len(pieces) + len(rejected)
+    clashes = _collisions(pieces, root, assignment)
+    rejected += clashes
+    pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
+    by_student = {}
+    for p in pieces:
+        by_student.setdefault(p.student, {}).setdefault(p.upload(), []).append(p)
+    outcome, kept, recorded = {}, {}, {}
+    for student, uploads in sorted(by_student.items()):
+        found = []
+        for group in uploads.values():
+            item, refused = _submission(group, student, times, where)
+            rejected += refused
+            found += [item] if item else []
+        newest, older = _newest(student, found) if found else (None, [])
+        rejected += older
+        if newest is None:
+            continue
+        folder = Path(root) / "submitted" / student / assignment
+        state = _keep(folder, newest)
+        if isinstance(state, list):
+            rejected += state
+            continue
+        state, record = state
+        if not dry_run and state != "unchanged":
+            try:
+                _place(folder, _wanted(newest.files, newest.when))
+            except OSError as error:  # (a name the file system refuses: nothing half-written)
+                rejected += _refuse(newest.entries, f"its files cannot be written here "
+                                                    f"({type(error).__name__}: {error.strerror})")
+                continue
+        outcome[student] = state
+        kept[student] = newest if record else replace(
+            newest, when=submitted_at(folder), source="submission collected before")
+        if record:
+            recorded[student] = newest
+    if not dry_run:
+        _move(archive, download / "rejected", rejected)
+        _write_collected(download, assignment, recorded)
+    alone = _alone(receipts, [e.name for e in listed], assignment, settings, rows, titles)
+    return Collected(outcome, rejected, kept, times, receipts, entries, alone)
+
+
+def _alone(receipts, listed, assignment, settings, rows, titles):
+    """[Receipt] of the Blackboard receipts (names) of an attempt that no other entry of
+    the download (listed: their names) is a file of."""
+    attempts = {downloads.attempt(e, settings.lms_patterns) for e in set(listed) - set(receipts)}
+    found = []
+    for entry in receipts:
+        if downloads.attempt(entry, settings.lms_patterns) in attempts:
+            continue
+        readings = [n for n in downloads.names(entry, False, settings.lms_timezone,
+                                         settings.lms_formats, patterns=settings.lms_patterns,
+                                         titles=titles) if n.lms == "blackboard"]
+        who = roster.student_of(readings, assignment, rows)
+        found.append(Receipt(entry, tuple(n.key for n in readings), None, who, readings[0].when)
+                     if isinstance(who, str) else Receipt(entry, (who[1].key,), who[0], None,
+                                                          who[1].when))
+    return found
+
+
+def _move(archive, rejected_folder, rejected):
+    """Move each rejected entry out of archive/ into rejected_folder (once)."""
+    for entry in dict.fromkeys(r.entry for r in rejected):
+        rejected_folder.mkdir(exist_ok=True)
+        shutil.move(archive / entry, rejected_folder / entry)
+
+
+def _write_collected(download, assignment, kept):
+    """downloaded/<assignment>/collected.json: what collect read of each collected
+    submission (Found.collected), those of earlier collects kept."""
+    path = download / COLLECTED
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record.update({student: f.collected(assignment) for student, f in kept.items()})
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+
+
+def read_collected(root, assignment):
+    """{student: what collect read of their submission} (downloaded/<assignment>/
+    collected.json; {} if none)."""
+    path = Path(root) / "downloaded" / assignment / COLLECTED
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _place(folder, files):
+    """Write a submission's files into folder, in place of what was there (written beside
+    it first, then renamed: nothing half-written)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".collecting-"))
+    try:
+        for rel, data in files.items():
+            (new / rel).parent.mkdir(parents=True, exist_ok=True)
+            (new / rel).write_bytes(data)
+    except OSError:
+        shutil.rmtree(new)
+        raise
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    os.rename(new, folder)
+
+
+def late_by(when, late_marker, due):
+    """How late a submission is, in words ('' if it is not, or nothing says so), from its
+    time (aware, or None), Canvas's late marker and its due date (aware, or None)."""
+    if when is None:
+        return "late by Canvas's _LATE marker; no time" if late_marker else ""
+    return late_words((when - due).total_seconds()) if due is not None else ""
+
+
+def report(name, collected, due, dry_run=False):
+    """Print what became of each entry of an assignment's archive/ (dry_run: what would,
+    student by student)."""
+    outcome, rejected, kept, times, receipts, entries, alone = collected
+    would = "would be " if dry_run else ""
+    count = {state: sorted(s for s, v in outcome.items() if v == state)
+             for state in ("new", "replaced", "unchanged")}
+    print(f"{'DRY RUN (nothing written or moved): ' if dry_run else ''}collected {name}: "
+          f"{entries} entr{'y' if entries == 1 else 'ies'} in archive/, {len(outcome)} "
+          f"{would}collected ({len(count['new'])} new, {len(count['replaced'])} "
+          f"replacing an older submission, {len(count['unchanged'])} unchanged), "
+          f"{len(rejected)} {would}rejected")
+    for state, students in count.items():
+        if students and state != "unchanged" and not dry_run:
+            print(f"  {state}: {', '.join(students)}")
+    if dry_run:
+        for student, state in sorted(outcome.items()):
+            print(f"  would collect {student} ({state}) from {', '.join(kept[student].entries)}"
+                  f"; {_when(kept[student])}")
+    if times is not None:
+        print(f"  times: {times.kind} {times.path.name}")
+    unknown = sorted(s for s, f in kept.items() if f.when is None)
+    if unknown:
+        print(f"  TIMES UNKNOWN for {len(unknown)} of {len(kept)}: {', '.join(unknown)}. No "
+              "date the LMS wrote gives their submission time (not the zip's dates, nor a "
+              "file of the student's): none of them is marked late by a date. Add the LMS's "
+              "times beside archive/ (Moodle's grading worksheet, or an export: "
+              "docs/instructors.md, step 3)")
+    late = {s: late_by(f.when, f.name.late, due) for s, f in kept.items()}
+    late = {s: words for s, words in late.items() if words}
+    if late:
+        print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
+    for student, found in sorted(kept.items()):
+        for at, lost in sorted(found.superseded.items()):
+            print(f"  {student}'s {at} is {lost['by']}'s (the later Canvas attachment), not "
+                  f"{', '.join(lost['entries'])}'s")
+    if receipts:
+        print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
+              "(the times are their names')")
+    for receipt in alone:
+        print(f"  RECEIPT WITHOUT FILES {receipt.entry}: no file of this attempt is in the "
+              "download (a text-only attempt, or one whose files were left out of the "
+              f"download); {_receipt_words(receipt, kept)}")
+    for item in rejected:
+        print(f"  REJECTED {item.entry}: {item.reason}; {'would move' if dry_run else 'moved'} "
+              f"to downloaded/{name}/rejected/")
+
+
+def _receipt_words(receipt, kept):
+    """Whose a Receipt is, and what was collected of its student (see report)."""
+    users = " or ".join(receipt.usernames)
+    if receipt.student is None:
+        return f"Blackboard username {users}, no student: {receipt.why}"
+    who, found = f"Blackboard username {users}, student {receipt.student}", \
+        kept.get(receipt.student)
+    if found is None:
+        return f"{who}: nothing collected for {receipt.student} (grade the attempt in " \
+               "Blackboard, or download its files and collect again)"
+    dated = found.when is not None and receipt.when is not None
+    if dated and receipt.when > found.when:
+        return f"{who}: collected from an earlier attempt ({found.entry}), and this one is " \
+               "later: check it in Blackboard"
+    return f"{who}: collected from {'a later' if dated else 'another'} attempt ({found.entry})"
+
+
+def _when(found):
+    """'2026-10-05 21:14 UTC by <source>' of a Found's time, or 'time unknown'."""
+    if found.when is None:
+        return "time unknown" + (" (Canvas's _LATE marker: late)" if found.name.late else "")
+    return f"{found.when.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by the " \
+           f"{found.source}"
+
+
+def collect(root, names=(), exchange=False, dry_run=False):
+    """Collect every assignment named (all if none), printing what became of each entry
+    (dry_run: what would, touching nothing)."""
+    if exchange and dry_run:
+        raise SystemExit("collect --dry-run reads downloaded/<assignment>/archive/ alone: "
+                         "with --exchange nbgrader's collect copies from the exchange at "
+                         "once (run it without --dry-run)")
+    settings = read(root)
+    rows = roster.read_roster(settings.roster) if settings.roster else None
+    for name in assignment_names(root, names):
+        archive = Path(root) / "downloaded" / name / "archive"
+        if exchange:
+            run(root, "collect", name, "--update")
+            refused = exchange_times(root, name)
+            students = submissions(root, [name])[name]
+            left = sum(exercise_files_only(root, name, student) for student in students)
+            print(f"collected {name} from the exchange: {len(students)} submission"
+                  f"{'s' * (len(students) != 1)}" + (f" ({left} file{'s' * (left != 1)} "
+                  "left out: only notebooks and the assignment's exercise files are "
+                  "collected, grading takes the rest from the course)" if left else ""))
+            for student, reason in refused:
+                print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
+            _name(root, rows, students)
+            continue
+        if not archive.is_dir():
+            print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
+            continue
+        collected = collect_archive(root, name, settings, rows, dry_run)
+        report(name, collected, settings.due.get(name), dry_run)
+        if not dry_run:
+            _name(root, rows, collected.outcome)
+
+
+def _name(root, rows, students):
+    """With a roster, the students' names and emails into nbgrader's student table."""
+    if rows is None or not students:
+        return
+    gradebook.name_students(root, rows, students)
+    listed = sorted(set(students) & {r["student_id"] for r in rows})
+    print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
+          "gradebook (formgrader shows them)")
+
+
+def exercise_files_only(root, assignment, student):
+    """Remove from a submission that nbgrader's collect copied from the exchange (the
+    whole released folder: normkit/, every normlib/ file) every file but its notebooks,
+    the assignment's exercise files and nbgrader's own (timestamp.txt, and the
+    submission_secret.txt that its feedback through the exchange needs): what collect keeps
+    of an LMS's download (tools.instructor.unpack). Returns how many files it removed."""
+    folder, keep = Path(root) / "submitted" / student / assignment, places(root, assignment)
+    removed = 0
+    for path in sorted(folder.rglob("*"), reverse=True):  # (files before their folders)
+        rel = PurePosixPath(path.relative_to(folder).as_posix())
+        kept = str(rel) in (TIMESTAMP, "submission_secret.txt") or unpack.is_kept(rel, keep)
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif not kept:
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def exchange_times(root, assignment):
+    """After nbgrader's collect from the exchange: each submission's timestamp.txt is the
+    last time anything the student put in the exchange's inbound folder for the
+    assignment changed (the latest status change, ctime, of every file and folder of every
+    one of their submissions there, which no user can set back), never the time the
+    student's own `nbgrader submit` wrote into a folder's name and its timestamp.txt
+    (which nbgrader uses to choose the one it copies). A submission whose inbound folders
+    hold a link is removed (nbgrader copies what a link points to). Returns [(student, why
+    removed)]."""
+    settings = config(root)
+    from nbgrader.exchange.default import Exchange  # (its default root: nbgrader's)
+
+    exchange = Path(settings.Exchange.get("root", Exchange.class_traits()["root"].default_value))
+    inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
+    refused = []
+    for student in submissions(root, [assignment])[assignment]:
+        folders = list(inbound.glob(f"{student}+{assignment}+*"))
+        if not folders:
+            continue
+        folder, latest, link = Path(root) / "submitted" / student / assignment, 0.0, None
+        for source in folders:
+            latest = max(latest, os.lstat(source).st_ctime)
+            for top, dirs, files in os.walk(source, followlinks=False):
+                for item in dirs + files:
+                    path = os.path.join(top, item)
+                    latest = max(latest, os.lstat(path).st_ctime)
+                    if os.path.islink(path):
+                        link = os.path.relpath(path, inbound)
+        if link is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+            refused.append((student, f"a link in its inbound folder ({link}): links are not "
+                                     "followed"))
+            continue
+        when = datetime.datetime.fromtimestamp(latest, datetime.timezone.utc)
+        (folder / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+    return refused

@@ -1,0 +1,337 @@
+"""Feedback: one HTML page per notebook of each graded submission, and one zip per
+student and assignment to upload to an LMS.
+
+    python -m tools.instructor feedback ROOT [ASSIGNMENT ...] [--exchange] [--lms LMS]
+
+feedback/<student>/<assignment>/<notebook>.html: the notebook as submitted, each check
+with the judge's verdict under it (tools/instructor/templates/judged), its hidden tests folded
+(tools.instructor.feedback.HideHiddenTests), written answers with their grade or "not yet
+graded". Nothing else: nbgrader would copy every file of the graded folder beside the
+pages (the course's normlib/ files among them), so every other file is removed.
+feedback_zips/<assignment>/<student>.zip: that student's pages of the assignment.
+With an LMS (--lms moodle|canvas), also feedback_upload/<assignment>-<lms>.zip, the one zip
+that LMS's bulk feedback upload reads (tools/lms/upload.py). Only released assignments
+(release/<assignment>/) have feedback: one not yet given out has no submission.
+
+A page renders only what it must of the notebook as submitted (`safe`, before the
+exporter's template): of each output, its MIME types of MIME, an image's data as strict
+base64 and its metadata's integer width and height alone (nbconvert's template writes
+them unquoted, and `filenames` into a src); of each cell, its source and the nbgrader and
+judge metadata the page shows; of the notebook, its language. HTML and markdown outputs
+are cleaned as markdown cells are (tools/instructor/markdown.py: no class, id, style or data: link),
+nothing else of a raw cell's is kept but its text. Each is bounded (tools/course/bounds.py): an
+output over BOUNDS.output_bytes, the outputs past BOUNDS.outputs_bytes, a source over
+BOUNDS.cell_chars and the cells past BOUNDS.cells (but graded ones) are cut, with a note
+where; a page still over BOUNDS.page_bytes is made again with every output cut and every
+source shortened, and one over it even then is not written (its student's status says so).
+"""
+
+import base64
+import binascii
+import json
+import re
+import zipfile
+from pathlib import Path
+
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbformat import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from tools.course.bounds import BOUNDS
+from tools.course.folder import assignment_names, run, targets
+from tools.worker.judged import FoldHiddenTests, is_check
+
+NO_ALT = 'alt="No description has been provided for this image"'  # (nbconvert's words)
+MIME = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
+IMAGES = ("image/png", "image/jpeg")
+_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # (a grade id, a cell id: nbgrader's characters)
+_NBGRADER = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
+             "points": (int, float), "score": (int, float), "comment": str, "waiting": bool}
+_LEXER = re.compile(r"[A-Za-z0-9_+-]{1,40}")
+
+
+def _text(value):
+    """A notebook's multiline string (a str, or nbformat's list of lines) as a str, or None."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    return value if isinstance(value, str) else None
+
+
+def _image(value):
+    """An image's base64 text if it is strict base64 (newlines aside), else None: it goes
+    into an attribute of the page."""
+    text = _text(value)
+    if text is None:
+        return None
+    try:
+        base64.b64decode(text.replace("\n", ""), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return text
+
+
+def _note(text):
+    return NotebookNode(output_type="stream", name="stdout", text=f"[feedback: {text}]\n")
+
+
+def _megabytes(size):
+    return f"{size / 1e6:.1f} MB"
+
+
+def _output(output, bounds):
+    """An output as the page may show it (see the module's docstring), or a note of why
+    not."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = _text(output.get("text"))
+        name = output.get("name") if output.get("name") in ("stdout", "stderr") else "stdout"
+        return NotebookNode(output_type="stream", name=name, text=text or "")
+    if kind == "error":
+        lines = output.get("traceback")
+        lines = [t for t in lines if isinstance(t, str)] if isinstance(lines, list) else []
+        return NotebookNode(output_type="error", ename=str(output.get("ename", "")),
+                            evalue=str(output.get("evalue", "")), traceback=lines)
+    if kind not in ("display_data", "execute_result") or not isinstance(output.get("data"), dict):
+        return _note(f"an output of type {str(kind)[:40]!r} is not shown")
+    data, metadata = {}, {}
+    for mime in MIME:
+        value = (_image if mime in IMAGES else _text)(output.data.get(mime))
+        if value is not None:
+            data[mime] = value
+    for mime in IMAGES:
+        size = (output.get("metadata") or {}).get(mime)
+        if mime in data and isinstance(size, dict):
+            kept = {k: v for k, v in size.items() if k in ("width", "height") and
+                    type(v) is int and 0 < v <= bounds.image_pixels}
+            if kept:
+                metadata[mime] = kept
+    if not data:
+        return _note(f"an output of {', '.join(sorted(map(str, output.data)))[:80]} is not "
+                     "shown (a page shows text, HTML, markdown, LaTeX, PNG and JPEG)")
+    node = NotebookNode(output_type=kind, data=NotebookNode(data),
+                        metadata=NotebookNode(metadata))
+    if kind == "execute_result":
+        count = output.get("execution_count")
+        node.execution_count = count if type(count) is int else None
+    return node
+
+
+def _cell_metadata(cell):
+    """The metadata of a cell the page shows: its nbgrader fields (each of its type, the
+    grade id as nbgrader writes one), the judge's verdict; nothing else."""
+    found = {}
+    grader = cell.metadata.get("nbgrader")
+    if isinstance(grader, dict):
+        kept = {k: v for k, v in grader.items() if k in _NBGRADER and
+                isinstance(v, _NBGRADER[k]) and (k != "grade_id" or _ID.fullmatch(v))}
+        if kept.get("grade") and not {"grade_id", "points", "score"} <= set(kept):
+            kept = {}  # a graded cell the course does not know (nbgrader gave it no score)
+        elif kept.get("solution") and "grade_id" not in kept:
+            kept = {}
+        if kept:
+            found["nbgrader"] = NotebookNode(kept)
+    judge = cell.metadata.get("judge")
+    if isinstance(judge, dict) and isinstance(judge.get("verdict"), str):
+        found["judge"] = NotebookNode(passed=judge.get("passed") is True,
+                                      verdict=judge["verdict"])
+    return NotebookNode(found)
+
+
+def safe(nb, bounds=BOUNDS, strict=False):
+    """The notebook nb as its feedback page may show it (see the module's docstring), a
+    new NotebookNode; strict: every output cut, every source shortened to a tenth."""
+    chars = bounds.cell_chars // 10 if strict else bounds.cell_chars
+    outputs_left = 0 if strict else bounds.outputs_bytes
+    sources_left = bounds.sources_chars // 10 if strict else bounds.sources_chars
+    language = nb.metadata.get("language_info")
+    language = {k: v for k, v in language.items() if k in ("name", "pygments_lexer")
+                and isinstance(v, str) and _LEXER.fullmatch(v)} if isinstance(
+        language, dict) else {}
+    cells, hidden = [], 0
+    for cell in nb.cells:
+        metadata = _cell_metadata(cell)
+        graded = "nbgrader" in metadata and (metadata.nbgrader.get("grade") or
+                                             metadata.nbgrader.get("solution"))
+        if len(cells) >= bounds.cells and not graded:
+            hidden += 1
+            continue
+        source = _text(cell.get("source")) or ""
+        limit = min(chars, max(sources_left, 0)) if not graded else chars
+        if len(source) > limit:
+            source = source[:limit] + f"\n[feedback: {len(source) - limit} more characters " \
+                                      "of this cell are not shown]"
+        sources_left -= len(source)
+        kind = cell.get("cell_type")
+        cell_id = cell.get("id") if isinstance(cell.get("id"), str) and _ID.fullmatch(
+            cell.get("id")) else f"cell-{len(cells)}"
+        if kind == "code":
+            new = NotebookNode(cell_type="code", id=cell_id, metadata=metadata, source=source,
+                               outputs=[],
+                               execution_count=cell.get("execution_count") if type(
+                                   cell.get("execution_count")) is int else None)
+            for output in cell.get("outputs") or []:
+                if not isinstance(output, dict):
+                    continue
+                shown = _output(NotebookNode(output), bounds)
+                size = len(json.dumps(shown))
+                if size > min(bounds.output_bytes, outputs_left):
+                    shown = _note(f"an output of {_megabytes(size)} is not shown: a page shows "
+                                  f"outputs of at most {_megabytes(bounds.output_bytes)} each, "
+                                  f"{_megabytes(bounds.outputs_bytes)} in all")
+                    size = len(json.dumps(shown))
+                outputs_left -= size
+                new.outputs.append(shown)
+        else:  # markdown, and a raw cell's text as markdown (sanitized alike)
+            new = NotebookNode(cell_type="markdown", id=cell_id, metadata=metadata,
+                               source=source)
+        cells.append(new)
+    if hidden:
+        cells.append(NotebookNode(cell_type="markdown", id="feedback-hidden",
+                                  metadata=NotebookNode(),
+                                  source=f"[feedback: {hidden} more cells are not shown: a "
+                                         f"page shows {bounds.cells} at most]"))
+    return NotebookNode(nbformat=4, nbformat_minor=5, cells=cells,
+                        metadata=NotebookNode(language_info=NotebookNode(language)))
+
+
+class PageTooLarge(ValueError):
+    """A notebook whose feedback page stays over BOUNDS.page_bytes, however cut."""
+
+
+class FeedbackExporter(HTMLExporter):
+    """The feedback page's exporter (nbgrader_config.py): nbconvert's HTML exporter without
+    its last pass, which parses the whole page again (BeautifulSoup) to give the cells of
+    JupyterLab's template a tabindex and images without one an alt text. That pass was
+    over half of a page's time (0.65 s of CPU; a class of 300 has 1,800 pages), and the
+    feedback template (nbconvert's classic, through nbgrader's) has no such cell: the alt
+    text is added here, where an image has none."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        """(html, resources) of the notebook nb as `safe` keeps it, with the filters
+        HTMLExporter sets for it: code highlighted in the notebook's language, outputs by
+        display priority. Over BOUNDS.page_bytes, made again strictly; PageTooLarge if it
+        is over even then."""
+        self._strict = False
+        page, kept = self._page(nb, resources, **kw)
+        if len(page.encode()) > BOUNDS.page_bytes:
+            self._strict = True
+            page, kept = self._page(nb, resources, **kw)
+        if len(page.encode()) > BOUNDS.page_bytes:
+            raise PageTooLarge(f"its feedback page is over {_megabytes(BOUNDS.page_bytes)} "
+                               "even with every output cut")
+        return page, kept
+
+    def _preprocess(self, nb, resources):
+        """The notebook after nbgrader's preprocessors (its grades and comments in the
+        cells' metadata), as `safe` keeps it."""
+        nb, resources = super()._preprocess(nb, resources)
+        return safe(nb, strict=getattr(self, "_strict", False)), resources
+
+    def _page(self, nb, resources=None, **kw):
+        language = nb.metadata.get("language_info", {})
+        lexer = language.get("pygments_lexer", language.get("name"))
+        self.register_filter("highlight_code", self.filters.get(
+            "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+            notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+        page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        return re.sub(r"<img\b(?![^>]*\balt=)", f"<img {NO_ALT}", page), resources
+
+
+def feedback(root, names=(), exchange=False, lms=None):
+    """The feedback of these assignments (all if none), released ones alone (a unit not yet
+    given out has none: named, it is said so): the pages, one zip per student, and with
+    lms the LMS's bulk upload (tools/lms/upload.py). One with no submission graded yet is
+    said to be so (nbgrader's generate_feedback would fail on it)."""
+    from tools.instructor.collect import read_collected  # exporter, and need none of these)
+    from tools.instructor.release import released
+    from tools.lms import upload  # (here: nbgrader's processes import this module for its
+
+    root = Path(root)
+    asked, given = assignment_names(root, names), released(root)
+    for name in names:
+        if name not in given:
+            print(f"{name}: not released yet (make release A={name}): no feedback")
+    names = [name for name in asked if name in given]
+    graded = [name for name in names if any(root.glob(f"autograded/*/{name}"))]
+    for target in targets(root, graded) if graded else []:
+        run(root, "generate_feedback", target, "--force")
+    for name in names:
+        if name not in graded:
+            print(f"feedback for {name}: no submission graded yet (make autograde)")
+            continue
+        pages = _pages(root, name)
+        zips = root / "feedback_zips" / name
+        zips.mkdir(parents=True, exist_ok=True)
+        for student, found in pages.items():
+            with zipfile.ZipFile(zips / f"{student}.zip", "w", zipfile.ZIP_DEFLATED) as z:
+                for page in found:
+                    z.write(page, f"{name}/{page.name}")
+        if exchange:
+            run(root, "release_feedback", name)
+        print(f"feedback for {name}: feedback/*/{name}/, one zip per student in "
+              f"feedback_zips/{name}/ ({len(pages)})")
+        if lms in upload.BULK:
+            upload.report(root, name, lms, *upload.write(root, name, lms, pages,
+                                                         read_collected(root, name)))
+        elif lms:
+            print(f"  {lms.capitalize()} has no bulk feedback upload here: upload each "
+                  f"student's feedback_zips/{name}/<student>.zip (docs/instructors.md, step 6)")
+
+
+def _pages(root, name):
+    """{student: [their pages of the assignment]}, once every file of feedback/*/<name>/
+    but the pages is removed (nbgrader copies the graded folder's files beside them)."""
+    for path in root.glob(f"feedback/*/{name}/**/*"):
+        if path.is_file() and path.suffix != ".html":
+            path.unlink()
+    for path in sorted(root.glob(f"feedback/*/{name}/**/"), reverse=True):
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return {p.parent.name: sorted(p.glob("*.html"))
+            for p in sorted(root.glob(f"feedback/*/{name}")) if p.is_dir()}
+
+
+class HideHiddenTests(FoldHiddenTests):
+    """At generate_feedback, in every check cell: the hidden-test block folded (as it ran
+    at autograde), and an error keeps its type and message but loses its traceback (whose
+    context lines would quote the check). The student still reads which check failed and
+    why: the checks' messages name the case (shape, dtype, arguments) and the difference,
+    and the judge's verdict under each check (put in its metadata by Judged at autograde,
+    shown by tools/instructor/templates/judged) says whether the hidden tests passed."""
+
+    def preprocess_cell(self, cell, resources, index):
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if is_check(cell):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output.traceback = [f"{output.ename}: {output.evalue}"]
+        return cell, resources
+
+
+class WaitingAnswers(NbGraderPreprocessor):
+    """At generate_feedback: each written answer that waits for a grader (no manual score,
+    nbgrader's needs_manual_grade) is marked `waiting` in its nbgrader metadata, which the
+    feedback page (tools/instructor/templates/judged) shows as "not yet graded" rather than 0."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            self._waiting = {
+                g.name for g in gb.find_submission_notebook(
+                    info["notebook"], info["assignment"], info["student"]).grades
+                if g.manual_score is None and g.needs_manual_grade}
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade"):
+            meta.pop("waiting", None)
+            if meta.get("grade_id") in self._waiting:
+                meta["waiting"] = True
+        return cell, resources

@@ -1,0 +1,33 @@
+"""Release: what students get, in release/<assignment>/ (and, with --exchange, nbgrader's
+exchange), scanned for solutions first.
+
+    python -m tools.instructor release ROOT [ASSIGNMENT ...] [--exchange]
+
+nbgrader generates each assignment (its .py files stripped of their solution blocks by
+tools.course.markers.strip_release); any file of the release that holds a solution, a hidden
+test or a stored output stops the release (tools.course.leaks.leaks).
+"""
+
+from pathlib import Path
+
+from tools.course.folder import assignment_names, load_course, run, targets
+from tools.course.leaks import leaks
+
+
+def release(root, names=(), exchange=False):
+    names = assignment_names(root, names)
+    for target in targets(root, names):
+        run(root, "generate_assignment", target, "--force")
+    for name in names:
+        problems = leaks(Path(root) / "release" / name, folders=(".",))
+        if problems:
+            raise SystemExit(f"release/{name} leaks the solutions:\n" + "\n".join(problems))
+        if exchange:
+            run(root, "release_assignment", name, "--force")
+        print(f"released {name}: release/{name}/" + (" and the exchange" if exchange else ""))
+
+
+def released(root):
+    """The assignments released so far (release/<assignment>/ exists), in course order."""
+    return [name for name in load_course(root)["assignments"]
+            if (Path(root) / "release" / name).is_dir()]

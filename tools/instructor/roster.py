@@ -1,0 +1,220 @@
+"""Who the students are: the roster (c.Grading.roster: a CSV with the columns lms_id,
+student_id, name, and optionally email, and the ids an LMS's gradebook import reads,
+OPTIONAL: tools/instructor/grade_sheet.py), and the student of each name an LMS wrote
+(tools/lms/downloads.py). The rule a student id keeps, below, is
+tools.course.bounds.id_problem's.
+
+    read_roster(path) -> [row]
+    student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
+
+A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
+letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
+never ".", "..", "-", "+", "=" or "@": no path, no option, no spreadsheet formula), has at
+most BOUNDS.id_chars characters, no whitespace, control character, path separator or
+nbgrader's exchange separator "+", and is in Unicode's normal form (NFC). Two ids of one
+collect that differ only in case or normalization are refused (tools/instructor/collect.py).
+
+How each LMS's name maps to a student (docs/security.md lists what each trusts):
+- Moodle: its number is the assignment's participant number, not a user id. With the
+  grading worksheet beside the download, the number's row gives the student's full name
+  (and email): the entry's display name must be that name, and with a roster, the row
+  (by email, else by name) must be one student. Without a worksheet, the display name,
+  which the student may be able to edit, is all there is: with a roster, it must match one
+  row's name; without one, it becomes the id ("Grace Hopper" is grace-hopper). Moodle
+  never writes "_" in a display name: a name that holds one is not Moodle's. Under blind
+  marking Moodle writes "Participant" for every name: the number names the student only
+  through the worksheet (downloaded by a teacher who may see identities, whose row gives
+  the full name); without one, the entry is refused, saying so.
+- Canvas: the user id, with a roster (its lms_id column; else the name), without one the
+  name ("lastfirst").
+- Blackboard: the username (the roster's lms_id, else its student_id; without one, the id).
+  "<Assignment>_<username>" reads one way per "_" the download leaves open
+  (tools.lms.downloads.titles): two readings that are two students are refused, saying how to tell.
+- A name that reads two ways (two LMSs' formats, or Canvas's name that may hold "_") is
+  refused where the readings are two students; a reading whose date cannot be trusted
+  (tools.lms.downloads.Name.problem) refuses the entry.
+- Brightspace: the name, as Moodle's without a worksheet.
+- a plain name: its student id (with a roster, a row's student_id or lms_id).
+
+nbgrader's student table (formgrader's names) gets each collected student's name and
+email from the roster (tools.instructor.gradebook.name_students, with split_name here): the columns
+first_name and last_name where the roster has them; else a name written "Last, First"
+splits at its comma; else the first word is the first name and the rest the last name
+("Guido van Rossum": Guido, van Rossum; one word: the last name alone).
+"""
+
+import csv
+import re
+import unicodedata
+
+from tools.course.bounds import fold, id_problem
+from tools.lms import downloads
+
+NEEDED = {"lms_id", "student_id", "name"}
+TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', and the "
+            "download's other names do not say where the title ends: a roster "
+            "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
+            "title written out, says which")
+OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
+# ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
+# the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
+
+
+
+def slug(name):
+    """A display name as a student id: "John Smith" -> "john-smith"."""
+    name = unicodedata.normalize("NFC", name)
+    return re.sub(r"[^\w.-]+", "-", name.strip().lower()).strip("-._")
+
+
+def letters(name):
+    """A name's letters and digits alone, lowercased: how two spellings of it compare."""
+    return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", name).casefold())
+
+
+def read_roster(path):
+    """The roster's rows: [{"lms_id", "student_id", "name", (OPTIONAL's)}]; SystemExit naming
+    the line of a missing column, a student id the allow-list refuses, or two rows of one
+    student id (up to case and normalization)."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if not NEEDED <= set(reader.fieldnames or ()):
+            raise SystemExit(f"{path}: the roster's columns must be {', '.join(sorted(NEEDED))} "
+                             f"(it has {', '.join(reader.fieldnames or ())})")
+        rows, seen = [], {}
+        for row in reader:
+            row = {k: (v or "").strip() for k, v in row.items() if k is not None}
+            problem = id_problem(row["student_id"])
+            if problem:
+                raise SystemExit(f"{path}, line {reader.line_num}: {problem}")
+            key = fold(row["student_id"])
+            if key in seen:
+                raise SystemExit(f"{path}, line {reader.line_num}: student id "
+                                 f"{row['student_id']!r} is also line {seen[key]}'s")
+            seen[key] = reader.line_num
+            rows.append(row)
+    return rows
+
+
+def _by_name(roster, name):
+    """The roster's rows whose name is `name` (first last or last first, letters alone)."""
+    want = letters(name)
+    found = []
+    for row in roster:
+        parts = row["name"].split()
+        if want in {letters(row["name"]), letters("".join(parts[-1:] + parts[:-1]))}:
+            found.append(row)
+    return found
+
+
+class Refused(ValueError):
+    """Why a name gives no student (its message: the reason collect prints)."""
+
+
+def _one(rows, what):
+    """The student id of rows if they are exactly one student; else Refused."""
+    ids = sorted({r["student_id"] for r in rows})
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        raise Refused(f"no student of the roster has this {what} (add a row for it)")
+    raise Refused(f"{what} matches {len(ids)} students of the roster ({', '.join(ids)}): "
+                  "refused, never guessed")
+
+
+def _moodle(name, roster, times):
+    """The student of a Moodle name (see the module's docstring); else Refused."""
+    if "_" in name.name:
+        raise Refused(f"the display name {name.name!r} holds '_', which Moodle never writes "
+                      "(it writes a space): not a name Moodle wrote")
+    blind = name.name == downloads.BLIND
+    if times is not None and times.kind == downloads.WORKSHEET:
+        if name.key not in times.rows:
+            raise Refused(f"participant {name.key} is not in {times.path.name}")
+        full, _, email = times.rows[name.key]
+        if blind and not full:
+            raise Refused(f"blind marking: {times.path.name} gives no name for participant "
+                          f"{name.key} (download the grading worksheet as a teacher who may "
+                          "see identities, or after revealing them)")
+        if not blind and letters(full) != letters(name.name):
+            raise Refused(f"participant {name.key} is {full!r} in {times.path.name}, but the "
+                          f"entry's name says {name.name!r}")
+        if roster is None:
+            return slug(full)
+        rows = [r for r in roster if email and r.get("email", "").lower() == email.lower()]
+        return _one(rows or _by_name(roster, full), f"name {full!r}")
+    if blind:
+        raise Refused(f"blind marking: Moodle names participant {name.key}, not a student; "
+                      "the assignment's grading worksheet says who (Download grading "
+                      "worksheet, as a teacher who may see identities): put it beside "
+                      "archive/")
+    if roster is None:
+        return slug(name.name)
+    return _one(_by_name(roster, name.name), f"name {name.name!r}")
+
+
+def plain_id(stem, assignment):
+    """The id a plain name gives: "<student id>[_<assignment>anything]" ("s1004_unit1_v2" is
+    s1004)."""
+    return re.split(rf"_{re.escape(assignment)}", stem, maxsplit=1)[0]
+
+
+def _resolve(name, assignment, roster, times):
+    """The student id of one Name; else Refused."""
+    if name.lms == "moodle":
+        return _moodle(name, roster, times)
+    if name.lms == "plain":
+        plain = plain_id(name.key, assignment)
+        if roster is None:
+            return plain
+        return _one([r for r in roster if plain in (r["student_id"], r["lms_id"])],
+                    f"id {plain!r}")
+    if roster is None:
+        return {"canvas": name.name, "brightspace": slug(name.name or "")}.get(name.lms,
+                                                                              name.key)
+    rows = [r for r in roster if r["lms_id"] and r["lms_id"] == name.key]  # the LMS's id,
+    if not rows and name.lms == "blackboard":  # (a Blackboard username: the student id?)
+        rows = [r for r in roster if r["student_id"] == name.key]
+    if not rows and name.name is not None:  # else the name the LMS shows
+        rows = _by_name(roster, name.name)
+    what = f"{name.lms} id {name.key!r}" + (f" (name {name.name!r})" if name.name else "")
+    return _one(rows, what)
+
+
+def student_of(names, assignment, roster=None, times=None):
+    """(student id, the Name read) of an entry whose name reads as names
+    (tools.lms.downloads.names),
+    or why it is refused (str): no reading gives a student, two readings give two
+    students, or the id is not one the allow-list keeps."""
+    found, reasons = {}, []
+    for name in names:
+        try:
+            who = _resolve(name, assignment, roster, times)
+        except Refused as refused:
+            reasons.append(str(refused))
+            continue
+        problem = id_problem(who)
+        if problem:
+            reasons.append(problem)
+        else:
+            found.setdefault(who, name)
+    if len(found) == 1:
+        return next(iter(found.items()))
+    if len(found) > 1:
+        why = f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
+        return why + (TWO_WAYS if {n.lms for n in found.values()} == {"blackboard"} else "")
+    return reasons[0]
+
+
+def split_name(row):
+    """(first name, last name) of a roster row: its first_name and last_name columns, or
+    its name ("Last, First", else the first word and the rest; see the module's
+    docstring)."""
+    if row.get("first_name") or row.get("last_name"):
+        return row.get("first_name", ""), row.get("last_name", "")
+    name = " ".join(row["name"].split())
+    if "," in name:
+        last, first = (part.strip() for part in name.split(",", 1))
+        return first, last
+    first, _, last = name.partition(" ")
+    return (first, last) if last else ("", first)

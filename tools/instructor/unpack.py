@@ -1,0 +1,316 @@
+"""An entry of an LMS's download (a zip, or a folder: Moodle's, unzipped once) as the files
+a submission is made of, read within the bounds of tools/course/bounds.py, or the reason it is
+refused. Nothing is inflated before every listing's size is checked, no folder is walked
+past its bound, and no link is followed.
+
+    files(entry, bounds, places) -> {path in the submission: bytes} or a reason (str)
+    place(name, places, canvas) -> (a loose file's path in the submission, None) or (None, why)
+    loose(path, bounds) -> a loose file's bytes, or a reason
+
+The refused:
+- a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
+  one listing more than BOUNDS.listings entries, or whose listing is over
+  BOUNDS.directory_bytes; a listing outside its folder (an absolute path, `..`, a drive),
+  a name listed twice, deeper than BOUNDS.depth, a name over BOUNDS.name_bytes, a link, a
+  listing whose size is over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed
+  size, listings that share compressed data, more than BOUNDS.entry_bytes in all (each as
+  listed: a listing is never inflated past its listed size), and a kept file that fails
+  its CRC;
+- a folder: one holding a link (to anything: a folder is walked without following links,
+  as `../` in a zip), a special file, more than BOUNDS.listings files and folders, a name
+  over BOUNDS.name_bytes, deeper than BOUNDS.depth, a file over BOUNDS.file_bytes, more
+  than BOUNDS.entry_bytes in all;
+- either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file);
+- a loose file (one the student uploaded as it is, tools/instructor/collect.py): a link, a special
+  file, one over BOUNDS.file_bytes, or one that is neither a notebook nor one of the
+  assignment's exercise files (Places).
+
+The files kept: the notebooks and the assignment's exercise files in normlib/ (Places:
+layer_norm.py, ...; the course's own files, normlib/functional.py or normkit/, are never
+the student's) of the shallowest folder that holds a notebook or normlib/ (however deep
+the zip holds it), and beside its notebooks an exercise file (layer_norm.py) that normlib/
+does not hold, as normlib/<module>; junk (__MACOSX, checkpoints) left out. An exercise
+file at the top joins them only where that folder is the top (or where nothing else is
+kept); beside notebooks or normlib/ in a folder, the entry is refused, naming both
+places. Nothing else of the
+entry is kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
+tools/lms/downloads.py), nor a file nested in normlib/'s subfolders. A folder holding one zip is
+that zip's files with the kept files beside it (Moodle's folder of a student who uploaded
+a zip and loose files); one place given twice there is refused, and so is a folder
+holding more than one zip (which holds the submission is not for collect to guess).
+"""
+
+import os
+import re
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tools.course.bounds import BOUNDS
+
+JUNK = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store"}
+_HEADER = 30  # bytes of a zip's local file header before its name
+NOTHING = "no notebook and no normlib/ file in it"
+# Canvas's "-1" ... "-7", then "-<uuid>", before a re-uploaded file's extension
+# (app/models/attachment.rb, make_unique_filename)
+CANVAS_SUFFIX = re.compile(r"(?P<stem>.+)-(?:[1-9]\d*|[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12})"
+                           r"(?P<suffix>\.[A-Za-z0-9]+)")
+
+
+@dataclass(frozen=True)
+class Places:
+    """The files an assignment is made of, where a loose file goes: its notebooks' names
+    (at the top) and its exercise files' (in normlib/: the files the student writes)."""
+    notebooks: frozenset = frozenset()
+    modules: frozenset = frozenset()
+
+
+def files(entry, bounds=BOUNDS, places=Places()):
+    """{path in the submission: bytes} of an archive entry (a zip, a folder of files, or a
+    folder holding the student's zip and maybe files beside it), or the reason it is
+    refused."""
+    entry = Path(entry)
+    if entry.is_symlink():
+        return f"a link ({entry.name} -> {os.readlink(entry)}): links are not followed"
+    if entry.is_dir():
+        found = _walk(entry, bounds)
+        if isinstance(found, str):
+            return found
+        beside = {n: (lambda p=entry / n: p.read_bytes()) for n in found}
+        zips = sorted(n for n in found if n.lower().endswith(".zip") and "/" not in n)
+        if len(zips) > 1:
+            return f"{len(zips)} zips in the folder ({', '.join(zips)}): which holds the " \
+                   "submission? (unzip them into the folder, or keep one, then collect again)"
+        if zips:  # Moodle's folder of the student's zip (and maybe files beside)
+            return _with_zip(entry / zips[0], beside, bounds, places)
+        return _kept(beside, bounds, places)
+    if not entry.is_file():
+        return "not a file or a folder"
+    return _zip(entry, bounds, places)
+
+
+def _with_zip(path, beside, bounds, places):
+    """The files of a folder's one zip and the kept files beside it (either may have
+    none), or why refused."""
+    kept = kept_names(beside, places)
+    if isinstance(kept, str):
+        return kept
+    if not kept:
+        return _zip(path, bounds, places)
+    inner = _zip(path, bounds, places)
+    if inner == NOTHING:  # (a zip of data beside the notebook)
+        return _kept(beside, bounds, places)
+    if isinstance(inner, str):
+        return f"{path.name}: {inner}"
+    twice = sorted(set(kept) & set(inner))
+    if twice:
+        return f"{twice[0]} both in {path.name} and beside it: which is the submission's?"
+    outer = _kept(beside, bounds, places)
+    if isinstance(outer, str):
+        return outer
+    if len(inner) + len(outer) > bounds.kept:
+        return f"more than {bounds.kept} notebooks and normlib/ files"
+    return {**inner, **outer}
+
+
+def place(name, places, canvas=False):
+    """(where a loose file of this name goes in the submission, None), or (None, why it
+    goes nowhere): a notebook at the top, an exercise file of the assignment in normlib/.
+    canvas: Canvas's "-1" before the extension is dropped where that gives the name of one
+    of the assignment's files."""
+    if canvas and name not in places.notebooks | places.modules:
+        plain = CANVAS_SUFFIX.fullmatch(name)
+        if plain and plain["stem"] + plain["suffix"] in places.notebooks | places.modules:
+            name = plain["stem"] + plain["suffix"]
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None, f"not a file's name ({name!r})"
+    if name.endswith(".ipynb"):
+        return name, None
+    if name in places.modules:
+        return f"normlib/{name}", None
+    return None, (f"{name!r} is neither a notebook nor one of the assignment's exercise files "
+                  f"({', '.join(sorted(places.modules)) or 'none'})")
+
+
+def loose(path, bounds=BOUNDS):
+    """The bytes of a loose file of the download, or why it is refused (a link, not a
+    file, more than bounds.file_bytes): its size is checked before it is read."""
+    path = Path(path)
+    if path.is_symlink():
+        return f"a link ({path.name} -> {os.readlink(path)}): links are not followed"
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        return "not a file or a folder"
+    if info.st_size > bounds.file_bytes:
+        return f"a file of more than {bounds.file_bytes >> 20} MiB"
+    with open(path, "rb") as f:
+        data = f.read(bounds.file_bytes + 1)
+    return data if len(data) <= bounds.file_bytes else \
+        f"a file of more than {bounds.file_bytes >> 20} MiB"
+
+
+def _walk(folder, bounds):
+    """{path: size} of the files under folder, walked without following links; or why
+    it is refused (a link, a special file, too many, too deep, too large)."""
+    found, total, listed, stack = {}, 0, 0, [(folder, ())]
+    while stack:
+        top, parts = stack.pop()
+        with os.scandir(top) as listing:
+            for item in listing:
+                rel = (*parts, item.name)
+                name = "/".join(rel)
+                if len(rel) > bounds.depth:
+                    return f"deeper than {bounds.depth} folders ({name})"
+                if item.is_symlink():
+                    return f"a link ({name} -> {os.readlink(item.path)}): links are not followed"
+                info = item.stat(follow_symlinks=False)
+                listed += 1  # (folders too: a million empty ones cost a walk as long)
+                if listed > bounds.listings:
+                    return f"more than {bounds.listings} files and folders"
+                if len(item.name.encode()) > bounds.name_bytes:
+                    return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append((item.path, rel))
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    return f"a special file ({name}), not a file or a folder"
+                size = info.st_size
+                if size > bounds.file_bytes:
+                    return f"a file of more than {bounds.file_bytes >> 20} MiB ({name})"
+                total += size
+                if total > bounds.entry_bytes:
+                    return f"more than {bounds.entry_bytes >> 20} MiB in all"
+                found[name] = size
+    return found
+
+
+def _zip(path, bounds, places=Places()):
+    """{path: bytes} of the kept files of a zip, or why it is refused (see the module's
+    docstring): every listing checked before any is inflated."""
+    try:
+        if path.stat().st_size > bounds.entry_bytes:
+            return f"a zip of more than {bounds.entry_bytes >> 20} MiB"
+        with open(path, "rb") as f:  # the listing's count and size, before zipfile reads it
+            end = zipfile._EndRecData(f)
+        if end is None:
+            return "not a readable zip (BadZipFile: no end of its listing)"
+        if end[zipfile._ECD_ENTRIES_TOTAL] > bounds.listings:
+            return f"more than {bounds.listings} listings in the zip"
+        if end[zipfile._ECD_SIZE] > bounds.directory_bytes:  # (its count may lie)
+            return f"a listing of more than {bounds.directory_bytes >> 10} KiB"
+        z = zipfile.ZipFile(path)
+        infos = z.infolist()
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError, EOFError) as error:
+        return f"not a readable zip ({type(error).__name__}: {error})"
+    if len(infos) > bounds.listings:
+        return f"more than {bounds.listings} listings in the zip"
+    reason = _listings(infos, bounds)
+    if reason:
+        return reason
+    readers = {_normal(i.filename): (lambda i=i: z.read(i)) for i in infos if not i.is_dir()}
+    return _kept(readers, bounds, places)
+
+
+def _normal(name):
+    """A zip listing's name as a path: "/" for "\\", no "." or empty parts ("a//./x" is
+    "a/x")."""
+    return PurePosixPath(name.replace("\\", "/")).as_posix()
+
+
+def _listings(infos, bounds):
+    """Why a zip's listings are refused (see the module's docstring), or None."""
+    total, seen = 0, set()
+    for info in infos:
+        name = info.filename
+        if _normal(name) in seen:
+            return f"a name listed twice ({name!r}): which is the submission's?"
+        seen.add(_normal(name))
+        parts = PurePosixPath(name.replace("\\", "/")).parts
+        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            return f"an entry outside its folder ({name!r})"
+        if len(parts) > bounds.depth:
+            return f"deeper than {bounds.depth} folders ({name!r})"
+        if any(len(p.encode()) > bounds.name_bytes for p in parts):
+            return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
+        if stat.S_ISLNK(info.external_attr >> 16):
+            return f"a link ({name!r}): links are not followed"
+        if info.flag_bits & 1:
+            return f"an encrypted entry ({name!r})"
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            return f"an entry compressed another way than DEFLATE ({name!r})"
+        if info.file_size > bounds.file_bytes:
+            return f"a file of more than {bounds.file_bytes >> 20} MiB ({name!r})"
+        if info.file_size > bounds.ratio * max(info.compress_size, 1):
+            return f"a listing {info.file_size // max(info.compress_size, 1)} times its " \
+                   f"compressed size ({name!r}; at most {bounds.ratio})"
+        total += info.file_size
+        if total > bounds.entry_bytes:
+            return f"more than {bounds.entry_bytes >> 20} MiB unzipped"
+    ordered = sorted(infos, key=lambda i: i.header_offset)
+    for before, after in zip(ordered, ordered[1:]):
+        if after.header_offset < before.header_offset + _HEADER + before.compress_size:
+            return f"listings that share compressed data ({before.filename!r}, " \
+                   f"{after.filename!r})"
+    return None
+
+
+def is_kept(rel, places):
+    """Whether a file at rel (a PurePosixPath in the submission's folder) is one collect
+    keeps: a notebook at the top, or one of the assignment's exercise files in normlib/."""
+    return (len(rel.parts) == 1 and rel.suffix == ".ipynb") or (
+        len(rel.parts) == 2 and rel.parts[0] == "normlib" and rel.name in places.modules)
+
+
+def kept_names(names, places=Places()):
+    """{path in the submission: path in the entry} of the files kept of an entry's file
+    names (see the module's docstring), or why the entry is refused: a module of the
+    assignment's normlib/ at the top while the notebooks or normlib/ are in a folder (which
+    is the submission's is not for collect to guess)."""
+    names = [n for n in names if not JUNK & set(PurePosixPath(n).parts)]
+    roots = set()
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if name.endswith(".ipynb"):
+            roots.add(parts[:-1])
+        if "normlib" in parts[:-1]:
+            roots.add(parts[:parts.index("normlib")])
+    stray = sorted(n for n in names if "/" not in n and n in places.modules)
+    top = min(roots, key=len) if roots else ()
+    if stray and top:
+        where, them = "/".join(top), "them" if len(stray) > 1 else "it"
+        return f"{', '.join(stray)} at the top, and the notebooks or normlib/ in {where}/: " \
+               f"which is the submission's? (put {them} in {where}/normlib/, or leave " \
+               f"{them} out)"
+    if not roots and not stray:
+        return {}
+    found = {}
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if parts[:len(top)] != top:
+            continue
+        rel = PurePosixPath(*parts[len(top):])
+        if is_kept(rel, places):
+            found[rel.as_posix()] = name
+        elif len(rel.parts) == 1 and rel.name in places.modules:  # beside the notebooks
+            found.setdefault(f"normlib/{rel.name}", name)  # (unless normlib/ holds it)
+    return found
+
+
+def _kept(readers, bounds, places=Places()):
+    """{path in the submission: bytes} of the kept files ({name: reader} of the entry's),
+    or why the entry is refused."""
+    kept = kept_names(readers, places)
+    if isinstance(kept, str):
+        return kept
+    if not kept:
+        return NOTHING
+    if len(kept) > bounds.kept:
+        return f"more than {bounds.kept} notebooks and normlib/ files"
+    found = {}
+    for rel, name in sorted(kept.items()):
+        try:
+            found[rel] = readers[name]()
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+            return f"a corrupt entry ({name}: {type(error).__name__})"
+    return found

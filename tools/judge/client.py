@@ -1,0 +1,149 @@
+"""The judge's verdicts on a submission: every check of its assignment (hidden tests
+included, as solutions/ has them) run by the judge (tools/judge), which never runs student
+code; the submission's normlib files run in a runner process in the OS sandbox, which only
+computes the values the checks ask for. No cell of the student's notebooks runs: a
+verdict depends on the submission's normlib files alone, and it is the grade.
+
+    verdicts(root, assignment, student, limits, env=None, sandboxed=True)
+        -> ({grade_id: (passed, text)}, the student files the submission lacks)
+
+A check that runs over the time limit, or whose runner dies, fails; the runner is started
+again for the checks after it, so the rest of the submission is still graded.
+
+A check that fails while an exercise it builds on fails too says so ("It needs Exercise
+1.1 (...), which fails"): the student fixes that one first. It still loses its own points:
+the code it grades is wrong as submitted, and the judge grades the code, not its causes.
+"""
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from tools.course.exercises import REPO, by_number, needs, of_notebooks, student_files
+from tools.course.folder import KIT, KIT_JUNK, load_course
+
+JUDGE = "The judge:"  # how every verdict begins
+
+
+class JudgeProcess:
+    """A `python -m tools.judge` process serving this thread's grading jobs (one per thread
+    and environment, for the life of this process: torch is imported once, not once per
+    submission)."""
+
+    _started = {}
+    _lock = threading.Lock()
+
+    def __init__(self, env):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tools.judge"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+            text=True)
+
+    @classmethod
+    def get(cls, env):
+        with cls._lock:
+            key = (threading.get_ident(), tuple(sorted(env.items())))
+            if key not in cls._started or cls._started[key].process.poll() is not None:
+                cls._started[key] = cls(env)
+            return cls._started[key]
+
+    def grade(self, job, limits):
+        """The judge's {grade_id: (passed, detail)} of a job; RuntimeError if the judge
+        ended, or gave no answer by its deadline (then it is killed)."""
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        seconds = deadline(limits)
+        if not select.select([self.process.stdout], [], [], seconds)[0]:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"the judge gave no answer in {seconds} s: it was stopped")
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the judge process ended (its error is above)")
+        return {grade_id: tuple(result) for grade_id, result in json.loads(line).items()}
+
+
+def deadline(limits):
+    """Seconds a judge may take to grade one submission: its whole run (notebook_timeout),
+    the check running at its end (timeout, startup_timeout for a new runner), and a minute
+    to stop."""
+    return limits.notebook_timeout + limits.timeout + limits.startup_timeout + 60
+
+
+def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True):
+    """{grade_id: (passed, detail)} of check cells [(grade_id, source)], judged by
+    tools.judge: the student's files of folder/normlib/ (files: their paths relative to
+    folder, default every student file of the course) run in a runner under these Limits,
+    with these extra environment variables, in the OS sandbox of tools/sandbox/bubblewrap.py
+    (sandboxed=False: without it); the checks run in the judge, with the course's other
+    normlib files of folder and its normkit/."""
+    folder = Path(folder)
+    files = student_files() if files is None else files
+    with tempfile.TemporaryDirectory() as tmp:
+        judge_dir = Path(tmp) / "judge"
+        for package in ("normlib", "normkit"):
+            shutil.copytree(folder / package, judge_dir / package)
+        for rel in files:
+            (judge_dir / rel).unlink(missing_ok=True)  # the judge never has student code
+        job = {"judge_dir": str(judge_dir), "runner_dir": str(folder), "cells": cells,
+               "student_modules": [rel[:-3].replace("/", ".") for rel in files],
+               "limits": limits.to_json(), "sandboxed": sandboxed}
+        return JudgeProcess.get(env or {}).grade(job, limits)
+
+
+def graded_folder(root, assignment, student, folder):
+    """Fill folder with the normlib/ a submission is graded with: the student's files of
+    the assignment, and the source's copy of every other file (as released: no reference
+    of another assignment's; see tools.course.folder), beside the course's normkit/. A student
+    file missing from the submission (or a link) is missing there too: its checks fail.
+    Returns the missing files."""
+    root, folder = Path(root), Path(folder)
+    submission = root / "submitted" / student / assignment
+    shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
+    # normkit/ as the repository has it now, like the hidden tests (exercises(), from
+    # solutions/), which import its check functions: the two always agree
+    shutil.copytree(KIT, folder / KIT.name, ignore=KIT_JUNK)
+    missing = []
+    for rel in load_course(root)["assignments"][assignment]["student_files"]:
+        if (submission / rel).is_file() and not (submission / rel).is_symlink():
+            shutil.copy2(submission / rel, folder / rel)
+        else:
+            (folder / rel).unlink()
+            missing.append(rel)
+    return missing
+
+
+def verdicts(root, assignment, student, limits, env=None, sandboxed=True):
+    """{grade_id: (passed, the verdict's text)} of every check of a submission, and the
+    student files it lacks: see the module's docstring."""
+    info = load_course(root)["assignments"][assignment]
+    checks = of_notebooks(info["notebooks"])
+    with tempfile.TemporaryDirectory() as tmp:
+        missing = graded_folder(root, assignment, student, tmp)
+        found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
+                           info["student_files"], sandboxed)
+    failed = {e.number for e in checks if not found[e.grade_id][0]}
+    return {e.grade_id: (found[e.grade_id][0],
+                         verdict(*found[e.grade_id], e.points, needs(e.number, failed)))
+            for e in checks}, missing
+
+
+def verdict(passed, detail, points, needed=()):
+    """The judge's verdict on a check: passed, or failed with why (the judge's words,
+    whole: the feedback wraps them), and the failed exercises it builds on."""
+    if passed:
+        return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g})."
+    detail = "\n".join(line.rstrip() for line in str(detail).splitlines() if line.strip())
+    text = f"{JUDGE} failed ({0:g} / {points:g}): {detail}"
+    if needed:
+        names = ", ".join(f"Exercise {n} ({by_number()[n].name})" for n in needed)
+        text += (f"\nIt needs {names}, which fail{'s' * (len(needed) == 1)}: fix "
+                 f"{'that' if len(needed) == 1 else 'those'} first, then this check again.")
+    return text
+

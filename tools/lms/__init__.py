@@ -1,0 +1,6 @@
+"""The formats of the LMSs (Moodle, Canvas, Blackboard, Brightspace) as they are, importing
+nothing of the course:
+
+    downloads  the names and dates in an LMS's download of submissions
+    upload     the zip of an LMS's bulk feedback upload
+"""

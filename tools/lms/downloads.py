@@ -1,0 +1,331 @@
+"""What an LMS writes into its download: each entry's name (who, and for some LMSs when),
+and the times an LMS export beside the download gives. Only these are trusted: never a
+file inside the student's zip (a timestamp.txt), nor a zip entry's or file's date (Moodle
+4.1+ and Canvas date every entry of their "download all" with the moment the zip is made,
+and an extracted folder has the extraction's date).
+
+    names(entry_name, folder) -> [Name]          the ways the LMS could have written it
+    titles(entry_names) -> {title} or None       the Blackboard titles a download allows
+    attempt(entry_name) -> the Blackboard attempt it is of (a receipt's, a file's), or None
+    read_times(folder, timezone, formats) -> Times or None   a worksheet or export beside
+    patterns(overrides) -> {lms: compiled pattern}   Blackboard's and Brightspace's names
+
+The names, as each LMS writes them (issue 39 reads who and when; the layouts of whole
+downloads are tools/instructor/collect.py's):
+
+- Moodle 4.1+ (mod/assign/classes/downloader.php): "<Full Name>_<n>_assignsubmission_file"
+  (a folder; "..._file_" before 4.1) or "<Full Name>_<n>_assignsubmission_file_<name>"
+  (a file). Moodle writes every "_" of the full name as a space, so the full name holds
+  none; a folder's name is read from its end, a file's from its start. <n> is the
+  assignment's participant number (not a user id); blind marking writes "Participant"
+  (BLIND) for the name. Another plugin than "file" (onlinetext) is no upload. No time:
+  that is in the grading worksheet ("Last modified (submission)").
+- Canvas (lib/content_zipper.rb): "<lastfirst>[_LATE]_<user id>_<attachment id>_<name>";
+  <lastfirst> is the sortable name, lowercased, without what is not a word character,
+  and with "_<digits>_" collapsed, so it may hold "_" but never "_<digits>_". Where a
+  name can still be read two ways, each reading is a Name and the roster decides. No
+  time: "_LATE" says late, without when; the attachment id orders two uploads. <name> is
+  the file's display name, to which Canvas adds "-1", "-2" before the extension where the
+  student uploaded a file of that name before (app/models/attachment.rb,
+  make_unique_filename).
+- Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]" (read
+  at its first "_attempt_<time>"), and a receipt "<...>_attempt_<time>.txt", read as a
+  receipt (the time is the name's). A username may hold "_", and so may a title: a
+  reading per "_" of "<Assignment>_<username>" (the pattern's "assignment" and "key"),
+  less those whose title is not one every Blackboard name of the download may begin with
+  (titles()); the roster decides. Built from documentation and third-party parsers, not
+  yet checked against a real download.
+- Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
+  the same without " - <name>" (a folder of the submission's files). Likewise.
+- any other name: "<student id>[_<assignment>anything]", no time.
+
+Each reading of a file's name keeps the name the student gave the file (Name.rest; None
+for a folder or a plain name): tools/instructor/collect.py places a loose file by it. Blackboard's
+and Brightspace's names are localized and written in the downloading account's time zone:
+a course overrides their patterns (c.Grading.lms_patterns: regular expressions with the
+named groups of NEEDED, and "rest" for the file's name) and date formats
+(c.Grading.lms_formats).
+
+Dates in names and exports are local times of the LMS account that downloaded them:
+read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats. One
+in an export that cannot be read stops collect, naming the line; one in a name that cannot
+be read, or lies in the future, refuses that entry alone, saying why.
+"""
+
+import csv
+import dataclasses
+import datetime
+import re
+import zoneinfo
+from dataclasses import dataclass
+from pathlib import Path
+
+# (Python's strptime reads English month and day names: a worksheet in another language
+# needs its own format, or the English download)
+FORMATS = {
+    "moodle": "%A, %d %B %Y, %I:%M %p",  # strftimedaydatetime: Friday, 5 April 2024, 3:07 PM
+    "blackboard": "%Y-%m-%d-%H-%M-%S",  # in the name: 2026-10-05-21-14-03
+    "brightspace": "%b %d, %Y %I:%M %p",  # Oct 5, 2026 9:14 PM (its "914 PM" given a colon)
+    "export": "%Y-%m-%d %H:%M",  # an instructor's export: ISO 8601 also read as it is
+}
+MOODLE_FOLDER = re.compile(r"(?P<name>.+)_(?P<key>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?")
+MOODLE_FILE = re.compile(r"(?P<name>[^_]+)_(?P<key>\d+)_assignsubmission_(?P<plugin>[a-z]+)_"
+                         r"(?P<rest>.*)", re.S)
+CANVAS_IDS = re.compile(r"_(?P<key>\d+)_(?P<order>\d+)_")
+CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
+# (their first "_attempt_<time>", their first date: the LMS writes those before the name the
+# student chose)
+BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
+                        r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
+BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} "
+                         r"\d{1,2}, \d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
+PATTERNS = {"blackboard": BLACKBOARD, "brightspace": BRIGHTSPACE}
+NEEDED = {"blackboard": {"key", "time"}, "brightspace": {"key", "name", "time"}}
+BLIND = "Participant"  # the name Moodle writes under blind marking (get_string participant)
+
+
+WORKSHEET, EXPORT = "Moodle's grading worksheet", "an export"  # (Times.kind)
+
+
+class TimeError(ValueError):
+    """A date an LMS wrote that cannot be read as configured (collect stops with it)."""
+
+
+@dataclass(frozen=True)
+class Name:
+    """One reading of an entry's name: which LMS wrote it, who (key: Moodle's participant
+    number, Canvas's user id, Blackboard's username, Brightspace's ids, or the plain
+    name's student id), the name the LMS shows (or None), and what it says of the time:
+    when (aware, or None), late (Canvas's marker), order (Canvas's attachment id),
+    problem: why its date cannot be trusted (a date that cannot be read, or in the
+    future), or why it is no submission (Moodle's online text), and rest: the file's own
+    name, as the LMS kept it (None for a folder or a plain name)."""
+    lms: str
+    key: str
+    name: str | None = None
+    when: datetime.datetime | None = None
+    late: bool = False
+    order: int | None = None
+    problem: str | None = None  # why the reading's date cannot be trusted
+    rest: str | None = None  # the file's own name, as the LMS kept it (None: a folder)
+
+
+def zone(name):
+    """The ZoneInfo of an IANA time zone name; TimeError if there is none of that name."""
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise TimeError(f"c.Grading.lms_timezone = {name!r} is not a time zone (write it as "
+                        "IANA names it: 'Europe/Berlin', 'America/New_York', 'UTC')") from None
+
+
+def local_time(text, fmt, tz):
+    """The aware datetime of a date an LMS wrote (text, strptime's fmt) in time zone tz (a
+    ZoneInfo, or None: then TimeError, since the LMS's zone is not known)."""
+    try:
+        when = datetime.datetime.strptime(text.strip(), fmt)
+    except ValueError:
+        raise TimeError(f"{text.strip()!r} is not a date written as {fmt!r}") from None
+    return _zoned(when, tz)
+
+
+def _zoned(when, tz):
+    """A naive datetime the LMS wrote, in time zone tz (a ZoneInfo; None: TimeError, the
+    LMS's zone is not known)."""
+    if tz is None:
+        raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
+                        "the time zone of the account that downloaded them")
+    return when.replace(tzinfo=tz)
+
+
+def brightspace_time(text, fmt, tz):
+    """Brightspace's "Oct 5, 2026 914 PM" (no colon, the hour unpadded) as an aware datetime:
+    the colon put back before its two digits of minutes, then read with fmt."""
+    text = re.sub(r"(\d{1,2})(\d\d) ([AP]M)$", r"\1:\2 \3", text.strip())
+    return local_time(text, fmt, tz)
+
+
+def patterns(overrides):
+    """PATTERNS with a course's overrides ({lms: a regular expression's text}), compiled;
+    ValueError naming the one that names no such LMS, does not compile, or lacks a named
+    group of NEEDED."""
+    found = dict(PATTERNS)
+    for lms, text in overrides.items():
+        if lms not in PATTERNS:
+            raise ValueError(f"no LMS named {lms!r} (they are {', '.join(PATTERNS)})")
+        try:
+            found[lms] = re.compile(text, re.S)
+        except re.error as error:
+            raise ValueError(f"[{lms!r}] does not compile: {error}") from None
+        missing = sorted(NEEDED[lms] - set(found[lms].groupindex))
+        if missing:
+            raise ValueError(f"[{lms!r}] lacks the named group{'s' * (len(missing) > 1)} "
+                             f"{', '.join(f'(?P<{g}>...)' for g in missing)} (it needs "
+                             f"{', '.join(sorted(NEEDED[lms]))}; 'rest' for a file's name)")
+    return found
+
+
+def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, titles=None):
+    """Every Name the LMSs could have written as entry (a file's or folder's name: every
+    LMS's reading of it, each from the part that LMS writes; tools.instructor.roster.student_of
+    refuses a name whose readings are two students), or a plain name if none. A reading
+    whose date cannot be read, or lies in the future (after now), carries why (problem).
+    titles: the Blackboard titles the download allows (titles()): a Blackboard reading of
+    another title is none."""
+    stem = entry[:-4] if entry.lower().endswith(".zip") and not folder else entry
+    found = []
+    moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
+    if moodle:
+        found.append(Name("moodle", moodle["key"], moodle["name"], rest=_rest(moodle), problem=(
+            None if moodle["plugin"] == "file" else f"Moodle's {moodle['plugin']} plugin's, "
+            "not an uploaded file: nothing of it is collected")))
+    board = patterns["blackboard"].fullmatch(entry)
+    if board:
+        readings = [key for title, key in _splits(board) if not titles or title in titles]
+        for key in readings or [key for _, key in _splits(board)]:
+            found.append(_dated(Name("blackboard", key, rest=_rest(board)), local_time,
+                                board["time"], formats["blackboard"], tz, now))
+    bright = patterns["brightspace"].fullmatch(entry)
+    if bright:
+        found.append(_dated(Name("brightspace", bright["key"], bright["name"],
+                                 rest=_rest(bright)),
+                            brightspace_time, bright["time"], formats["brightspace"], tz, now))
+    for ids in CANVAS_IDS.finditer(entry):
+        head = CANVAS_NAME.fullmatch(entry[:ids.start()])
+        if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
+            found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
+                              order=int(ids["order"]), rest=entry[ids.end():] or None))
+    return found or [Name("plain", stem)]
+
+
+def _splits(match):
+    """[(assignment title, username)] of a Blackboard name's match, the pattern's own
+    reading first: Blackboard writes "<title>_<username>", and either may hold "_", so
+    each "_" of the title the pattern read may begin the username instead. A pattern
+    without a group "assignment", or whose "assignment" and "key" are not joined by one
+    "_", reads one way."""
+    title, key = match.groupdict().get("assignment"), match["key"]
+    if title is None or match.string[match.end("assignment"):match.start("key")] != "_":
+        return [(title, key)]
+    cuts = [i for i in range(1, len(title) - 1) if title[i] == "_"]
+    return [(title, key)] + [(title[:i], f"{title[i + 1:]}_{key}") for i in reversed(cuts)]
+
+
+def titles(entries, patterns=PATTERNS):
+    """The assignment titles that every Blackboard name of entries (a download's names)
+    may begin with, or None if none is Blackboard's: Blackboard writes one assignment's
+    title before every name of its download, so a reading of another title is wrong."""
+    common = None
+    for entry in entries:
+        board = patterns["blackboard"].fullmatch(entry)
+        if board:
+            found = {title for title, _ in _splits(board)}
+            common = found if common is None else common & found
+    return common
+
+
+def attempt(entry, patterns=PATTERNS):
+    """The Blackboard attempt an entry is of (its name up to the attempt's time), or None:
+    a receipt and the files of its attempt share it."""
+    board = patterns["blackboard"].fullmatch(entry)
+    return entry[:board.end("time")] if board else None
+
+
+def _rest(match):
+    """The file's own name of a match (its group "rest"), or None (none, or a folder's)."""
+    return match.groupdict().get("rest") or None
+
+
+def _dated(name, read, text, fmt, tz, now):
+    """name with the time its LMS wrote (read(text, fmt, tz)), or with why not."""
+    try:
+        when = read(text, fmt, tz)
+    except TimeError as error:
+        return dataclasses.replace(name, problem=f"its date cannot be read: {error}")
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    if when > now:
+        return dataclasses.replace(name, problem=f"its date, {when:%Y-%m-%d %H:%M %Z}, is in "
+                                                 "the future")
+    return dataclasses.replace(name, when=when)
+
+
+def is_receipt(entry, patterns=PATTERNS):
+    """Whether an entry is a Blackboard receipt (the time of an attempt, not a submission):
+    its name, with no file's name after the time, ends in ".txt"."""
+    board = patterns["blackboard"].fullmatch(entry)
+    return bool(board and not _rest(board) and (board.groupdict().get("receipt") or
+                                                entry.endswith(".txt")))
+
+
+@dataclass(frozen=True)
+class Times:
+    """An LMS export beside the download: what it is (its file), and its rows by key:
+    Moodle's worksheet by participant number ({number: (full name, when or None, email)};
+    "" for the name and email where blind marking hides them),
+    an instructor's export by student id or LMS id ({id: (None, when, None)})."""
+    path: Path
+    kind: str  # WORKSHEET or EXPORT
+    rows: dict
+
+
+def read_times(folder, tz=None, formats=FORMATS):
+    """The Times of the one CSV beside an assignment's download (downloaded/<assignment>/
+    *.csv), or None if there is none. TimeError (stopping collect) for two of them, a CSV
+    that is neither a Moodle grading worksheet nor an export, or a date it cannot read
+    (naming its line)."""
+    found = sorted(Path(folder).glob("*.csv"))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise TimeError(f"{len(found)} CSV files beside the download "
+                        f"({', '.join(p.name for p in found)}): keep the one that gives the "
+                        "submission times (Moodle's grading worksheet, or an export)")
+    path = found[0]
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = set(reader.fieldnames or ())
+        if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name"
+            kind, read = WORKSHEET, _worksheet_row  # under blind marking: gradingtable.php)
+        elif "submitted_at" in header and header & {"student_id", "lms_id"}:
+            kind, read = EXPORT, _export_row
+        else:
+            raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
+                            "Last modified (submission); Full name) nor an export (student_id "
+                            "or lms_id, submitted_at)")
+        rows = {}
+        for row in reader:
+            try:
+                key, value = read(row, tz, formats)
+            except TimeError as error:
+                raise TimeError(f"{path.name}, line {reader.line_num}: {error}") from None
+            if key in rows:
+                raise TimeError(f"{path.name}, line {reader.line_num}: {key} is listed twice")
+            rows[key] = value
+    return Times(path, kind, rows)
+
+
+def _worksheet_row(row, tz, formats):
+    """(participant number, (full name, when or None, email)) of a worksheet row."""
+    ident = re.fullmatch(r"Participant (\d+)", (row.get("Identifier") or "").strip())
+    if ident is None:
+        raise TimeError(f"the Identifier {row.get('Identifier')!r} is not 'Participant <n>'")
+    text = (row.get("Last modified (submission)") or "").strip()
+    when = None if text in ("", "-") else local_time(text, formats["moodle"], tz)
+    return ident.group(1), ((row.get("Full name") or "").strip(), when,
+                            (row.get("Email address") or "").strip())
+
+
+def _export_row(row, tz, formats):
+    """(student id or LMS id, (None, when, None)) of an export's row: ISO 8601 (its own zone, or
+    the LMS's), or the export format."""
+    key = (row.get("student_id") or row.get("lms_id") or "").strip()
+    text = (row.get("submitted_at") or "").strip()
+    if not key:
+        raise TimeError("no student_id or lms_id")
+    if not text:
+        return key, (None, None, None)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return key, (None, local_time(text, formats["export"], tz), None)
+    return key, (None, when if when.tzinfo else _zoned(when, tz), None)

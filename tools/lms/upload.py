@@ -1,0 +1,190 @@
+"""Feedback ready to upload: for Moodle and Canvas, one zip per assignment that the LMS's
+own bulk feedback upload reads, each student's pages named as the LMS's importer finds
+its student, from the names of the download collect read (downloaded/<assignment>/
+collected.json: tools.instructor.collect.read_collected).
+
+    feedback_upload/<assignment>-moodle.zip   Moodle: "Upload multiple feedback files in a zip"
+    feedback_upload/<assignment>-canvas.zip   Canvas: "Re-Upload Submissions"
+
+- Moodle (moodle/moodle, mod/assign/feedback/file/importziplib.php,
+  is_valid_filename_for_import): the first part of a file's path that splits at "_" into
+  four or more pieces, the second a number, names the participant of that number (the
+  download's participant number) and the submission plugin (pieces three and four). Each
+  page goes into the folder the download gave the student:
+  "<Full Name>_<n>_assignsubmission_file/<notebook>.html". Moodle writes every "_" of a
+  full name as a space; a name that holds one anyway would be read as another
+  participant, and is refused.
+- Canvas (instructure/canvas-lms, app/models/assignment.rb,
+  infer_comment_context_from_filename): of a file's base name split at "_", the first two
+  pieces of digits alone are the user id and the id of an attachment of that user's
+  submission; a last piece starting with "link" is read as no attachment. Each page is
+  named "<lastfirst>[_LATE]_<user id>_<attachment id>_<notebook>.html", the attachment
+  being the student's last upload of that notebook (else their last upload: a zip).
+  Canvas attaches the page to a comment under that attachment's name
+  (generate_comments_from_files: the attachment's display_name).
+
+Blackboard and Brightspace have no such upload here: their students get the zip of
+feedback_zips/<assignment>/<student>.zip each. A student whose submission no download of
+the LMS named (the exchange, a plain zip, another LMS's download), or whose names the
+importer would misread, is left out of the upload, with why.
+"""
+
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.lms.downloads import MOODLE_FILE, MOODLE_FOLDER
+from tools.lms.downloads import names as lms_names
+
+LMSS = ("moodle", "canvas", "blackboard", "brightspace")
+BULK = {"moodle": "Moodle's \"Upload multiple feedback files in a zip\"",
+        "canvas": "Canvas's \"Re-Upload Submissions\""}
+NAME_BYTES = 255  # (a file name, on both LMSs' file systems)
+_DIGITS = re.compile(r"[0-9]+")  # (Ruby's \d: ASCII digits alone)
+
+
+class Unfit(ValueError):
+    """A student whose feedback the LMS's importer would not find (the reason)."""
+
+
+@dataclass(frozen=True)
+class Left:
+    """A student left out of the upload, and why."""
+    student: str
+    reason: str
+
+
+def _entries(record):
+    """The original names of the download entries that made a submission (collect's
+    record: "entries", or its one "entry")."""
+    entries = record.get("entries") or [record.get("entry")]
+    return [e for e in entries if isinstance(e, str) and e]
+
+
+def _listed(record):
+    """The record's entries, as a reason quotes them (each as Python writes a str: no
+    control character reaches the terminal; at most 300 characters)."""
+    text = ", ".join(map(repr, _entries(record))) or "none"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _canvas(record):
+    """[(tools.lms.downloads.Name, entry)] of the record's entries as Canvas wrote them, naming the
+    record's key (any, if the record has none)."""
+    key = record.get("key")
+    return [(name, entry) for entry in _entries(record)
+            for name in lms_names(entry, False)
+            if name.lms == "canvas" and (key is None or name.key == str(key))]
+
+
+def moodle_folder(record):
+    """The folder of a student's pages in Moodle's upload: the download's
+    "<Full Name>_<n>_assignsubmission_<plugin>" (a folder's name, or a file's start), from
+    the record's entries; Unfit if none names the participant, or if Moodle's importer
+    would read it as another."""
+    key = record.get("key")
+    for entry in _entries(record):
+        found = MOODLE_FOLDER.fullmatch(entry) or MOODLE_FILE.fullmatch(entry)
+        if found and (key is None or found["key"] == str(key)):
+            folder = f"{found['name']}_{found['key']}_assignsubmission_{found['plugin']}"
+            if "_" in found["name"] or not _DIGITS.fullmatch(found["key"]):
+                raise Unfit(f"Moodle's importer would not read participant {found['key']} "
+                            f"in {folder!r} (it splits the name at each \"_\")")
+            return folder
+    raise Unfit(f"no entry of a Moodle download names them ({_listed(record)})")
+
+
+def canvas_prefix(name):
+    """The start Canvas gave a student's file: "<lastfirst>[_LATE]_<user id>_<attachment
+    id>_", of a tools.lms.downloads.Name of Canvas's."""
+    return f"{name.name}{'_LATE' * name.late}_{name.key}_{name.order}_"
+
+
+def canvas_pick(found, stem):
+    """Of a student's Canvas entries [(Name, entry)], the last uploaded of notebook stem
+    (Canvas adds "-1", "-2" to a name uploaded again; collect keeps the last), else the
+    last uploaded (a zip, a module)."""
+    mine = [(n, e) for n, e in found if re.fullmatch(
+        rf"{re.escape(stem)}(-[0-9]+)?\.ipynb", e[len(canvas_prefix(n)):])]
+    return max(mine or found, key=lambda pair: pair[0].order)
+
+
+def canvas_reads(filename):
+    """(user id, attachment id) as Canvas's importer reads a file's base name (see the
+    module's docstring), or None where it reads no attachment."""
+    pieces = filename.split("_")
+    while pieces and pieces[-1] == "":  # (Ruby's split drops trailing empty pieces)
+        pieces.pop()
+    ids = [p for p in pieces if _DIGITS.fullmatch(p)][:2]
+    if len(ids) < 2 or pieces[-1].startswith("link") or filename.startswith("._"):
+        return None
+    return tuple(ids)
+
+
+def names(lms, record, pages):
+    """{page: its name in the LMS's upload} of a student's pages (Paths), from what collect
+    read of their submission (record); Unfit where the LMS's importer would not find them."""
+    if record is None:
+        raise Unfit("no download of the LMS named them (collected from the exchange, or "
+                    "before collect kept the LMS's names)")
+    if record.get("lms") != lms:
+        raise Unfit(f"collected from a {record.get('lms') or 'plain'} download, not "
+                    f"{lms.capitalize()}'s")
+    if lms == "moodle":
+        folder = moodle_folder(record)
+        found = {page: f"{folder}/{page.name}" for page in pages}
+    else:
+        readings = _canvas(record)
+        if not readings:
+            raise Unfit(f"no entry of a Canvas download names them ({_listed(record)})")
+        found = {}
+        for page in pages:
+            name, _ = canvas_pick(readings, page.stem)
+            found[page] = canvas_prefix(name) + page.name
+            if canvas_reads(found[page]) != (name.key, str(name.order)):
+                raise Unfit(f"Canvas's importer would not read user {name.key} in "
+                            f"{found[page]!r}")
+    for name in found.values():
+        if len(Path(name).name.encode()) > NAME_BYTES:
+            raise Unfit(f"the name {name!r} is over {NAME_BYTES} bytes")
+        if re.search(r"[\x00-\x1f\x7f\\]", name):  # (an unzip may read a backslash as a folder's)
+            raise Unfit(f"the name {name!r} holds a control character or a backslash")
+    return found
+
+
+def write(root, assignment, lms, pages, records):
+    """feedback_upload/<assignment>-<lms>.zip of the pages ({student: [Path]}), named for
+    the LMS's importer from collect's records ({student: record}). Returns (its path,
+    the students in it, [Left]: every other student with pages or a record)."""
+    path = Path(root) / "feedback_upload" / f"{assignment}-{lms}.zip"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    taken, placed, left = {}, [], []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for student in sorted(set(pages) | set(records)):
+            if not pages.get(student):
+                left.append(Left(student, "no feedback page (grades.csv's status says why)"))
+                continue
+            try:
+                found = names(lms, records.get(student), pages[student])
+            except Unfit as error:
+                left.append(Left(student, str(error)))
+                continue
+            clash = sorted({taken[n] for n in found.values() if n in taken})
+            if clash:
+                left.append(Left(student, f"their names in the upload are {clash[0]}'s too"))
+                continue
+            for page, name in sorted(found.items()):
+                z.write(page, name)
+                taken[name] = student
+            placed.append(student)
+    return path, placed, left
+
+
+def report(root, assignment, lms, path, placed, left):
+    """Print what the upload holds, and each student left out with why."""
+    print(f"  {BULK[lms]}: {path.relative_to(root)} ({len(placed)} student"
+          f"{'s' * (len(placed) != 1)})")
+    for item in left:
+        print(f"  NOT IN THE UPLOAD {item.student}: {item.reason}; their pages are "
+              f"feedback_zips/{assignment}/{item.student}.zip")

@@ -1,0 +1,163 @@
+"""`make check`: run each exercise's visible checks against your normlib/ and say
+which exercises pass, fail, or are not yet implemented.
+
+    python -m tools.student.check            every exercise
+    python -m tools.student.check 1.2 2.2    only these
+    python -m tools.student.check --hidden   with the hidden tests too (authors, on the reference)
+    python -m tools.student.check --all      exit 1 unless every exercise passes (CI, on the
+                                             reference)
+
+Exit status: 1 if a check failed, else 0: exercises not yet implemented are work to do, not
+errors (with --all they count as failures too).
+
+The checks are each exercise's check cell as solutions/ has it (tools.course.exercises): its
+call check("N.M"), which runs the visible cases of normkit/checks/unitN.py, and with
+--hidden its hidden tests too. They import `normlib` from the working directory's
+normlib/ first (yours, in the repository). A stub that still raises NotImplementedError is
+reported as not yet implemented, without a traceback; a failure is reported with its
+message (for a wrong value: the quantity, the case, the worst element and the likely
+cause, normkit.testing.assert_close) and where to look: the deepest line of your own files
+(normlib/'s files that hold exercises); for a wrong value, your function's file and line
+and the case's line (normkit/checks/unit1.py:40); else the case's line (any other
+NotImplementedError too: torch's "must implement backward" is a mistake, not a stub). A
+check's message names the failing exercise that your function calls (normkit.checks.failed:
+"Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails"). What the checks
+print ("the visible checks pass") is not repeated: an exercise that passes has one line.
+`make check` works from notebooks/ too (its Makefile forwards to this one). A normlib/ that
+still holds a file the course has moved to normkit/ (an older checkout's) is named first,
+with the advice to delete it.
+"""
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import io
+import re
+import sys
+import traceback
+from pathlib import Path
+
+from normkit.checks import case, namespace
+from tools.course.exercises import exercises, student_files
+from tools.course.markers import EXERCISE, STUB_MESSAGE
+
+# The files normlib/ held before the course's code moved to normkit/ (its own package)
+MOVED = ("_validation.py", "benchmark.py", "channels.py", "diagnosis.py", "gradcheck.py",
+         "language_model.py", "notebook.py", "testing.py", "training.py")
+
+
+def run(source, filename, exercise=None):
+    """Run one check cell in a fresh namespace: ("pass" | "todo" | "FAIL", detail)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # (its "... pass" line: ours says it)
+            exec(compile(source, filename, "exec"), namespace())
+    except NotImplementedError as e:
+        if STUB_MESSAGE.fullmatch(str(e)):  # a stub: not yet written
+            return "todo", str(e)
+        return _failure(e, source, filename, exercise)  # torch's "must implement backward"
+    except Exception as e:
+        return _failure(e, source, filename, exercise)
+    return "pass", ""
+
+
+def _defined(exercise):
+    """Where the exercise's function or class is: "normlib/layer_norm.py:21" ("" if its
+    module does not import)."""
+    try:
+        target = getattr(importlib.import_module(exercise.module), exercise.name)
+        return f"{exercise.file}:{inspect.getsourcelines(target)[1]}"
+    except Exception:  # (its module fails to import: that failure says more)
+        return ""
+
+
+def _failure(e, source, filename, exercise=None):
+    """("FAIL", the exception's type and message, and where: the deepest line of the
+    student's own files (normlib/layer_norm.py:55), else, for a wrong value that the check
+    found (CheckFailed), the exercise's function and the case (normkit/checks/unit1.py:40),
+    else the case, else the check cell's line (a hidden test's)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if isinstance(e, SyntaxError) and e.filename:  # (the file that does not compile)
+        frames.append(traceback.FrameSummary(e.filename, e.lineno or 0, "<module>"))
+    mine = [f for f in frames if Path(f.filename).parent.name == "normlib"
+            and f"normlib/{Path(f.filename).name}" in student_files()]
+    cell = [f for f in frames if f.filename == filename]
+    found = case(e)
+    at = f"the case is {found[1]}:{found[2]}: {found[3]}" if found else \
+        f"the case is the check's line {cell[0].lineno}: " \
+        f"{source.splitlines()[cell[0].lineno - 1].strip()}" if cell else ""
+    defined = _defined(exercise) if exercise and type(e).__name__ == "CheckFailed" else ""
+    where = "" if str(e).startswith("your code raised") else \
+        f"(your normlib/{Path(mine[-1].filename).name}:{mine[-1].lineno})" if mine \
+        else f"(your {exercise.name} is at {defined}; {at})" if defined and at \
+        else f"({at})" if at else ""
+    message = str(e).strip().splitlines() or [""]
+    return "FAIL", "\n".join([f"{type(e).__name__}: {message[0]}", *message[1:10], where])
+
+
+# An exercise file's import of what moved, from before normkit/: "from .channels",
+# "normlib.testing" (group 1: how, group 2: the module)
+OLD_IMPORT = re.compile(rf"(from \.|normlib\.)({'|'.join(n[:-3] for n in MOVED)})\b")
+
+
+def moved(folder):
+    """The advice for a normlib/ folder that still holds files moved to normkit/, or
+    exercise files that import them ("" if none does)."""
+    folder, advice = Path(folder), []
+    stale = [f"normlib/{name}" for name in MOVED if (folder / name).is_file()]
+    if stale:
+        advice.append(f"Delete {', '.join(stale)}: the course's code moved from normlib/ to "
+                      "normkit/, its own package, which you import but never edit (your "
+                      "exercise files stay in normlib/). Stale copies there are never used, "
+                      "nor graded.")
+    for path in sorted(folder.glob("*.py")):
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if path.name not in MOVED and OLD_IMPORT.search(line):
+                new = OLD_IMPORT.sub(lambda m: ("from " if m[1] == "from ." else "") +
+                                     "normkit." + m[2].lstrip("_"), line)
+                advice.append(f"In normlib/{path.name}, line {number}, write "
+                              f"`{new.strip()}` for `{line.strip()}`: it imports what moved "
+                              "to normkit/ (graded as it is, the old line fails).")
+    return "\n".join(advice)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Check your normlib exercises.")
+    parser.add_argument("only", nargs="*", help="exercise numbers, e.g. 1.1 2.5")
+    parser.add_argument("--hidden", action="store_true", help="run the hidden tests too")
+    parser.add_argument("--all", action="store_true",
+                        help="exit 1 unless every exercise passes (not only when one fails)")
+    args = parser.parse_args(argv)
+    todo = [e for e in exercises() if not args.only or e.number in args.only]
+    if not todo:
+        print(f"no exercise {' '.join(args.only)}: the course has "
+              f"{', '.join(e.number for e in exercises())}")
+        return 2
+    advice = moved(Path(importlib.import_module("normlib").__file__).parent)
+    if advice:
+        print(advice + "\n")
+    labels = {"pass": "pass", "todo": "not yet implemented", "FAIL": "FAIL"}
+    width = max(len(e.name) for e in todo)  # (the longest name's column)
+    counts = {"pass": 0, "todo": 0, "FAIL": 0}
+    for e in todo:
+        status, detail = run(e.source if args.hidden else e.visible, f"<Exercise {e.number}>", e)
+        counts[status] += 1
+        stub = EXERCISE.match(detail) if status == "todo" else None
+        note = f" (needs Exercise {stub.group(1)})" if stub and stub.group(1) != e.number else ""
+        print(f"Exercise {e.number}  {e.name:<{width}}  {labels[status]}{note}")
+        if status == "FAIL":
+            print("\n".join(f"      {line.strip()}" for line in detail.splitlines() if line))
+    which = "with the hidden tests" if args.hidden else \
+        "the visible checks; grading adds hidden ones"
+    print(f"\n{counts['pass']} passed, {counts['FAIL']} failed, "
+          f"{counts['todo']} not yet implemented ({which})")
+    if counts["FAIL"]:
+        print("Fix the failures first: each message above says which case and where.")
+    elif counts["todo"]:
+        print("Nothing failed. The exercises not yet implemented are still stubs in normlib/: "
+              "write them, then run make check (python -m tools.student.check) again.")
+    return 1 if counts["FAIL"] or (args.all and counts["todo"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

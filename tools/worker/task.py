@@ -1,0 +1,285 @@
+"""One submission graded wherever a grading worker runs it (a Dask worker: this machine's
+or another's, tools/instructor/cluster.py), from what the task carries: no path of the instructor's
+machine, no shared file system, no gradebook of the course.
+
+    grade(kit, task) -> Outcome
+
+The kit is the course as a worker needs it, sent once to each worker: course.json, the
+source/ folders of the assignments being graded, nbgrader's record of them (its
+definitions of the assignments, notebooks and cells, copied from the course's gradebook
+into a SQLite file: tools.instructor.gradebook.definitions), the course's nbgrader settings (without
+its gradebook's URL, which may hold a password) and the digest of the instructor's tools/
+and solutions/: a worker whose own differ (another commit, other hidden tests) refuses
+to grade. A worker makes a scratch course of the kit once, in its own folder, with its
+own gradebook; it keeps the newest kit's alone.
+
+The task is one submission: its files (bytes), the digest they were chosen under and the
+limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
+(tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
+gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
+comments of every cell, the autograded folder's files and nbgrader's log. The scratch
+course forgets the submission after; the instructor's process alone writes the course's
+gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed) writes nothing.
+A worker grades one task at a time, whatever its threads.
+
+A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
+make it (tools/maintainer/system_packages.py's probe), and a task given to a worker started another
+way on such a machine fails with Refused, naming the machine (tasks with sandboxed=False,
+the instructor's --no-sandbox, are refused by autograde before they reach a worker that
+is not this machine's).
+"""
+
+import atexit
+import functools
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.course.exercises import REPO
+from tools.course.folder import files_of, nbgrader_in_process, put
+from tools.sandboxed.limits import Limits
+from tools.worker.stage import stage, stand_in
+
+
+class Refused(RuntimeError):
+    """A worker that cannot grade here (no working bubblewrap, other hidden tests than the
+    course's): the task is not graded."""
+
+
+@dataclass(frozen=True)
+class Kit:
+    course: dict  # course.json: {"layout", "assignments": {name: {...}}}
+    files: dict  # {path relative to the course: bytes} of source/<assignment>/
+    definitions: bytes  # a SQLite gradebook: the assignments, notebooks and cells, no student
+    config: object  # the course's nbgrader settings (a traitlets Config), without db_url
+    code: str  # code_digest() of the instructor's repository
+    digest: str  # of all the above: which scratch course a worker keeps for it
+
+
+@dataclass(frozen=True)
+class Task:
+    assignment: str
+    student: str
+    files: dict  # {path relative to the submission: bytes}: submitted/<student>/<assignment>/
+    digest: str  # tools.instructor.gradebook.digest of those files, when they were chosen
+    limits: Limits
+    execute: bool = False  # also run the notebooks (autograde's --execute)
+    sandboxed: bool = True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    assignment: str
+    student: str
+    digest: str
+    verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
+    missing: list  # the student files the submission lacks
+    error: str | None  # why the judge could not grade it (the status "failed: ...")
+    notes: list  # what the status says beside "graded" (a renamed notebook, ...)
+    unreadable: dict  # {stem: why} of the notebooks that could not be read
+    scores: dict  # {(notebook, grade_id): auto_score}: nbgrader's, for every graded cell
+    comments: dict  # {(notebook, grade_id): auto_comment}
+    penalties: dict  # {notebook: late_submission_penalty}
+    autograded: dict  # {path: bytes}: autograded/<student>/<assignment>/ as nbgrader wrote it
+    log: str  # nbgrader's log of it
+    worker: str  # host:pid of the worker that graded it
+
+
+_ONE_AT_A_TIME = threading.Lock()  # a worker's scratch course serves one task at a time
+
+
+def grade(kit, task):
+    """The Outcome of a task: see the module's docstring."""
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    if task.sandboxed and sandbox_problem():
+        raise Refused(f"the worker {where} grades nothing without the OS sandbox: "
+                      f"{sandbox_problem()}")
+    if kit.code != code_digest():
+        raise Refused(f"the worker {where} has other tools/ or solutions/ than the course's "
+                      "(another commit, other hidden tests): update its repository")
+    nbgrader_in_process()
+    with _ONE_AT_A_TIME:
+        root = _scratch(kit)
+        _forget(root, task.assignment, task.student)
+        try:
+            return _grade(root, kit, task, where)
+        finally:
+            _forget(root, task.assignment, task.student)
+
+
+def _grade(root, kit, task, where):
+    """grade's work, in the scratch course at root."""
+    from tools.judge import client
+    from tools.sandbox import bubblewrap
+
+    a, s = task.assignment, task.student
+    submitted, staging = root / "submitted" / s / a, root / "staging"
+    put(submitted, task.files)
+    limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
+        *task.limits.protected, str(root), str(REPO / "solutions")))
+    try:
+        found, missing = client.verdicts(root, a, s, limits, bubblewrap.threads(1),
+                                           task.sandboxed)
+        error = None
+    except Exception as failure:  # (one submission's failure is its own)
+        found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
+    stems = kit.course["assignments"][a]["notebooks"]
+    notes, unreadable = stage(submitted, stems, staging / s / a,
+                              functools.partial(stand_in, root, a))
+    (root / "verdicts.json").write_text(json.dumps(
+        {a: {s: {g: list(v) for g, v in found.items()}}}))
+    log = _autograde(root, kit, a, s, staging, limits, task.execute, task.sandboxed)
+    folder = root / "autograded" / s / a
+    if not folder.is_dir():
+        notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
+                     f"(logs/autograde/{a}-{s}.log)")
+    return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
+                   *_nbgrader_record(root, a, s), files_of(folder), log, where)
+
+
+def kept(kit):
+    """The kit, as a task's result (tools/instructor/autograde.py): Dask computes it again from the
+    task if every worker holding it is lost."""
+    return kit
+
+
+@functools.cache
+def sandbox_problem():
+    """Why grading's sandbox cannot be made by this process's machine, or None (probed
+    once: tools.sandbox.probe.sandbox_refusal)."""
+    from tools.sandbox import bubblewrap
+    from tools.sandbox.probe import sandbox_refusal
+
+    return bubblewrap.INSTALL if not bubblewrap.bwrap() else sandbox_refusal()
+
+
+@functools.cache
+def code_digest():
+    """The SHA-256 of this repository's tools/ and solutions/ (every file's path and bytes,
+    caches and checkpoints left out): what grades, and the hidden tests."""
+    sha = hashlib.sha256()
+    for top in ("tools", "solutions"):
+        for path in sorted((REPO / top).rglob("*")):
+            parts = set(path.relative_to(REPO).parts)
+            if path.is_file() and not parts & {"__pycache__", ".ipynb_checkpoints"}:
+                rel = path.relative_to(REPO).as_posix().encode()
+                sha.update(len(rel).to_bytes(8, "big") + rel + path.read_bytes())
+    return sha.hexdigest()
+
+
+@functools.cache
+def _courses():
+    """{kit digest: scratch course folder} of this worker process, removed at its exit."""
+    found = {}
+    atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in found.values()])
+    return found
+
+
+def _workspace():
+    """Where this process keeps its scratch course: its Dask worker's own folder (which
+    Dask removes with it), else the temporary folder."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):  # (not in a Dask worker)
+        return tempfile.gettempdir()
+
+
+def _scratch(kit):
+    """This worker's scratch course of kit (made on its first task, an older kit's
+    removed): the kit's files, its gradebook (the definitions), and a config of this
+    machine's (tools.course.folder.write_config)."""
+    from tools.course.folder import write_config
+
+    courses = _courses()
+    if kit.digest not in courses:
+        for old in list(courses):
+            shutil.rmtree(courses.pop(old), ignore_errors=True)
+        root = Path(tempfile.mkdtemp(prefix="normlib-worker-", dir=_workspace()))
+        put(root, kit.files)
+        (root / "course.json").write_text(json.dumps(kit.course))
+        (root / "gradebook.db").write_bytes(kit.definitions)
+        write_config(root, kit.course["layout"], {
+            name: a["student_files"] for name, a in kit.course["assignments"].items()})
+        courses[kit.digest] = root
+    return courses[kit.digest]
+
+
+def _autograde(root, kit, assignment, student, staging, limits, execute, sandboxed):
+    """nbgrader's autograde of one staged submission into the scratch gradebook, in this
+    process (a command would import nbgrader again for every task: 2 s), with the course's
+    settings (kit.config); its log."""
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from tools.course.settings import config
+
+    settings = config(root)
+    settings.merge(kit.config)
+    settings.merge(Config({
+        "CourseDirectory": {"root": str(root), "submitted_directory": str(staging),
+                            "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
+                            "assignment_id": assignment, "student_id": student},  # the env)
+        "Judged": {"verdicts": str(root / "verdicts.json")},
+        "Grading": {"timeout": limits.timeout, "notebook_timeout": limits.notebook_timeout,
+                    "startup_timeout": limits.startup_timeout,
+                    "compile_timeout": limits.compile_timeout,
+                    "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
+                    "protected": list(limits.protected)},
+        "GradingExecute": {"enabled": execute, "sandboxed": sandboxed}}))
+    text = io.StringIO()
+    log = logging.getLogger(f"normlib.grading.{assignment}.{student}")
+    log.propagate, log.handlers = False, [logging.StreamHandler(text)]
+    log.setLevel(logging.INFO)
+    app = Autograde(coursedir=CourseDirectory(config=settings), config=settings, log=log)
+    app.force, app.create_student = True, True
+    try:
+        app.start()
+    except Exception as error:  # (nbgrader's failures are its own: the submission's status)
+        log.error("autograde failed: %s: %s", type(error).__name__, error)
+    return text.getvalue()
+
+
+def _nbgrader_record(root, assignment, student):
+    """nbgrader's record of the submission in the scratch gradebook: ({(notebook, grade_id):
+    auto_score}, {(notebook, grade_id): auto_comment}, {notebook: late_submission_penalty});
+    all empty if it recorded none."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    grades, comments, penalties = {}, {}, {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return grades, comments, penalties
+        for notebook in submission.notebooks:
+            penalties[notebook.name] = notebook.late_submission_penalty
+            for g in notebook.grades:
+                grades[notebook.name, g.name] = g.auto_score
+            for c in notebook.comments:
+                comments[notebook.name, c.name] = c.auto_comment
+    return grades, comments, penalties
+
+
+def _forget(root, assignment, student):
+    """The submission out of the scratch course: its folders and its gradebook record."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    for folder in ("submitted", "autograded", "staging"):
+        shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
+    (root / "verdicts.json").unlink(missing_ok=True)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            gb.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
