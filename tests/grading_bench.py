@@ -12,11 +12,11 @@ assignment), the default limits, the OS sandbox on. A run with jobs starts its l
 cluster and stops it (as make autograde does); a run on a cluster does not count its
 start. The README's figures come from it.
 
-Each run prints its wall time beside the CPU time of the whole process tree (this
-process, its grading children and theirs, the cluster's workers) and the machine's load
-average before and after: a run that is slow with little CPU per second on a loaded
-machine waited for cores others held (contention), one that is slow with its cores busy
-was slow (measure).
+Each run prints its wall time beside the CPU time the machine spent meanwhile (every
+process's, from /proc/stat: the grading processes and the sandboxes, which end unreaped
+by this process's tree, are counted only there) and the machine's load average before and
+after. Run it on a machine doing nothing else: a run that is slow with its cores busy was
+slow (measure); one with idle cores waited (for a lock, a disk, the network).
 """
 
 import argparse
@@ -41,8 +41,8 @@ from tools.instructor.release import release
 
 @dataclasses.dataclass(frozen=True)
 class Usage:
-    """What a measured call took: wall seconds, CPU seconds of the process tree, and the
-    machine's 1-minute load average before and after it."""
+    """What a measured call took: wall seconds, the machine's busy CPU seconds meanwhile,
+    and its 1-minute load average before and after."""
     wall: float
     cpu: float
     load_before: float
@@ -54,30 +54,22 @@ class Usage:
                 f"{os.cpu_count()} cores")
 
 
-def tree_cpu():
-    """CPU seconds (user and system) of this process and every descendant so far: each
-    live process's own and that of its children it has reaped (RUSAGE_CHILDREN), so that
-    a grading process that ended counts in its parent's, and a worker still running (a
-    cluster's, started before the measure) in its own."""
-    import psutil  # (distributed's dependency)
-
-    me = psutil.Process()
-    total = 0.0
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            t = process.cpu_times()
-        except psutil.NoSuchProcess:  # (it ended meanwhile: its parent counts it)
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+def machine_cpu(stat="/proc/stat"):
+    """CPU seconds the machine has spent busy since it started, over all its cores: the
+    first line of /proc/stat (user, nice, system, irq, softirq, steal; not idle nor iowait,
+    and not guest, which user already counts)."""
+    fields = Path(stat).read_text().splitlines()[0].split()
+    assert fields[0] == "cpu", fields[:1]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(function, *args, **kwargs):
     """function(*args, **kwargs)'s result and its Usage."""
-    load, cpu, start = os.getloadavg()[0], tree_cpu(), time.monotonic()
+    load, cpu, start = os.getloadavg()[0], machine_cpu(), time.monotonic()
     result = function(*args, **kwargs)
     wall = time.monotonic() - start
-    return result, Usage(wall, tree_cpu() - cpu, load, os.getloadavg()[0])
+    return result, Usage(wall, machine_cpu() - cpu, load, os.getloadavg()[0])
 
 
 def rate(students, jobs, execute, scheduler=None):
