@@ -109,7 +109,7 @@ student: $(INSTALLED)
 outputs: $(INSTALLED)
 	cd solutions && ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace [0-9]*.ipynb
 
-# Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor/__main__.py):
+# Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor/):
 # the nbgrader course in COURSE_DIR, built from solutions/ ...
 build: $(INSTALLED)
 	$(INSTRUCTOR) build $(COURSE_DIR) --layout $(LAYOUT)

@@ -15,6 +15,7 @@ import nbgrader.api as nbgrader_api
 import pytest
 
 from tests.conftest import free_port
+from tools.course.folder import nbgrader
 from tools.course.settings import gradebook_url
 from tools.instructor.__main__ import main
 from tools.instructor.build import build_course
@@ -136,3 +137,48 @@ def test_two_graders_at_once_lose_no_grade(postgres):
             for question in QUESTIONS:
                 assert gb.find_comment(question, "answers", "hw", student).manual_comment \
                     == f"{question} of {student}"
+
+
+def test_the_config_is_read_once_per_command_and_again_when_it_changes(tmp_path, monkeypatch):
+    """Every step asks for the course's config many times (the gradebook's URL at each
+    access, the settings): it is read once, each caller gets a copy of its own, and a
+    changed file or NBGRADER_DB_URL is read again."""
+    from tools.course import settings
+
+    def reads():
+        return settings._config.cache_info().misses
+
+    monkeypatch.delenv("NBGRADER_DB_URL", raising=False)
+    root = build_course(tmp_path / "course")
+    settings._config.cache_clear()
+    url = gradebook_url(root)
+    assert url.startswith("sqlite:///") and gradebook_url(root) == url
+    settings.config(root).CourseDirectory.db_url = "sqlite:///elsewhere.db"  # (a copy's)
+    assert gradebook_url(root) == url and settings.read(root).limits.timeout != 77
+    assert reads() == 1
+    (root / "nbgrader_config_local.py").write_text("c.Grading.timeout = 77\n")
+    assert settings.read(root).limits.timeout == 77 and reads() == 2
+    monkeypatch.setenv("NBGRADER_DB_URL", "sqlite:////tmp/other.db")
+    assert gradebook_url(root) == "sqlite:////tmp/other.db" and reads() == 3
+
+
+def test_one_engine_per_gradebook_and_command(tmp_path, monkeypatch):
+    """The course's table is reached through one engine per command, not one per access,
+    and a gradebook made anew (the course rebuilt) gets the table too."""
+    from tools.instructor import gradebook
+
+    made = []
+    create = gradebook.create_engine
+    monkeypatch.setattr(gradebook, "create_engine", lambda *a, **k: made.append(a) or
+                        create(*a, **k))
+    root = build_course(tmp_path / "course")
+    nbgrader(root, "db", "assignment", "add", "unit1")  # (the gradebook's file)
+    for student in ("s1", "s2", "s3"):
+        gradebook.set_graded(root, {("unit1", student): ("graded", "0" * 64)})
+    assert set(gradebook.graded(root)) == {("unit1", s) for s in ("s1", "s2", "s3")}
+    assert len(made) == 1
+    (root / "gradebook.db").unlink()
+    nbgrader(root, "db", "assignment", "add", "unit1")
+    assert gradebook.graded(root) == {} and len(made) == 1
+    gradebook.set_graded(root, {("unit1", "s4"): ("graded", "0" * 64)})
+    assert set(gradebook.graded(root)) == {("unit1", "s4")}

@@ -17,7 +17,9 @@ from it (Grading.limits) and writes them into each kernel's start-up line
 (tools/worker/execute.py).
 """
 
+import copy
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
@@ -119,15 +121,28 @@ def due_date(text, assignment="?", tz=None):
 def config(root):
     """The traitlets Config of the course at root, as nbgrader reads it: its
     nbgrader_config.py (the repository's settings, this course's, then
-    nbgrader_config_local.py)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
+    nbgrader_config_local.py). Read once per command: a copy of the one read before,
+    unless a file it reads or an environment variable it uses has changed since."""
     from tools.course.exercises import REPO
 
     os.environ.setdefault("NORMLIB_REPO", str(REPO))  # (as tools.course.folder.nbgrader sets it)
+    root = Path(root).resolve()
+    files = [root / "nbgrader_config.py", root / "nbgrader_config_local.py",
+             Path(os.environ["NORMLIB_REPO"]) / "nbgrader_config.py"]
+    stamps = tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.is_file() else None
+                   for p in files)
+    env = tuple(os.environ.get(name) for name in ("NORMLIB_REPO", "NBGRADER_DB_URL"))
+    return copy.deepcopy(_config(root, stamps, env))
+
+
+@functools.lru_cache(maxsize=8)
+def _config(root, stamps, env):
+    """config's reading (its cache key: the files' stamps and the variables)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
     path = sys.path[:]  # (the repository's nbgrader_config.py puts itself first on it)
     try:
-        return PyFileConfigLoader("nbgrader_config.py", str(Path(root).resolve())).load_config()
+        return PyFileConfigLoader("nbgrader_config.py", str(root)).load_config()
     finally:
         sys.path[:] = path
 

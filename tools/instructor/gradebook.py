@@ -7,6 +7,7 @@ tools/instructor/grades.py.
 """
 
 import datetime
+import functools
 import hashlib
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from pathlib import Path
 from sqlalchemy import Column, DateTime, String, Text, create_engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, declarative_base
+from sqlalchemy.pool import NullPool
 
 from tools.course.folder import nbgrader_in_process
 from tools.course.settings import gradebook_url
@@ -104,9 +106,16 @@ def definitions(root):
 
 
 def _session(root):
-    engine = create_engine(gradebook_url(root))
-    _Base.metadata.create_all(engine)  # (beside nbgrader's tables; once)
-    return Session(engine)
+    engine = _engine(gradebook_url(root))
+    _Base.metadata.create_all(engine)  # (beside nbgrader's tables, in a gradebook new or
+    return Session(engine)  # made anew, as a rebuilt course's: one query where it is there)
+
+
+@functools.cache
+def _engine(url):
+    """One engine per gradebook and command. (SQLite's connections are not pooled: none
+    holds a file that a step replaces.)"""
+    return create_engine(url, **({"poolclass": NullPool} if url.startswith("sqlite") else {}))
 
 
 def digest(folder):

@@ -76,25 +76,51 @@ def deadline(limits):
     return limits.notebook_timeout + limits.timeout + limits.startup_timeout + 60
 
 
-def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True):
+def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True, judge_dir=None):
     """{grade_id: (passed, detail)} of check cells [(grade_id, source)], judged by
     tools.judge: the student's files of folder/normlib/ (files: their paths relative to
     folder, default every student file of the course) run in a runner under these Limits,
     with these extra environment variables, in the OS sandbox of tools/sandbox/bubblewrap.py
     (sandboxed=False: without it); the checks run in the judge, with the course's other
-    normlib files of folder and its normkit/."""
+    normlib files and its normkit/: judge_dir's (judge_folder), else folder's."""
     folder = Path(folder)
     files = student_files() if files is None else files
     with tempfile.TemporaryDirectory() as tmp:
-        judge_dir = Path(tmp) / "judge"
-        for package in ("normlib", "normkit"):
-            shutil.copytree(folder / package, judge_dir / package)
-        for rel in files:
-            (judge_dir / rel).unlink(missing_ok=True)  # the judge never has student code
+        if judge_dir is None:
+            judge_dir = judge_folder(folder, files, Path(tmp) / "judge")
         job = {"judge_dir": str(judge_dir), "runner_dir": str(folder), "cells": cells,
                "student_modules": [rel[:-3].replace("/", ".") for rel in files],
                "limits": limits.to_json(), "sandboxed": sandboxed}
         return JudgeProcess.get(env or {}).grade(job, limits)
+
+
+def judge_folder(folder, files, judge_dir):
+    """judge_dir made the judge's folder of a graded folder: its normlib/ and normkit/
+    without the student's files (the judge never has student code). Returns judge_dir."""
+    for package in ("normlib", "normkit"):
+        shutil.copytree(Path(folder) / package, Path(judge_dir) / package, ignore=KIT_JUNK)
+    for rel in files:
+        (Path(judge_dir) / rel).unlink(missing_ok=True)
+    return Path(judge_dir)
+
+
+def assignment_judge_folder(root, assignment):
+    """The judge's folder of an assignment of the course at root (a grading worker's
+    scratch course), made at its first submission and the same for every other: the
+    source's normlib/ without the student's files, and the course's normkit/. A stable
+    folder, so that the judge process compiles the course's modules once (their
+    __pycache__), not at every submission."""
+    judge_dir = Path(root) / "judge" / assignment
+    if not judge_dir.is_dir():
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            shutil.copytree(Path(root) / "source" / assignment / "normlib",
+                            Path(tmp) / "graded" / "normlib")
+            shutil.copytree(KIT, Path(tmp) / "graded" / KIT.name, ignore=KIT_JUNK)
+            files = load_course(root)["assignments"][assignment]["student_files"]
+            judge_folder(Path(tmp) / "graded", files, Path(tmp) / "judge")
+            judge_dir.parent.mkdir(exist_ok=True)
+            (Path(tmp) / "judge").rename(judge_dir)
+    return judge_dir
 
 
 def graded_folder(root, assignment, student, folder):
@@ -127,7 +153,8 @@ def verdicts(root, assignment, student, limits, env=None, sandboxed=True):
     with tempfile.TemporaryDirectory() as tmp:
         missing = graded_folder(root, assignment, student, tmp)
         found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
-                           info["student_files"], sandboxed)
+                           info["student_files"], sandboxed,
+                           assignment_judge_folder(root, assignment))
     failed = {e.number for e in checks if not found[e.grade_id][0]}
     return {e.grade_id: (found[e.grade_id][0],
                          verdict(*found[e.grade_id], e.points, needs(e.number, failed)))
