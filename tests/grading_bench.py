@@ -56,12 +56,13 @@ class Usage:
 
 def machine_cpu(stat="/proc/stat"):
     """CPU seconds the machine has spent busy since it started, over all its cores: the
-    first line of /proc/stat (user, nice, system, irq, softirq, steal; not idle nor iowait,
-    and not guest, which user already counts)."""
+    first line of /proc/stat (user, nice, system, irq, softirq; not idle nor iowait, not
+    steal, the time a virtual machine's host kept for others, and not guest, which user
+    already counts)."""
     fields = Path(stat).read_text().splitlines()[0].split()
     assert fields[0] == "cpu", fields[:1]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(function, *args, **kwargs):

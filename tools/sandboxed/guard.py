@@ -79,7 +79,7 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
     """Limit this process (and what it starts) to grading one submission in workdir:
     no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
     source: a folder copied into workdir first (in the OS sandbox of tools/sandbox/bubblewrap.py,
-    the submission's read-only copy, sandbox.SOURCE); cpu_s: seconds of CPU time (`limit`);
+    the submission's read-only copy, bubblewrap.SOURCE); cpu_s: seconds of CPU time (`limit`);
     readonly: folders under the temporary directory it may not write (a kernel's
     sockets). If any of it fails (a submission too large for its folder), the process
     ends (exit status 70) rather than run student code unguarded. In the OS sandbox (source

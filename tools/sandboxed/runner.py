@@ -6,7 +6,7 @@ inside the sandbox (tools.sandbox.bubblewrap).
 
     python -m tools.sandboxed.runner [--measure [--numba]] LIMITS_JSON [SOURCE]
 
-SOURCE: the submission, copied into the working folder first (in the sandbox, sandbox.SOURCE;
+SOURCE: the submission, copied into the working folder first (in the sandbox, bubblewrap.SOURCE;
 a measuring runner has none: its working folder is the submission, read-only).
 LIMITS_JSON: the judge's Limits (limits.py), as Limits.to_json writes them; it installs
 guard.py with them (its audit hook: no reading the protected folders, no processes) before
