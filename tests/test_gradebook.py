@@ -15,7 +15,7 @@ import nbgrader.api as nbgrader_api
 import pytest
 
 from tests.conftest import free_port
-from tools.course.folder import nbgrader
+from tools.course.folder import nbgrader, nbgrader_in_process
 from tools.course.settings import gradebook_url
 from tools.instructor.__main__ import main
 from tools.instructor.build import build_course
@@ -107,6 +107,7 @@ def points(student, question):
 def test_two_graders_at_once_lose_no_grade(postgres):
     from nbgrader.api import Gradebook
 
+    nbgrader_in_process()  # (a new gradebook runs alembic from PATH)
     url = postgres.database("two_graders")
     with Gradebook(url) as gb:  # one assignment, its answers waiting for a grader
         gb.update_or_create_assignment("hw")

@@ -129,8 +129,8 @@ def config(root):
     root = Path(root).resolve()
     files = [root / "nbgrader_config.py", root / "nbgrader_config_local.py",
              Path(os.environ["NORMLIB_REPO"]) / "nbgrader_config.py"]
-    stamps = tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.is_file() else None
-                   for p in files)
+    stats = [p.stat() if p.is_file() else None for p in files]
+    stamps = tuple(st and (st.st_mtime_ns, st.st_size) for st in stats)
     env = tuple(os.environ.get(name) for name in ("NORMLIB_REPO", "NBGRADER_DB_URL"))
     return copy.deepcopy(_config(root, stamps, env))
 

@@ -85,20 +85,22 @@ def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True, judg
     normlib files and its normkit/: judge_dir's (judge_folder), else folder's."""
     folder = Path(folder)
     files = student_files() if files is None else files
-    with tempfile.TemporaryDirectory() as tmp:
-        if judge_dir is None:
-            judge_dir = judge_folder(folder, files, Path(tmp) / "judge")
-        job = {"judge_dir": str(judge_dir), "runner_dir": str(folder), "cells": cells,
-               "student_modules": [rel[:-3].replace("/", ".") for rel in files],
-               "limits": limits.to_json(), "sandboxed": sandboxed}
-        return JudgeProcess.get(env or {}).grade(job, limits)
+    if judge_dir is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            judge_dir = judge_folder(folder / "normlib", folder / "normkit", files,
+                                     Path(tmp) / "judge")
+            return run_checks(folder, cells, limits, env, files, sandboxed, judge_dir)
+    job = {"judge_dir": str(judge_dir), "runner_dir": str(folder), "cells": cells,
+           "student_modules": [rel[:-3].replace("/", ".") for rel in files],
+           "limits": limits.to_json(), "sandboxed": sandboxed}
+    return JudgeProcess.get(env or {}).grade(job, limits)
 
 
-def judge_folder(folder, files, judge_dir):
-    """judge_dir made the judge's folder of a graded folder: its normlib/ and normkit/
-    without the student's files (the judge never has student code). Returns judge_dir."""
-    for package in ("normlib", "normkit"):
-        shutil.copytree(Path(folder) / package, Path(judge_dir) / package, ignore=KIT_JUNK)
+def judge_folder(normlib, normkit, files, judge_dir):
+    """judge_dir made the judge's folder: these normlib/ and normkit/ without the student's
+    files (the judge never has student code). Returns judge_dir."""
+    for source, package in ((normlib, "normlib"), (normkit, "normkit")):
+        shutil.copytree(source, Path(judge_dir) / package, ignore=KIT_JUNK)
     for rel in files:
         (Path(judge_dir) / rel).unlink(missing_ok=True)
     return Path(judge_dir)
@@ -112,12 +114,10 @@ def assignment_judge_folder(root, assignment):
     __pycache__), not at every submission."""
     judge_dir = Path(root) / "judge" / assignment
     if not judge_dir.is_dir():
+        files = load_course(root)["assignments"][assignment]["student_files"]
         with tempfile.TemporaryDirectory(dir=root) as tmp:
-            shutil.copytree(Path(root) / "source" / assignment / "normlib",
-                            Path(tmp) / "graded" / "normlib")
-            shutil.copytree(KIT, Path(tmp) / "graded" / KIT.name, ignore=KIT_JUNK)
-            files = load_course(root)["assignments"][assignment]["student_files"]
-            judge_folder(Path(tmp) / "graded", files, Path(tmp) / "judge")
+            judge_folder(Path(root) / "source" / assignment / "normlib", KIT, files,
+                         Path(tmp) / "judge")
             judge_dir.parent.mkdir(exist_ok=True)
             (Path(tmp) / "judge").rename(judge_dir)
     return judge_dir
