@@ -119,7 +119,12 @@ def _engine(url):
 
 
 def digest(folder):
-    """The SHA-256 of a submission folder: every file's path and bytes."""
+    """The SHA-256 of a submission folder: every file's path and bytes. Read from the files
+    as they are whenever a step asks (autograde's pending, grades' newer), never stored at
+    collect: submitted/ has writers other than collect (nbgrader's collect from the
+    exchange, then exchange_times; an instructor's hand), and a stored digest would miss
+    their change, so a changed submission would silently keep its old grade. It costs a
+    read of a few small files (about a millisecond a submission)."""
     sha = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix().encode()

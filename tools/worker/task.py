@@ -16,8 +16,9 @@ own gradebook; it keeps the newest kit's alone.
 The task is one submission: its files (bytes), the digest they were chosen under and the
 limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
 (tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
-gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
-comments of every cell, the autograded folder's files and nbgrader's log. The scratch
+gradebook, in this process. It returns an Outcome: nbgrader's scores and comments of
+every cell, the autograded folder's files (each check's verdict in its cell's metadata,
+where Judged wrote it: the one copy of the verdicts the head reads) and nbgrader's log. The scratch
 course forgets the submission after; the instructor's process alone writes the course's
 gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed) writes nothing.
 A worker grades one task at a time, whatever its threads.
@@ -80,7 +81,6 @@ class Outcome:
     assignment: str
     student: str
     digest: str
-    verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
     missing: list  # the student files the submission lacks
     error: str | None  # why the judge could not grade it (the status "failed: ...")
     notes: list  # what the status says beside "graded" (a renamed notebook, ...)
@@ -141,7 +141,7 @@ def _grade(root, kit, task, where):
     if not folder.is_dir():
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
-    return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
+    return Outcome(a, s, task.digest, missing, error, notes, unreadable,
                    *_nbgrader_record(root, a, s), files_of(folder), log, where)
 
 
