@@ -124,7 +124,7 @@ def digest(folder):
     collect: submitted/ has writers other than collect (nbgrader's collect from the
     exchange, then exchange_times; an instructor's hand), and a stored digest would miss
     their change, so a changed submission would silently keep its old grade. It costs a
-    read of a few small files (about a millisecond a submission)."""
+    read of the files: 4 ms for the seven solution notebooks and normlib/ (3.8 MB)."""
     sha = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix().encode()

@@ -18,10 +18,18 @@ limits. The worker grades it as tools/instructor/autograde.py describes: the jud
 (tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
 gradebook, in this process. It returns an Outcome: nbgrader's scores and comments of
 every cell, the autograded folder's files (each check's verdict in its cell's metadata,
-where Judged wrote it: the one copy of the verdicts the head reads) and nbgrader's log. The scratch
-course forgets the submission after; the instructor's process alone writes the course's
-gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed) writes nothing.
-A worker grades one task at a time, whatever its threads.
+where Judged wrote it: the one copy of the verdicts the head reads) and nbgrader's log.
+The scratch course forgets the submission after; the instructor's process alone writes
+the course's gradebook (tools/instructor/autograde.save), so a task run twice (its worker
+killed) writes nothing. A worker grades one task at a time, whatever its threads.
+
+Why a scratch gradebook here, and not nbgrader's autograde recording straight into the
+course's on the head: nbgrader records as it converts the notebooks, in the process that
+runs it, and that is half a second of CPU a whole-course submission (measured: README,
+"Speed"). On the head, which writes the gradebook one submission at a time, it would
+cap a class's rate at the head's, however many workers grade: 300 submissions on 16
+workers would wait on it. Here it runs on every worker beside the judge, and the head
+replays its few rows (tools.instructor.autograde.save_to_nbgrader: nbgrader's save rule).
 
 A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
 make it (tools/maintainer/system_packages.py's probe), and a task given to a worker started another
