@@ -98,14 +98,13 @@ def pytest_configure(config):
 
 
 # The files that take longest (alone on a 2-core machine: the round trip 2 minutes, the
-# others 9 to 35 s), longest first but test_judge.py (see pytest_collection_modifyitems);
-# test_limits.py and test_feedback_every.py spend most of theirs waiting out time limits.
+# others 9 to 35 s), longest first; the last two spend most of theirs waiting out time limits.
 # A long file left out of this list runs in collection order, and if it comes last the
 # other core idles beside it (notebook 07's experiments: 25 s).
-LONGEST = ["tests/test_roundtrip.py", "tests/test_judge.py", "tests/test_docs.py",
-           "tests/test_machines.py", "tests/test_browser.py",
+LONGEST = ["tests/test_roundtrip.py", "tests/test_docs.py", "tests/test_machines.py",
+           "tests/test_browser.py",
            "tests/test_isolation.py", "solutions/07_normalization_today.ipynb",
-           "solutions/05_add_and_norm.ipynb",
+           "solutions/05_add_and_norm.ipynb", "tests/test_judge.py",
            "tests/test_term.py", "tests/test_training.py", "tests/test_check.py",
            "tests/test_answers.py", "solutions/04_why_normalization_helps.ipynb",
            "solutions/06_numerics_and_speed.ipynb", "tests/test_convnet.py",
@@ -117,9 +116,7 @@ def pytest_collection_modifyitems(items):
     (make test: --dist loadfile --no-loadscope-reorder keeps this order) the round trip
     starts at once and the others fill the second core beside it, so the run ends with
     short files on both workers. When a long file came last, it ran alone at the end for
-    a dozen seconds while the other core idled; files that wait go beside busy ones:
-    test_judge.py, which sleeps 16 s of its 40 (runners past their limits), second, beside
-    the round trip, whose two grading processes take the core it leaves."""
+    a dozen seconds while the other core idled; files that wait go beside busy ones."""
     def rank(item):
         path = item.nodeid.split("::")[0]
         return LONGEST.index(path) if path in LONGEST else len(LONGEST)
