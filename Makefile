@@ -27,39 +27,34 @@ LAB_ARGS ?=
 .NOTPARALLEL:
 
 .PHONY: lab check bench test system-packages student outputs screenshots clean \
-	build release collect autograde feedback grades rubric grading-bench formgrader lock \
+	build release collect autograde feedback grades rubric grading-bench formgrader \
 	scheduler worker score system-packages-bubblewrap
 
-# Create the virtual environment if missing and install exactly requirements.lock (every
-# package at its version, no resolver: `make lock` writes it from pyproject.toml's pins,
-# tools/maintainer/lock.py) and normlib and normkit (editable, so notebooks/ import your
-# normlib/). Redone when pyproject.toml or the lock changes.
+# Create the virtual environment if missing and install the pinned packages and
+# normlib and normkit (editable, so notebooks/ import your normlib/). Redone when
+# pyproject.toml changes.
 # pip first, pinned: the one a venv starts with is Python's bundled pip (23.2 for Debian's
-# 3.11). Without the resolver the install takes 10 s of CPU less (pip 26.3's resolver took
-# 10 s over these pins, 23.2's 23 s), and the lock leaves out rfc3987-syntax (lock.py says
-# why: 2.5 s of CPU in every process that imports nbformat).
+# 3.11), whose resolver took 23 s of CPU over these pins, and pip 26.3's 10 (it tests each
+# index link's wheel tags faster); the upgrade itself takes a second.
+# rfc3987-syntax goes: jsonschema's format-nongpl extra (from jupyter-events) brings it to
+# check the "iri" format, which no Jupyter or nbgrader schema uses, and it builds a Lark
+# grammar on import, 2.5 s of CPU in every process that imports nbformat: each nbgrader
+# command, its alembic, each pytest worker (python-jsonschema/jsonschema#1392, #1521).
 # Then byte-compile them on every core (pip compiles on one): grading kernels may not write
 # __pycache__ into the environment, and where PYTHONDONTWRITEBYTECODE is set (as on some CI
 # machines) no process does, so every import of an uncompiled module compiles it again
 # (Dask, nbgrader and SQLAlchemy: a second more for each grading worker). Left out: the
 # packages' own tests/ folders and pip (which nothing but pip imports). Like pip, this
 # passes over the few files that are not Python 3.11, hence the `|| true`.
-$(INSTALLED): pyproject.toml requirements.lock
+$(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile pip==$(PIP_VERSION)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
-		-r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
-		--no-build-isolation -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e .
+	$(PY) -m pip uninstall --quiet --disable-pip-version-check --yes rfc3987-syntax
 	$(PY) -m compileall -q -j 0 -x '/tests/|site-packages/pip/' \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 		> /dev/null || true
 	touch $@
-
-# requirements.lock from pyproject.toml's pins, resolved by pip in a fresh environment of
-# its own (authors: after a change of pyproject.toml's dependencies; about half a minute).
-lock:
-	python3 -m tools.maintainer.lock $(PIP_VERSION)
 
 # JupyterLab on the course, opened on notebooks/, with nbgrader's menu cut to what works for
 # a student (tools/student/lab.py says what and why).

@@ -29,7 +29,6 @@ from tools.instructor.feedback import feedback
 from tools.instructor.grades import export
 from tools.instructor.release import release
 from tools.worker import task
-from tools.worker.judged import judged
 
 CHECKS = [e for e in exercises() if e.unit == 1]
 ANSWERS = [q for q in questions() if q.unit == 1]
@@ -94,11 +93,9 @@ def test_an_unreadable_notebook_gets_a_page_with_the_verdicts_and_the_note(cours
     text = text_of(page)
     assert f"This notebook could not be read : {why(root)}. Your code ( normlib/ ) was " \
            "graded all the same" in text
-    verdicts = judged(root / "autograded" / "s1" / "unit1", [NOTEBOOK])
-    assert set(verdicts) == {e.grade_id for e in CHECKS}
     for e in CHECKS:  # the judge's verdict on the code: in the summary, and under the check
-        passed, verdict = verdicts[e.grade_id]
-        assert passed is True and verdict.startswith("The judge: passed")
+        verdict = outcome.verdicts[e.grade_id][1]
+        assert outcome.verdicts[e.grade_id][0] and verdict.startswith("The judge: passed")
         shown = BeautifulSoup(page, "html.parser").find_all(attrs={"data-judge": e.grade_id})
         assert [s.get_text() for s in shown] == [f"{verdict} ({e.grade_id})", verdict]
         hidden = {line.strip() for line in e.hidden.splitlines() if line.strip()} - {

@@ -34,10 +34,8 @@ def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):
 
 @pytest.mark.parametrize("path", ["../../../owned.py", "/tmp/owned.py"])
 def test_a_result_cannot_write_outside_its_folder(tmp_path, path):
-    outcome = Outcome("unit1", "s1", "0" * 64, missing=[], error=None, notes=[], unreadable={},
-                      scores={}, comments={}, penalties={}, autograded={
-                          "01_layernorm_forward.ipynb": b"{}", path: b"owned"},
-                      log="", worker="host:1")
+    outcome = Outcome("unit1", "s1", "0" * 64, {}, [], None, [], [], {}, {}, {},
+                      {"01_layernorm_forward.ipynb": b"{}", path: b"owned"}, "", "host:1")
     with pytest.raises(ValueError, match="a path outside its folder"):
         write_autograded(tmp_path, outcome)
     assert not list(tmp_path.rglob("*"))

@@ -11,9 +11,9 @@ while it grades, by its process id: every submission is written once, with its s
 It grades the cases whose notebooks matter with --execute (each notebook run in a kernel
 in the OS sandbox, without its hidden tests: what each kernel showed), after the others,
 judge-only, as a re-run grades what is new. A second course grades as one machine grades by
-default: SQLite, a local cluster, judge-only, the cases of every assignment whose notebooks
-ran with --execute in the first and those whose status says more than "graded"
-(COMPARED). The same grades as on PostgreSQL, cell for cell.
+default (SQLite, a local cluster, judge-only) the cases graded with --execute in the first
+and those whose status says more than "graded" (COMPARED: every assignment has one). The
+same grades as on PostgreSQL, cell for cell.
 
 The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
 10 s a check, and 8192 MiB a process, which one right submission needs (more than the
@@ -68,8 +68,8 @@ from tools.worker.execute import SKIPPED
 from tools.worker.execute import TAG as SKIP_TAG
 
 TIMEOUT = 10  # seconds per check here (30 by default), from the course's config: the loop case
-# waits it out in each course, while a grading process sits idle (20 s made the judge-only
-# passes take 12 s and 8 s longer). A right submission's longest check (2.5's) took 1.9 s
+# waits it out in the PostgreSQL course, while a grading process sits idle (20 s made the
+# judge-only passes take 12 s and 8 s longer). A right submission's longest check (2.5's) took 1.9 s
 # beside the other tests on a 2-core AMD EPYC, and 5.8 s with this file, test_machines.py
 # and test_browser.py all on one of its cores (a machine half as fast); a worker's start
 # has a limit of its own (startup_timeout)

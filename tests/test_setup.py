@@ -8,7 +8,6 @@ import pytest
 
 from tests.conftest import REPO
 from tools.course.markers import block_lines, fold_hidden, has_marker, split_check, strip_solutions
-from tools.maintainer.lock import HEADER, LEFT_OUT, LOCK, key, lock_text, locked
 
 
 def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
@@ -79,43 +78,10 @@ def test_every_package_the_course_imports_is_pinned():
     assert OPTIONAL <= set(found) and not OPTIONAL & set(distributions)
 
 
-def test_the_lock_is_pyprojects_pins_and_this_environment_exactly():
-    """make installs requirements.lock with --no-deps: it must hold pyproject.toml's pins at
-    their versions, be closed under every package's requirements (pip check), and be what
-    is installed, no more, no less (the course itself and pip, installed apart, aside)."""
-    import importlib.metadata
-    import subprocess
-    import sys
-
-    lock = locked(LOCK.read_text())
-    pins = locked("\n".join(tomllib.loads((REPO / "pyproject.toml").read_text())[
-        "project"]["dependencies"]))
-    assert {name: lock.get(name, "").split("+")[0] for name in pins} == pins  # (2.13.0+cpu)
-    import sysconfig
-
-    installed = {key(d.metadata["Name"]): d.version for d in importlib.metadata.distributions(
-        path=[sysconfig.get_paths()["purelib"]])}  # (not vendored copies other imports put
-    # on sys.path: setuptools' own packaging and zipp)
-    assert {n: v for n, v in installed.items() if n not in ("normlib", "pip")} == lock
-    assert not set(LEFT_OUT) - {"pip"} & set(installed)
-    check = subprocess.run([sys.executable, "-m", "pip", "check", "--disable-pip-version-check"],
-                           capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
-def test_the_lock_is_the_freeze_sorted_with_a_header_and_without_what_it_leaves_out():
-    frozen = "torch==2.13.0+cpu\nrfc3987-syntax==1.1.0\npip==26.3\nAnyio==4.16.0\n" \
-             "# a comment\nMarkupSafe==3.0.4\n"
-    text = lock_text(frozen)
-    assert text.startswith(HEADER) and "do not edit" in HEADER
-    assert text[len(HEADER):] == "Anyio==4.16.0\nMarkupSafe==3.0.4\ntorch==2.13.0+cpu\n"
-    assert locked(text) == {"anyio": "4.16.0", "markupsafe": "3.0.4", "torch": "2.13.0+cpu"}
-
-
 def test_the_environment_has_no_slow_iri_checker():
-    """The lock leaves out rfc3987-syntax (tools/maintainer/lock.py: 2.5 s of CPU in every
-    process that imports nbformat); jsonschema then passes over the "iri" format, which no
-    Jupyter or nbgrader schema uses."""
+    """make's install step removes rfc3987-syntax (Makefile: 2.5 s of CPU in every process
+    that imports nbformat); jsonschema then passes over the "iri" format, which no Jupyter
+    or nbgrader schema uses."""
     import importlib.util
 
     import jsonschema

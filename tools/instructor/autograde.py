@@ -18,8 +18,7 @@ cluster, carrying the submission's files (tools/worker/task.py). The worker that
    page, and its written answers score 0, a grader may change that), each noted in the
    status (with --execute, the notebooks run first, in the OS sandbox: fresh outputs, the
    same scores);
-3. returns all of it: nbgrader's scores and comments, the autograded notebooks (the
-   verdicts in their check cells: tools.worker.judged.judged reads them).
+3. returns all of it: verdicts, nbgrader's scores and comments, the autograded notebooks.
 
 This process alone writes the course (save): the autograded folder, the gradebook (the
 judge's scores, the status and the digest of the files graded: tools/instructor/gradebook.py), and
@@ -47,7 +46,6 @@ from tools.instructor import gradebook
 from tools.instructor.cluster import client
 from tools.instructor.collect import submitted_at
 from tools.worker import task
-from tools.worker.judged import judged
 from tools.worker.stage import answers
 
 JOBS = os.cpu_count() or 1
@@ -111,13 +109,12 @@ def save(root, outcome):
     before = answers(root / "autograded" / s / a, plan["notebooks"])
     write_autograded(root, outcome)
     now = answers(root / "autograded" / s / a, plan["notebooks"])
-    verdicts = judged(root / "autograded" / s / a, plan["notebooks"])
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
         submission = save_to_nbgrader(gb, root, outcome)
         for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
             grade = gb.find_grade(e.grade_id, e.notebook, a, s)
-            grade.auto_score = e.points if verdicts.get(e.grade_id, (False,))[0] else 0
+            grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
             grade.needs_manual_grade = grade.manual_score is not None
         for q in questions_of(plan["notebooks"]):
             grade = gb.find_grade(q.grade_id, q.notebook, a, s)

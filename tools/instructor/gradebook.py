@@ -120,11 +120,11 @@ def _engine(url):
 
 def digest(folder):
     """The SHA-256 of a submission folder: every file's path and bytes. Read from the files
-    as they are whenever a step asks (autograde's pending, grades' newer), never stored at
-    collect: submitted/ has writers other than collect (nbgrader's collect from the
-    exchange, then exchange_times; an instructor's hand), and a stored digest would miss
-    their change, so a changed submission would silently keep its old grade. It costs a
-    read of the files: 4 ms for the seven solution notebooks and normlib/ (3.8 MB)."""
+    as they are whenever a step asks (autograde.pending, grades._newer), never stored at
+    collect: submitted/ has writers other than make collect (an instructor's hand, a
+    plain `nbgrader collect`), and a stored digest would miss their change, so a changed
+    submission would silently keep its old grade. It costs a read of the files: 4 ms for
+    the seven solution notebooks and normlib/ (3.8 MB)."""
     sha = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix().encode()

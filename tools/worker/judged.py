@@ -55,26 +55,6 @@ class JudgedAutoGrades(SaveAutoGrades):
             super()._add_score(cell, resources)
 
 
-def judged(folder, stems):
-    """{grade_id: (passed, the verdict's text)} of the check cells of the autograded
-    notebooks <stem>.ipynb in folder, as Judged wrote them: the one copy of the judge's
-    verdicts that leaves the grading task, which the head scores from
-    (tools/instructor/autograde.save) and the feedback page shows. {} for a notebook that
-    is not there."""
-    import nbformat
-
-    found = {}
-    for stem in stems:
-        path = Path(folder) / f"{stem}.ipynb"
-        if path.is_file():
-            for cell in nbformat.read(path, as_version=4).cells:
-                if is_check(cell) and "judge" in cell.metadata:
-                    verdict = cell.metadata["judge"]
-                    found[cell.metadata.nbgrader.grade_id] = (verdict["passed"],
-                                                              verdict["verdict"])
-    return found
-
-
 def is_check(cell):
     """Whether a notebook cell is a check (nbgrader's autograder tests)."""
     return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("grade"))

@@ -16,20 +16,26 @@ own gradebook; it keeps the newest kit's alone.
 The task is one submission: its files (bytes), the digest they were chosen under and the
 limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
 (tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
-gradebook, in this process. It returns an Outcome: nbgrader's scores and comments of
-every cell, the autograded folder's files (each check's verdict in its cell's metadata,
-where Judged wrote it: the one copy of the verdicts the head reads) and nbgrader's log.
-The scratch course forgets the submission after; the instructor's process alone writes
-the course's gradebook (tools/instructor/autograde.save), so a task run twice (its worker
-killed) writes nothing. A worker grades one task at a time, whatever its threads.
+gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
+comments of every cell, the autograded folder's files and nbgrader's log. The scratch
+course forgets the submission after; the instructor's process alone writes the course's
+gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed)
+writes nothing. A worker grades one task at a time, whatever its threads.
+
+The verdicts reach the head twice, on purpose: in the Outcome, which the head scores the
+checks from, and in the autograded notebooks' check cells (Judged), which the feedback
+page shows. The notebooks cannot be the one copy: one may be missing (not submitted, or
+nbgrader failed on it) while the judge graded the student's code, and its checks keep
+their points.
 
 Why a scratch gradebook here, and not nbgrader's autograde recording straight into the
 course's on the head: nbgrader records as it converts the notebooks, in the process that
-runs it, and that is half a second of CPU a whole-course submission (measured: README,
-"Speed"). On the head, which writes the gradebook one submission at a time, it would
-cap a class's rate at the head's, however many workers grade: 300 submissions on 16
-workers would wait on it. Here it runs on every worker beside the judge, and the head
-replays its few rows (tools.instructor.autograde.save_to_nbgrader: nbgrader's save rule).
+runs it, and that costs half a second of CPU per whole-course submission (measured:
+README, "For instructors", its Speed paragraph). The head writes the gradebook one
+submission at a time, so there the head could grade no faster than it records, however
+many workers grade: 300 submissions on 16 workers would wait on it. Here it runs on every
+worker beside the judge, and the head replays its few rows
+(tools.instructor.autograde.save_to_nbgrader: nbgrader's save rule).
 
 A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
 make it (tools/maintainer/system_packages.py's probe), and a task given to a worker started another
@@ -89,6 +95,7 @@ class Outcome:
     assignment: str
     student: str
     digest: str
+    verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
     missing: list  # the student files the submission lacks
     error: str | None  # why the judge could not grade it (the status "failed: ...")
     notes: list  # what the status says beside "graded" (a renamed notebook, ...)
@@ -149,7 +156,7 @@ def _grade(root, kit, task, where):
     if not folder.is_dir():
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
-    return Outcome(a, s, task.digest, missing, error, notes, unreadable,
+    return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
                    *_nbgrader_record(root, a, s), files_of(folder), log, where)
 
 
