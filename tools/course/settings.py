@@ -129,10 +129,18 @@ def config(root):
     root = Path(root).resolve()
     files = [root / "nbgrader_config.py", root / "nbgrader_config_local.py",
              Path(os.environ["NORMLIB_REPO"]) / "nbgrader_config.py"]
-    stats = [p.stat() if p.is_file() else None for p in files]
-    stamps = tuple(st and (st.st_mtime_ns, st.st_size) for st in stats)
+    stamps = tuple(_stamp(p) for p in files)
     env = tuple(os.environ.get(name) for name in ("NORMLIB_REPO", "NBGRADER_DB_URL"))
     return copy.deepcopy(_config(root, stamps, env))
+
+
+def _stamp(path):
+    """(mtime, size) of a file, one stat; None where there is none."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 @functools.lru_cache(maxsize=8)
