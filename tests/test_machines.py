@@ -64,7 +64,8 @@ EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
     "test_the_edge_of_stability_is_chaotic_and_only_there")] + [
     "tests/test_convnet.py::test_the_convnet_claims_hold[jitter1]"]
 # the experiments (Unit 4's training runs: the sweep, the warm-up, the edge of stability,
-# the ConvNet), in the configuration farthest from this machine's alone (their seconds count; the notebooks run them on its own)
+# the ConvNet), in the configuration farthest from this machine's alone (their seconds
+# count; the notebooks run them on its own)
 FARTHEST = "torch generic, NumPy baseline, 1 thread"
 CAPSTONE = ["tests/test_language_model.py::test_the_claims_hold[jitter1]"]
 DIAGNOSIS = [f"tests/test_diagnosis.py::{test}" for test in (
