@@ -11,10 +11,25 @@ A failed comparison reads
 The signatures, from the most specific:
 - a known mistake of this check (the check computes what that mistake gives, exactly, and
   passes it as `mistakes`): eps added to the std, the std returned for rstd, ...;
-- NaN or inf where the exact value is finite: a division by zero or an overflow;
 - every value off by one factor: the sign, or a scale;
 - with `over` (the axes of one normalization group): an error that is the same for every
   element of a group (a missing or extra mean term).
+
+Where no signature matches, the message still says where the error is and what pattern it
+has (where()), computed from the two arrays alone, for any wrong code:
+
+    dx for x (8, 6) float64: 12 of 48 values are wrong.
+      Worst at index (7, 2): expected 0.1208, got 0.0 (tolerance 6.2e-10).
+      Where: axis 0 only at 6, 7 of 0..7 (the last 2), every index of axis 1; there, got
+      is 0 (values never written?).
+
+Each pattern is a fact about the difference, tested exactly (AGREE), and worded as what to
+look at, never as the exercise's answer: which indices along which axes hold the wrong
+values; NaN or inf where the exact value is finite; the right values at the wrong places
+(two axes swapped, an axis reversed, shifted by one); wrong exactly where the exact value is
+negative (clamped to 0, or its sign flipped); 0 where the exact value is not; one factor or
+one shift over the wrong values; an error of a lower precision's size (float32's in a
+float64 result, rounding rather than a wrong formula in a float32 one); otherwise its size.
 """
 
 import itertools
@@ -89,7 +104,21 @@ def dtype_cause(actual, expected):
                 ".astype(x.dtype)")
     if actual.dtype.kind != "f":
         return "the result is not floating point (an integer array, or a bool?)"
+    if actual.dtype.itemsize < expected.dtype.itemsize:
+        return (f"a {expected.dtype} input gives a {expected.dtype} result: a step computes in, "
+                f"or casts to, {actual.dtype} (an array made with that dtype, an .astype?)")
     return ""
+
+
+def shape_where(actual, expected):
+    """Which axes of a result of the wrong shape differ (tuples), without its sizes: at
+    grading a result's shape is the student's choice (shape_words)."""
+    actual, expected = tuple(actual), tuple(expected)
+    if len(actual) != len(expected):
+        return f"the result has {len(actual)} dimensions, where {len(expected)} are expected"
+    axes = [k for k, (a, e) in enumerate(zip(actual, expected)) if a != e]
+    return (f"axis {axes[0]}'s size differs, the others match" if len(axes) == 1 else
+            f"axes {', '.join(map(str, axes))} differ in size, the others match")
 
 
 def _factor(actual, expected):
@@ -155,8 +184,7 @@ def likely_cause(actual, expected, over=None, mistakes=None, close=None):
             return cause
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     if np.any(~np.isfinite(a) & np.isfinite(e)):
-        return ("NaN or inf where the exact value is finite: a division by zero (a constant "
-                "group has variance 0: is eps added inside the square root?) or an overflow")
+        return ""  # (where() says where, and what to look for: no one cause is known)
     return factor_cause(a, e) or (group_cause(a, e, over) if over is not None else "")
 
 
@@ -178,6 +206,153 @@ def mismatch(actual, expected, rtol, atol, over=None, mistakes=None):
              + (f" (tolerance {atol + rtol * abs(e[worst]):.2g})." if np.isfinite(e[worst])
                 else ".")]
     cause = likely_cause(actual, expected, over, mistakes, lambda p, q: close(p, q).all())
-    if cause:
-        lines.append(f"  Likely cause: {cause}.")
+    lines.append(f"  Likely cause: {cause}." if cause else
+                 f"  Where: {where(actual, expected, wrong, close)}.")
     return "\n".join(lines)
+
+
+def where(actual, expected, wrong, close):
+    """Where the wrong values are (the mask `wrong`, of actual's and expected's shape) and
+    what pattern the difference has, as one sentence without its full stop: never empty.
+    close(a, b): where a equals b within the check's tolerance (a mask; arrays of one
+    shape)."""
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    place = located(wrong)
+    pattern = (nonfinite_pattern(a, e, wrong) or moved_pattern(a, e, close)
+               or sign_pattern(a, e, wrong, close) or value_pattern(a, e, wrong)
+               or size_pattern(a, e, wrong, actual.dtype))
+    return f"{place}; {pattern}" if place else pattern
+
+
+def indices_words(hit):
+    """The True indices of a 1-d bool array of length n, in words: "6, 7 of 0..7 (the last
+    2)", "0 of 0..3 (the first)", "4 to 9 of 0..15", "0, 2, 4, 6 of 0..7 (every 2nd)"."""
+    n, found = hit.size, np.flatnonzero(hit)
+    k, first, last = found.size, int(found[0]), int(found[-1])
+    listed = ", ".join(str(i) for i in found[:6]) + (", ..." if k > 6 else "")
+    if k > 2 and last - first == k - 1:
+        listed = f"{first} to {last}"
+    words = f"{listed} of 0..{n - 1}"
+    if last == n - 1 and last - first == k - 1:
+        return words + (" (the last)" if k == 1 else f" (the last {k})")
+    if first == 0 and last == k - 1:
+        return words + (" (the first)" if k == 1 else f" (the first {k})")
+    steps = np.diff(found)
+    if k > 2 and np.all(steps == steps[0]):
+        return words + f" (every {steps[0]}{'nd' if steps[0] == 2 else 'th'})"
+    return words
+
+
+def located(wrong):
+    """Where the wrong values are, in words: "all 48 values", or how many and, where they
+    keep to some indices of an axis, which ("12 of 48 values, axis 0 only at 6, 7 of 0..7
+    (the last 2)", "every value there" where they fill that block), else the first few."""
+    if wrong.ndim == 0 or wrong.size == 1:
+        return ""
+    count = f"{int(wrong.sum())} of {wrong.size} values"
+    if wrong.all():
+        return f"all {wrong.size} values"
+    hits = [wrong.any(axis=tuple(i for i in range(wrong.ndim) if i != k))
+            for k in range(wrong.ndim)]  # [(shape[k],)]: the indices of axis k holding one
+    confined = [f"axis {k} only at {indices_words(hit)}" for k, hit in enumerate(hits)
+                if hit.size > 1 and not hit.all()]
+    if confined:
+        block = wrong.sum() == np.prod([hit.sum() for hit in hits])
+        return f"{count}, {', '.join(confined)}" + (" (every value there)" if block else "")
+    spots = np.argwhere(wrong)[:4]  # (up to 4, ndim)
+    return (f"{count}, at " + ", ".join(str(tuple(int(i) for i in spot)) for spot in spots)
+            + (", ..." if wrong.sum() > 4 else ""))
+
+
+def nonfinite_pattern(a, e, wrong):
+    """NaN or inf where the exact value is finite: what to look for, or ""."""
+    bad = ~np.isfinite(a) & np.isfinite(e)
+    if not bad.any():
+        return ""
+    what = "NaN" if np.isnan(a[bad]).all() else "inf" if np.isinf(a[bad]).all() else \
+        "NaN or inf"
+    return (f"{what} at {int(bad.sum())} of them, where the exact values are finite: look for "
+            "a division by zero (a group of equal values has variance 0), an overflow, or an "
+            "array read before anything was written into it (np.empty)")
+
+
+def moved_pattern(a, e, close):
+    """The right values at the wrong places: two axes swapped, an axis reversed or shifted
+    by one; or ""."""
+    if a.ndim == 0 or not np.isfinite(a).all():
+        return ""
+    for i, j in itertools.combinations(range(a.ndim), 2):
+        if a.shape[i] == a.shape[j] > 1 and close(a, np.swapaxes(e, i, j)).all():
+            return (f"the right values at the wrong places: got is the exact result with axes "
+                    f"{i} and {j} swapped (a transpose?)")
+    for k in range(a.ndim):
+        if a.shape[k] > 1 and close(a, np.flip(e, k)).all():
+            return (f"the right values at the wrong places: got is the exact result reversed "
+                    f"along axis {k}")
+        n = a.shape[k]
+        if n > 2:
+            a_head, a_tail, e_head, e_tail = (np.take(t, range(lo, lo + n - 1), axis=k)
+                                              for t in (a, e) for lo in (0, 1))
+            for got, exact, unmoved, words in ((a_tail, e_head, e_tail, "later"),
+                                               (a_head, e_tail, e_head, "earlier")):
+                if close(got, exact).all() and not close(got, unmoved).all():
+                    return (f"the right values at the wrong places: along axis {k}, got is "
+                            f"the exact result shifted one index {words} (an index off by "
+                            "one?)")
+    return ""
+
+
+def sign_pattern(a, e, wrong, close):
+    """Wrong exactly where the exact value is negative (or positive): set to 0 there, or its
+    sign flipped; or ""."""
+    zero = np.zeros_like(e)
+    for sign, side in ((-1, "negative"), (1, "positive")):
+        signed = (np.sign(e) == sign) & ~close(zero, e)  # (*shape) clearly of that sign
+        if not signed.any() or not np.array_equal(wrong, signed) or signed.all():
+            continue
+        if close(a[wrong], zero[wrong]).all():
+            return (f"wrong exactly where the exact value is {side}, and 0 there: something "
+                    f"sets the {side} values to 0 (a clamp)")
+        if close(a[wrong], -e[wrong]).all():
+            return (f"wrong exactly where the exact value is {side}, whose sign is flipped "
+                    "there (an absolute value, or a sign taken from elsewhere?)")
+        return f"wrong exactly where the exact value is {side}"
+    return ""
+
+
+def value_pattern(a, e, wrong):
+    """What the wrong values have in common: 0 where the exact value is not, one factor, or
+    one shift (got - expected the same everywhere there); or ""."""
+    got, exact = a[wrong], e[wrong]  # (count)
+    if not np.isfinite(got).all():
+        return ""
+    if np.all(got == 0):
+        return "there, got is 0 (values never written, or a branch that gives zeros?)"
+    r = _factor(got, exact)
+    if r is not None and abs(r - 1) >= AGREE and got.size > 1:
+        return (f"there, every value is {r:.6g} times the exact one (a scale factor missing or "
+                "extra there?)")
+    shift = got - exact  # (count)
+    middle = float(np.median(shift))
+    if got.size > 1 and middle != 0 and np.abs(shift - middle).max() <= AGREE * abs(middle):
+        return (f"there, got - expected is the same, {middle:.6g}, at every wrong value (a "
+                "constant term added or left out?)")
+    return ""
+
+
+def size_pattern(a, e, wrong, dtype):
+    """How large the error is beside the values: a lower precision's rounding, small, or as
+    large as a wrong formula's (never empty)."""
+    scale = max(float(np.abs(e[np.isfinite(e)]).max(initial=0.0)), np.finfo(np.float64).tiny)
+    error = float(np.abs(a - e)[wrong].max())  # (finite: nonfinite_pattern came first)
+    rel = error / scale
+    if np.dtype(dtype) == np.float64 and rel < 1e-5:
+        return (f"the largest error is {rel:.1e} of the values' size: float32's precision "
+                "(about 7 digits), where a float64 result needs about 15: some intermediate, "
+                "constant or buffer is float32")
+    if rel < 1e-2:
+        return (f"small: the largest error is {rel:.1e} of the values' size, beyond rounding: "
+                "look for a sum that cancels (a large offset subtracted late), a "
+                "lower-precision intermediate, or a term that is small here")
+    return (f"the error is up to {rel:.2g} times the values' largest size, with no simpler "
+            "pattern (not one factor, one shift, or the right values at other places)")

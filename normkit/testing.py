@@ -38,6 +38,7 @@ rounding of a float64 computation, below that of a kernel that computes a float6
 float32 (the mistake a float64 check is there to catch) even after MARGIN.
 """
 
+import collections
 import contextlib
 import copy
 import math
@@ -170,11 +171,14 @@ def assert_close(actual, expected, name, rtol=None, atol=None, over=None, mistak
             diagnosis.shape_cause(actual, expected)
         raise CheckFailed(f"{name}: expected shape {expected.shape}, got "
                           f"{diagnosis.shape_words(actual.shape, expected.shape)}"
-                          + (f".\n  Likely cause: {cause}." if cause else ""))
+                          + (f".\n  Likely cause: {cause}." if cause else
+                             f".\n  Where: {diagnosis.shape_where(actual.shape, expected.shape)}."))
     if actual.dtype != expected.dtype:
         cause = diagnosis.dtype_cause(actual, expected)
         raise CheckFailed(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}"
-                          + (f".\n  Likely cause: {cause}." if cause else ""))
+                          + (f".\n  Likely cause: {cause}." if cause else
+                             f".\n  Where: {name}'s dtype: a result keeps its input's "
+                             "precision; look for an array made or cast with another dtype."))
     tol = dict(TOLERANCES[expected.dtype])
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
     tol["atol"] *= max(1.0, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
@@ -390,8 +394,12 @@ def guard_inputs(**arrays):
     def assert_untouched(case):
         for name, saved in copies.items():
             if saved is not None and not np.array_equal(arrays[name], saved, equal_nan=True):
+                changed = ~np.isclose(arrays[name], saved, rtol=0, atol=0, equal_nan=True)
                 raise CheckFailed(f"{name} was modified in place {case}: a kernel must "
-                                     "not write into its inputs.")
+                                  "not write into its inputs.\n  Where: "
+                                  f"{diagnosis.located(changed) or 'its one value'} of "
+                                  f"{name} changed during the call (an out= or an in-place "
+                                  "operator, -= or *=, on it?)")
 
     return assert_untouched
 
@@ -437,7 +445,9 @@ def _run(module, x, grad_output):
     input = x.detach().clone().requires_grad_()
     y = module(input)
     if not isinstance(y, torch.Tensor):
-        raise CheckFailed(f"expected the output to be a torch.Tensor, got {type(y).__name__}")
+        raise CheckFailed(f"expected the output to be a torch.Tensor, got {type(y).__name__}"
+                          ".\n  Where: the forward's result, which must be a tensor (what "
+                          "autograd and the layers after it work with)")
     y.backward(grad_output.to(y.dtype))
     params = sorted(module.named_parameters()) if isinstance(module, torch.nn.Module) else []
     return ([("output", y), ("input.grad", input.grad)]
@@ -469,9 +479,91 @@ def assert_same_computation(ours, theirs, x, case="", seed=0, tol=None, mistakes
     found = mistakes(grad_output) if mistakes else {}  # {name: {cause: tensor}}
     for (name, a), (_, e) in zip(actual, expected):
         if a is None:
-            raise CheckFailed(f"{name} is None {case}: is every parameter used?")
+            raise CheckFailed(f"{name} is None {case}: is every parameter used?\n  Where: "
+                              f"{name}, no gradient after backward: the parameter is not "
+                              "used by the forward, or its gradient is not returned")
         causes = {c: t.detach().to(x.dtype).numpy() for c, t in found.get(name, {}).items()}
-        torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol, mistakes=causes)
+        try:
+            torch_tensor_close(a, e.to(x.dtype), f"{name} {case}", **tol, mistakes=causes)
+        except CheckFailed as error:
+            first = "" if "Likely cause" in str(error) else first_difference(ours, theirs, x,
+                                                                             tol)
+            if first:
+                raise CheckFailed(f"{error}\n  First to differ: {first}.") from None
+            raise
+
+
+def first_difference(ours, theirs, x, tol):
+    """Where the module ours departs from theirs (same submodule names, theirs computed
+    exactly) on x: the first input or output of a submodule's call, in the order ours makes
+    them, that differs from the same call of theirs beyond tol ({"rtol", "atol"}), in words;
+    or "" where none does, or where ours lives in another process (at grading: its calls
+    cannot be watched from here)."""
+    if not (isinstance(ours, torch.nn.Module) and isinstance(theirs, torch.nn.Module)) or \
+            hasattr(ours, "remote_call_updating"):
+        return ""
+    reference = dict(_numbered(_calls(copy.deepcopy(theirs).double(), x.double())))
+    called = {name for _, name, _ in reference}  # (torch's attention calls out_proj's
+    # function, not the module: a call unseen there is not compared)
+    before = "its input"
+    for (kind, name, n), got in _numbered(_calls(ours, x)):
+        call = f"{name}'s {kind}" + (f" (call {n + 1})" if n else "")
+        if name not in called:
+            continue
+        if (kind, name, n) not in reference:
+            return f"{name} is called more often than in torch's module (call {n + 1})"
+        want = reference[kind, name, n]
+        if got is None or want is None:
+            continue
+        if got.shape != want.shape:
+            return f"{call} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+        if not close(got.detach().double().numpy(), want.detach().to(got.dtype).double().numpy(),
+                     **tol):
+            return (f"{call}, its input right: look at {name} itself, or how it is called"
+                    if kind == "output" else
+                    f"{call}: the code that computes it from {before} (nothing in {name} has "
+                    "run yet)")
+        if kind == "output":
+            before = f"{name}'s output"
+    return ""
+
+
+def _calls(module, x):
+    """[(kind, name, tensor)]: module(x)'s submodule calls in order, kind "input" (the
+    first argument) or "output" (the first result), with grad enabled (torch's layers take
+    no fast path, which calls no submodule). A call that raises ends the list there (its own
+    check reports it)."""
+    events, handles = [], []
+
+    def first(value):
+        value = value[0] if isinstance(value, (tuple, list)) and value else value
+        return value if isinstance(value, torch.Tensor) else None
+
+    for name, sub in module.named_modules():
+        if name:
+            handles.append(sub.register_forward_pre_hook(
+                lambda m, args, name=name: events.append(("input", name, first(args)))))
+            handles.append(sub.register_forward_hook(
+                lambda m, args, out, name=name: events.append(("output", name, first(out)))))
+    try:
+        module(x)
+    except Exception:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    return events
+
+
+def _numbered(events):
+    """[((kind, name, n), tensor)]: events with n, how many calls of that kind and name came
+    before."""
+    counted = collections.Counter()
+    found = []
+    for kind, name, tensor in events:
+        found.append(((kind, name, counted[kind, name]), tensor))
+        counted[kind, name] += 1
+    return found
 
 
 MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 6.5 and 6.6 measure

@@ -56,6 +56,11 @@ def test_a_classic_mistake_is_named_by_the_visible_check(monkeypatch, number, na
     message = check_failed(failed.value)
     assert WRONG[number][name].named in message, message
     assert len(message) < 1200 and len(message.splitlines()) <= 10, message  # short
+    assert re.search(r"^  (Likely cause|Where): \S", message, re.M), message
+    causes = [line for line in message.splitlines() if "Likely cause:" in line]
+    wrongly = [other for other, m in WRONG[number].items() for line in causes
+               if other != name and m.named in line and WRONG[number][name].named not in line]
+    assert not wrongly, f"{name!r} is given the cause of {wrongly}: {message}"
 
 
 def test_the_instructors_catalogue_is_generated_from_the_variants(tmp_path):
@@ -199,3 +204,102 @@ def test_check_failed_outside_a_check_cell_is_the_message_alone():
     error = CheckFailed("rstd: 1 of 2 values are wrong.")
     assert check_failed(error) == "rstd: 1 of 2 values are wrong."
 
+
+
+E = np.random.default_rng(0).standard_normal((8, 6))  # an exact result of no special form
+NOISE = np.random.default_rng(1).standard_normal((8, 6))  # an error of no special form
+
+
+def tail_zeroed(e):
+    a = e.copy()
+    a[6:] = 0
+    return a
+
+
+def one_column_doubled(e):
+    a = e.copy()
+    a[:, 3] *= 2
+    return a
+
+
+def even_rows_shifted(e):
+    a = e.copy()
+    a[::2] += 1
+    return a
+
+
+def two_values_off(e):
+    a = e.copy()
+    a[1, 2], a[5, 4] = a[1, 2] + 1, a[5, 4] - 2
+    return a
+
+
+def one_nan(e):
+    a = e.copy()
+    a[2, 3] = np.nan
+    return a
+
+
+@pytest.mark.parametrize("wrong, where", [
+    (tail_zeroed, "12 of 48 values, axis 0 only at 6, 7 of 0..7 (the last 2) (every value "
+                  "there); there, got is 0"),
+    (one_column_doubled, "axis 1 only at 3 of 0..5 (every value there); there, every value is "
+                         "2 times the exact one"),
+    (even_rows_shifted, "axis 0 only at 0, 2, 4, 6 of 0..7 (every 2nd) (every value there); "
+                        "there, got - expected is the same, 1,"),
+    (two_values_off, "2 of 48 values, axis 0 only at 1, 5 of 0..7, axis 1 only at 2, 4 of "
+                     "0..5; the error is up to"),
+    (one_nan, "NaN at 1 of them, where the exact values are finite"),
+    (lambda e: np.maximum(e, 0), "wrong exactly where the exact value is negative, and 0 there"),
+    (lambda e: np.abs(e), "wrong exactly where the exact value is negative, whose sign is "
+                          "flipped"),
+    (lambda e: np.flip(e, 0), "got is the exact result reversed along axis 0"),
+    (lambda e: np.roll(e, 1, axis=1), "along axis 1, got is the exact result shifted one index "
+                                      "later"),
+    (lambda e: e + 0.5, "all 48 values; there, got - expected is the same, 0.5,"),
+    (lambda e: e.astype(np.float32).astype(np.float64), "float32's precision"),
+    (lambda e: e + NOISE, "all 48 values; the error is up to"),
+])
+def test_an_uncatalogued_error_is_located_and_its_pattern_named(wrong, where):
+    """Where no catalogued cause matches, the message says which values are wrong and the
+    difference's pattern, tested exactly on the difference."""
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(wrong(E), E, "dx")
+    (line,) = [line for line in str(failed.value).splitlines() if "Where:" in line]
+    assert where in line, line
+    assert "Likely cause" not in str(failed.value)
+
+
+def test_a_transpose_is_named_where_the_shape_cannot_tell():
+    square = np.random.default_rng(2).standard_normal((5, 5))
+    with pytest.raises(CheckFailed, match="with axes 0 and 1 swapped"):
+        assert_close(square.T.copy(), square, "dweight")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_pattern_is_claimed_that_the_difference_does_not_have(seed):
+    """A random error in random places gets its place and size, never a clamp, a sign, a
+    factor, a shift or moved values (each pattern fires only where it holds exactly); a
+    float32 result's small error is not called float32's precision."""
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal((6, 5))
+    a = e + np.where(rng.random(e.shape) < 0.5, rng.standard_normal(e.shape), 0)
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(a, e, "y")
+    line = str(failed.value).splitlines()[-1]
+    assert line.startswith("  Where: ") and "the error is up to" in line, line
+    small = (e * (1 + 1e-3 * rng.standard_normal(e.shape))).astype(np.float32)
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(small, e.astype(np.float32), "y")
+    assert "small: the largest error" in str(failed.value)
+    assert "float32's precision" not in str(failed.value)
+
+
+def test_a_wrong_shape_or_dtype_without_a_known_cause_says_where():
+    with pytest.raises(CheckFailed, match="Where: axis 1's size differs, the others match"):
+        assert_close(np.ones((3, 5)), np.ones((3, 4)), "y")
+    with pytest.raises(CheckFailed, match="Where: the result has 3 dimensions, where 2"):
+        assert_close(np.ones((3, 5, 7)), np.ones((3, 4)), "y")
+    with pytest.raises(CheckFailed, match="Likely cause: a float64 input gives a float64 "
+                                          "result: a step computes in, or casts to, float32"):
+        assert_close(np.ones(3, np.float32), np.ones(3), "y")

@@ -93,7 +93,9 @@ def check_staged(x, eps=1e-5, seed=0):
     result = layer_norm_backward_staged(grad_output, x, eps)
     case = f"for x {x.shape} {x.dtype}, eps={eps}"
     assert isinstance(result, dict), \
-        f"return a dict of the gradients {{node: gradient}}, got {type(result).__name__}."
+        (f"return a dict of the gradients {{node: gradient}}, got {type(result).__name__}.\n"
+         "  Where: the result's type: the gradients go in one dict, each under its node's "
+         "name (the docstring's keys)")
     missing = [name for name in expected if name not in result]
     assert not missing, f"the dict has no {missing} {case}."
     tol = norm_tolerance(x, (-1,), eps, depth=2)
@@ -162,10 +164,12 @@ def check_backward(x, normalized_shape, weight=None, bias=None, eps=1e-5, seed=0
         rows = (x.shape, leading, f"{name}'s sum over the rows", False)  # (reduced)
         if wanted is None:
             assert actual is None, \
-                f"{name} must be None {case}: there is no {param}, so no gradient for it."
+                (f"{name} must be None {case}: there is no {param}, so no gradient for it.\n"
+                 f"  Where: {name}, an array where {param} is None")
         elif actual is None:
             raise CheckFailed(f"{name} is None {case}: {param} was given, so its gradient is "
-                              "due, whether the other parameter is there or not.")
+                              "due, whether the other parameter is there or not.\n"
+                              f"  Where: {name}, None where {param} is given")
         else:
             assert_close(actual, wanted, f"{name} {case}", over=axes if name == "dx" else None,
                          mistakes=mistakes.get(name), reduced=None if name == "dx" else rows,
@@ -423,7 +427,9 @@ def check_uses_kernels(shape, eps=1e-5, seed=0):
     if missing:
         raise CheckFailed(f"LayerNormFunction never called {' nor '.join(missing)} for x "
                           f"{shape}: it must compute with your NumPy kernels (Exercises 1.2 "
-                          "and 2.2), not with torch's operations.")
+                          "and 2.2), not with torch's operations.\n  Likely cause: the "
+                          "Function computes with torch's operations, which autograd "
+                          "differentiates itself.")
 
 
 @exercise("2.5", "nn.LayerNormFunction")

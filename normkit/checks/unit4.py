@@ -97,12 +97,13 @@ def rounded(t, dtype):
     return t.detach().numpy().astype(dtype)
 
 
-def forward_yours(x, params, norm, training):
+def forward_yours(x, params, norm, training, momentum=0.1, eps=1e-5):
     """Your mlp_forward on a copy of params: (logits, cache, the copy after the call)."""
     from normlib.mlp import mlp_forward
 
     mine = copy_params(params)
-    result = call_updating(mlp_forward, x, mine, norm, training, updates=running(mine))
+    result = call_updating(mlp_forward, x, mine, norm, training, momentum, eps,
+                           updates=running(mine))
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailed("mlp_forward: expected (logits, cache), got "
                           f"{type(result).__name__}.\n  Likely cause: return the logits "
@@ -110,25 +111,69 @@ def forward_yours(x, params, norm, training):
     return (*result, mine)
 
 
-def check_forward(norm, training=True, sizes=(5, 8, 6, 3), n=8, seed=0, dtype=np.float64):
+def check_forward(norm, training=True, sizes=(5, 8, 6, 3), n=8, seed=0, dtype=np.float64,
+                  momentum=0.1, eps=1e-5):
     """Your mlp_forward's logits, and BatchNorm's running statistics after it, against the
     network in torch (float64); a wrong result matched against FORWARD_CAUSES."""
     x, params = network(norm, sizes, n, seed, dtype)
-    expected, tensors = torch_mlp(x, params, norm, training)
-    logits, _, mine = forward_yours(x, params, norm, training)
-    case = f"for norm={norm!r}, training={training}, sizes {sizes}, x {x.shape} {x.dtype}"
+    expected, tensors = torch_mlp(x, params, norm, training, momentum, eps)
+    logits, _, mine = forward_yours(x, params, norm, training, momentum, eps)
+    case = (f"for norm={norm!r}, training={training}, sizes {sizes}, x {x.shape} {x.dtype}"
+            + (f", momentum={momentum}" if momentum != 0.1 else "")
+            + (f", eps={eps}" if eps != 1e-5 else ""))
     tol = network_tolerance(tensors, norm, sizes, n, dtype)
-    mistakes = {FORWARD_CAUSES[m]: rounded(torch_mlp(x, params, norm, training, mistake=m)[0],
-                                           dtype)
+    mistakes = {FORWARD_CAUSES[m]: rounded(torch_mlp(x, params, norm, training, momentum, eps,
+                                                     mistake=m)[0], dtype)
                 for m in applicable(FORWARD_CAUSES, norm, training)}
-    assert_close(logits, rounded(expected, dtype), f"logits {case}", **tol, mistakes=mistakes)
+    defaults = rounded(torch_mlp(x, params, norm, training)[0], dtype)
+    if norm != "none" and (momentum, eps) != (0.1, 1e-5) and not close(defaults, rounded(
+            expected, dtype), **tol):
+        mistakes["the norms ran with their default momentum and eps: mlp_forward's momentum "
+                 "and eps must reach every norm it calls"] = defaults
+    try:
+        assert_close(logits, rounded(expected, dtype), f"logits {case}", **tol,
+                     mistakes=mistakes)
+    except CheckFailed as error:
+        if "Likely cause" in str(error):
+            raise
+        first = first_wrong_layer(x, params, norm, training, tol, momentum, eps)
+        raise CheckFailed(f"{error}\n  First to differ: {first}.") from None
+    slow = torch_mlp(x, params, norm, training, eps=eps)[1] if momentum != 0.1 else {}
     for k, layer in enumerate(mine):
         for name in [name for name in layer if name.startswith("norm.running")]:
+            found = {"the running statistics were not updated in place (in training mode "
+                     "batch_norm_forward updates those it is given)": params[k][name]}
+            if slow:
+                found["the running statistics moved at the default momentum, 0.1: "
+                      "mlp_forward's momentum must reach every norm"] = rounded(slow[k, name],
+                                                                                 dtype)
             assert_close(layer[name], rounded(tensors[k, name], dtype),
                          f"layer {k + 1}'s {name} after the forward {case}", **tol,
-                         mistakes={"the running statistics were not updated in place (in "
-                                   "training mode batch_norm_forward updates those it is "
-                                   "given)": params[k][name]})
+                         mistakes=found)
+
+
+def first_wrong_layer(x, params, norm, training, tol, momentum=0.1, eps=1e-5):
+    """Where your mlp_forward's logits first go wrong, in words: the first k whose network
+    cut after hidden layer k (an identity output layer in place of the rest: its logits are
+    that layer's output) your mlp_forward gets wrong, or none."""
+    for k in range(1, len(params)):
+        h = params[k - 1]["linear.weight"].shape[0]
+        dtype = x.dtype
+        cut = copy_params(params[:k]) + [{"linear.weight": np.eye(h, dtype=dtype),
+                                          "linear.bias": np.zeros(h, dtype)}]
+        expected = rounded(torch_mlp(x, cut, norm, training, momentum, eps)[0], dtype)
+        try:
+            got = forward_yours(x, cut, norm, training, momentum, eps)[0]
+        except Exception:  # (it raised on the cut network: the error is there too)
+            got = None
+        if not (isinstance(got, np.ndarray) and got.shape == expected.shape
+                and close(got, expected, **tol)):
+            before = ", the cuts before it right" if k > 1 else ""
+            return (f"hidden layer {k}'s output (your mlp_forward on the network cut after "
+                    f"it, an identity output layer in its place, is wrong{before}): look at "
+                    "one hidden layer's forward")
+    return ("the output layer: your mlp_forward is right on the network cut after each hidden "
+            "layer (an identity output layer in place of the rest), wrong on the whole one")
 
 
 @exercise("4.1", "mlp.mlp_forward")
@@ -137,6 +182,8 @@ def visible_4_1():
     check_forward("batch", training=False, seed=1)
     check_forward("layer", seed=2)
     check_forward("none", seed=3)
+    check_forward("batch", training=True, seed=4, momentum=0.5, eps=0.5)  # the norms' own
+    check_forward("layer", seed=5, eps=0.5)  # settings, passed on
 
 
 def backward_mistakes(x, params, norm, training, grad_logits, expected, n):
@@ -193,7 +240,7 @@ def check_backward(norm, training=True, sizes=(5, 8, 6, 3), n=8, seed=0, dtype=n
     expected = torch_grads(x, params, norm, grad_logits, training)
     check_grads_structure(grads, expected, case)
     mistakes = backward_mistakes(x, params, norm, training, grad_logits, expected, n)
-    for k, layer in enumerate(expected):
+    for k, layer in reversed(list(enumerate(expected))):  # (as the backward computes them)
         for name, want in layer.items():
             got = grads[k][name]
             if name == "linear.weight" and getattr(got, "shape", None) == want.shape[::-1] \
@@ -203,8 +250,21 @@ def check_backward(norm, training=True, sizes=(5, 8, 6, 3), n=8, seed=0, dtype=n
                                   "weight gradient is transposed: torch's Linear keeps its "
                                   "weight (out_features, in_features), and so does its "
                                   "gradient: (H, D), like W.")
-            assert_close(got, want, f"layer {k + 1}'s {name} gradient {case}", **tol,
-                         mistakes={cause: gives[k][name] for cause, gives in mistakes.items()})
+            try:
+                assert_close(got, want, f"layer {k + 1}'s {name} gradient {case}", **tol,
+                             mistakes={cause: gives[k][name]
+                                       for cause, gives in mistakes.items()})
+            except CheckFailed as error:
+                if "Likely cause" in str(error):
+                    raise
+                later = (f"the gradients of layers {k + 2} to {len(expected)} are right"
+                         if k + 2 < len(expected) else
+                         f"layer {len(expected)}'s are right" if k + 2 == len(expected) else
+                         "the first the backward computes")
+                raise CheckFailed(f"{error}\n  First to differ: layer {k + 1}, counting back "
+                                  f"from the output ({later}): look at layer {k + 1}'s "
+                                  "backward, or at the gradient the layer above passes down "
+                                  "to it") from None
 
 
 @exercise("4.2", "mlp.mlp_backward")

@@ -263,7 +263,10 @@ def assert_same_keys(ours, theirs, case):
         cause = ("a Post-LN stack has no final norm (self.norm = None): its last layer "
                  "already ends with one")
     raise CheckFailed(f"state_dict keys {case}: missing {missing[:4]}, unexpected "
-                      f"{unexpected[:4]}" + (f".\n  Likely cause: {cause}." if cause else ""))
+                      f"{unexpected[:4]}" + (f".\n  Likely cause: {cause}." if cause else
+                                             ".\n  Where: the submodules and parameters "
+                                             "those keys name: each keeps torch's name, "
+                                             "so that state_dicts load both ways."))
 
 
 def same_layer(ours, j):

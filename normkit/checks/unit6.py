@@ -791,7 +791,7 @@ def code_problems(kernel):
     source, name = module_source(kernel)
     cause = code_cause(source, name) if source else ""
     if cause:
-        raise CheckFailed(f"the code of {name}: {cause}.")
+        raise CheckFailed(f"the code of {name} cannot pass.\n  Likely cause: {cause}.")
 
 
 def check_dtype(result, name, x):
@@ -800,7 +800,8 @@ def check_dtype(result, name, x):
         cause = ("NumPy's np.empty(n) and np.zeros(n) are float64 unless given a dtype, in "
                  "Numba too, and so is a sum of float64 partial sums: make each result "
                  "np.empty(n, x.dtype), or cast it with .astype(x.dtype)"
-                 if result.dtype == np.float64 else diagnosis.dtype_cause(result, x))
+                 if result.dtype == np.float64 else diagnosis.dtype_cause(result, x)
+                 or f"{name} is made {result.dtype}: each result keeps x's dtype")
         raise CheckFailed(f"{name}: dtype {result.dtype}, expected {x.dtype}.\n"
                           f"  Likely cause: {cause}.")
 

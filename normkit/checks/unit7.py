@@ -409,7 +409,9 @@ def check_uses_kernels(shape, seed=0):
     if missing:
         raise CheckFailed(f"DyTFunction never called {' nor '.join(missing)} for x {shape}: "
                           "it must compute with your NumPy kernels (Exercises 7.2 and 7.3), "
-                          "not with torch's operations.")
+                          "not with torch's operations.\n  Likely cause: the Function "
+                          "computes with torch's operations, which autograd differentiates "
+                          "itself.")
 
 
 def check_two_calls(shape, seed=0):

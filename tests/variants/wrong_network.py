@@ -15,11 +15,11 @@ from tests.variants.mistake import Mistake
 
 def forward_with(x, params, norm, training=True, momentum=0.1, eps=1e-5, *, relu_first=False,
                  mode=None, norm_logits=False, last_relu=True, keep_running=False,
-                 layer_as_batch=False):
+                 layer_as_batch=False, hidden_bias=True, relu_logits=False):
     """The forward, wired as the keyword arguments say (each one classic mistake)."""
     cache, last = [], len(params) - 2
     for k, layer in enumerate(params[:-1]):
-        z = x @ layer["linear.weight"].T + layer["linear.bias"]  # (N, H)
+        z = x @ layer["linear.weight"].T + (layer["linear.bias"] if hidden_bias else 0)
         if relu_first:
             z = np.maximum(z, 0)
         saved = {"x": x}
@@ -45,6 +45,8 @@ def forward_with(x, params, norm, training=True, momentum=0.1, eps=1e-5, *, relu
     logits = x @ params[-1]["linear.weight"].T + params[-1]["linear.bias"]
     if norm_logits:
         logits = layer_norm_forward(logits, (logits.shape[1],), eps=eps)[0]
+    if relu_logits:
+        logits = np.maximum(logits, 0)
     return logits, cache
 
 
@@ -83,15 +85,38 @@ def forward_layer_as_batch(x, params, norm, training=True, momentum=0.1, eps=1e-
     return forward_with(x, params, norm, training, momentum, eps, layer_as_batch=True)
 
 
+def forward_default_settings(x, params, norm, training=True, momentum=0.1, eps=1e-5):
+    """momentum and eps not passed on: the norms run with their defaults."""
+    return forward_with(x, params, norm, training)
+
+
+def forward_default_momentum(x, params, norm, training=True, momentum=0.1, eps=1e-5):
+    """eps passed on, momentum forgotten: the running statistics move at 0.1."""
+    return forward_with(x, params, norm, training, eps=eps)
+
+
+def forward_hidden_bias_dropped(x, params, norm, training=True, momentum=0.1, eps=1e-5):
+    """The hidden layers' linear bias left out ("the norm's shift makes it redundant", but the
+    network is torch's, which adds it)."""
+    return forward_with(x, params, norm, training, momentum, eps, hidden_bias=False)
+
+
+def forward_relu_on_logits(x, params, norm, training=True, momentum=0.1, eps=1e-5):
+    """The output layer ends with a ReLU too (the loop's body run once more)."""
+    return forward_with(x, params, norm, training, momentum, eps, relu_logits=True)
+
+
 # Exercise 4.2: mlp_backward ------------------------------------------------------------------
 
 
 def backward_with(grad_logits, params, cache, norm, *, mask_from_z=False, eval_backward=False,
-                  skip_norm=False, skip_relu=False, scale=1.0, swap=False, transpose=False):
+                  skip_norm=False, skip_relu=False, scale=1.0, swap=False, transpose=False,
+                  bias_mean=False, skip_norm_below=False):
     """The backward, wired as the keyword arguments say (each one classic mistake)."""
     def linear_grads(dz, x):
         dw = x.T @ dz if transpose else dz.T @ x
-        return {"linear.weight": dw * scale, "linear.bias": dz.sum(axis=0) * scale}
+        db = dz.mean(axis=0) if bias_mean else dz.sum(axis=0)
+        return {"linear.weight": dw * scale, "linear.bias": db * scale}
 
     grads = [linear_grads(grad_logits, cache[-1]["x"])]
     dx = grad_logits @ params[-1]["linear.weight"]
@@ -121,7 +146,7 @@ def backward_with(grad_logits, params, cache, norm, *, mask_from_z=False, eval_b
             grad = {name: g * scale for name, g in grad.items()}
         grad.update(linear_grads(dz, saved["x"]))
         grads.append(grad)
-        dx = dz @ layer["linear.weight"]
+        dx = (dy if skip_norm_below else dz) @ layer["linear.weight"]
     return grads[::-1]
 
 
@@ -161,6 +186,18 @@ def backward_transposed(grad_logits, params, cache, norm):
     return backward_with(grad_logits, params, cache, norm, transpose=True)
 
 
+def backward_bias_averaged(grad_logits, params, cache, norm):
+    """Each linear bias's gradient averaged over the batch, where it sums (the weights' are
+    right)."""
+    return backward_with(grad_logits, params, cache, norm, bias_mean=True)
+
+
+def backward_passes_dy_down(grad_logits, params, cache, norm):
+    """The gradient passed to the layer below taken from dy, the norm's output gradient, not
+    dz: each layer's own gradients right, the norm's backward skipped on the way down."""
+    return backward_with(grad_logits, params, cache, norm, skip_norm_below=True)
+
+
 WRONG = {
     "4.1": {
         "ReLU before the norm": Mistake(forward_relu_before_norm, "the ReLU comes before the norm"),
@@ -175,6 +212,14 @@ WRONG = {
                                                     "the running statistics were not updated"),
         "LayerNorm through the BatchNorm kernel": Mistake(
             forward_layer_as_batch, "LayerNorm's statistics were taken over the batch"),
+        "momentum and eps not passed to the norms": Mistake(
+            forward_default_settings, "the norms ran with their default momentum and eps"),
+        "momentum not passed to the norms": Mistake(
+            forward_default_momentum, "moved at the default momentum"),
+        "the hidden layers' linear bias dropped": Mistake(
+            forward_hidden_bias_dropped, "layer 1's norm.running_mean after the forward"),
+        "a ReLU on the logits": Mistake(
+            forward_relu_on_logits, "First to differ: the output layer"),
     },
     "4.2": {
         "ReLU mask from z": Mistake(backward_mask_from_z, "the ReLU's gradient was masked where z"),
@@ -190,5 +235,10 @@ WRONG = {
                                                         "are swapped"),
         "weight gradient transposed": Mistake(backward_transposed,
                                               "the weight gradient is transposed"),
+        "linear bias gradient averaged, not summed": Mistake(
+            backward_bias_averaged, "divided by the batch size"),
+        "dy, not dz, passed to the layer below": Mistake(
+            backward_passes_dy_down, "First to differ: layer 1, counting back from the output "
+                                     "(the gradients of layers 2 to 3 are right)"),
     },
 }
