@@ -28,6 +28,8 @@ import traceback
 from pathlib import Path
 
 STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's message
+SAID = re.compile(r"^  (Likely cause|Where): \S", re.M)  # a message's line saying why or
+# where (every failure has one: failed() adds a Where line to one that has not)
 CHECKS = {}  # {"1.1": (the function running its visible cases, what it checks)}
 COMPILE = {}  # {"6.7": the exercise's compile step, a function of the student's kernel}
 KIT = Path(__file__).resolve().parents[1]  # normkit/
@@ -118,9 +120,14 @@ def failed(number, error):
     elif where and not STUB.fullmatch(str(error)):
         cause = diagnosis.error_cause(error)
         message = (f"your code raised {type(error).__name__}: {error}\n  at {where}"
-                   + (f"\n  Likely cause: {cause}." if cause else ""))
+                   + (f"\n  Likely cause: {cause}." if cause else
+                      "\n  Where: the line above, in your file"))
     else:
         return error
+    if not SAID.search(message):
+        message += ("\n  Where: your result's type or items: what the docstring's Returns "
+                    "says" if message.startswith("return") else
+                    "\n  Where: the quantity named above, in the case below")
     for other in failing_calls(number):
         message += (f"\nYour {target(number)[1]} calls {target(other)[1]} (Exercise {other}), "
                     "which fails its check too: fix that first, then this check again.")

@@ -93,6 +93,8 @@ def visible_1_1():
     check_stats(X, (3, 4), eps=0.1)  # an eps of its own
     # an offset of 1000 against a spread of ~0.5 (condition ~1500): E[x^2] - E[x]^2 cancels
     check_stats(1000 + X / 4, (4,))
+    # float64: its precision, to the last digits (a float32 step in between fails it)
+    check_stats(np.random.default_rng(1).standard_normal((2, 3, 4)), (3, 4))
 
 
 def affine(x_hat, weight=None, bias=None):
@@ -166,3 +168,6 @@ def visible_1_2():
     w12 = np.linspace(-1.5, 2.0, 12, dtype=np.float32).reshape(3, 4)  # (3, 4)
     check_forward(X, (3, 4), w12, w12[::-1, ::-1] / 2)  # a 2-D normalized_shape
     check_forward(1000 + X / 4, (4,), weight, bias)  # an offset of 1000, a spread of ~0.5
+    rng = np.random.default_rng(1)  # float64: its precision, to the last digits
+    check_forward(rng.standard_normal((3, 4)), (4,), rng.standard_normal(4),
+                  rng.standard_normal(4))

@@ -112,6 +112,7 @@ def visible_2_1():
     x = np.array([[1, 2, 3, 4], [-1, 0, 0, 5]], dtype=np.float64)  # (2, 4)
     check_staged(x)
     check_staged(x.astype(np.float32), seed=1)
+    check_staged(x, eps=0.5, seed=2)  # an eps of its own, on the scale of the variance
 
 
 def backward_kernel_mistakes(grad_output, x, normalized_shape, weight, bias, eps=1e-5):
@@ -190,6 +191,9 @@ def visible_2_2():
     check_backward(X, (4,), weight, bias)  # two leading axes: the parameters sum over both
     w12 = np.linspace(-1.5, 2.0, 12, dtype=np.float32).reshape(3, 4)  # (3, 4)
     check_backward(X, (3, 4), w12, w12[::-1, ::-1] / 2)  # a 2-D normalized_shape
+    rng = np.random.default_rng(1)  # float64: its precision, to the last digits
+    check_backward(rng.standard_normal((3, 4)), (4,), rng.standard_normal(4),
+                   rng.standard_normal(4))
 
 
 def cut_jacobians(x, eps=1e-5):
@@ -246,6 +250,7 @@ def check_jacobian(x, eps=1e-5):
 def visible_2_3():
     check_jacobian(np.array([[1, 2, 3, 4], [-1, 0, 0, 5]], dtype=np.float64))  # (2, 4)
     check_jacobian(np.array([0.5, -1.0, 2.0], dtype=np.float32))  # one row, no leading axis
+    check_jacobian(np.array([[0.5, -1.0, 2.0]]), eps=0.5)  # an eps of its own
 
 
 def prediction_mistakes(x, eps=1e-5):
@@ -295,6 +300,7 @@ def check_prediction(x, eps=1e-5):
 def visible_2_4():
     check_prediction(np.array([[1, 2, 3, 4], [-1, 0, 0, 5]], dtype=np.float64))
     check_prediction(np.array([[0.5, -1.0, 2.0]], dtype=np.float32))
+    check_prediction(np.array([[0.5, -1.0, 2.0]]), eps=0.5)  # an eps of its own
 
 
 def float64_arrays(*tensors):

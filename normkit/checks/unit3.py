@@ -76,6 +76,9 @@ def visible_3_1():
     check_normalize(x, (2,))  # InstanceNorm's: one group per sample and channel
     check_normalize(x, (1, 2))  # LayerNorm's: one group per sample
     check_normalize(1e-3 * x, (2,))  # variances below eps: where eps goes shows (Unit 1)
+    check_normalize(1000 + x, (1, 2))  # an offset of 1000: E[x^2] - E[x]^2 cancels
+    # float64 (its precision, to the last digits), with an eps of its own
+    check_normalize(np.random.default_rng(1).standard_normal((3, 2, 4)), (0, 2), eps=0.5)
 
 
 def through_statistics(grad_x_hat, x_hat, rstd, axes):
@@ -153,6 +156,9 @@ def visible_3_2():
     check_normalize_backward(x, (0, 2), seed=1)
     check_normalize_backward(x, (2,), seed=2)
     check_normalize_backward(x, (1, 2), seed=3)
+    # float64: its precision, to the last digits
+    check_normalize_backward(np.random.default_rng(1).standard_normal((3, 2, 4)), (0, 2),
+                             seed=4)
 
 
 def float64(*arrays):
@@ -302,6 +308,10 @@ def visible_3_3():
     # a channel's statistics run over the batch and every position
     check_batch_norm(rng.standard_normal((4, 3, 5)).astype(np.float32), training=True)
     check_batch_norm(1e-3 * x, training=True)  # variances below eps: where eps goes shows
+    # an offset of 1000 (E[x^2] - E[x]^2 cancels), no weight, bias or running statistics
+    check_batch_norm(1000 + x, training=True, affine=False, running=False)
+    # float64 (its precision, to the last digits), a momentum and an eps of its own
+    check_batch_norm(rng.standard_normal((6, 4)), training=True, momentum=0.3, eps=0.5)
 
 
 def group_norm_mistakes(x, num_groups, eps):
@@ -371,6 +381,10 @@ def visible_3_4():
     check_group_norm(x, 3)  # groups of 2 consecutive channels
     check_group_norm(x, 1)  # one group: LayerNorm over (C, L), per-channel affine
     check_group_norm(1e-3 * x, 2)  # variances below eps: where eps goes shows
+    check_group_norm(1000 + x, 3)  # an offset of 1000: E[x^2] - E[x]^2 cancels
+    # float64 (its precision, to the last digits), no weight or bias, an eps of its own
+    check_group_norm(np.random.default_rng(1).standard_normal((2, 4, 3)), 2, affine=False,
+                     eps=0.5)
 
 
 def check_instance_norm(x, use_input_stats=True, affine=True, running=True, momentum=0.1,
@@ -430,6 +444,11 @@ def visible_3_5():
     check_instance_norm(x)
     check_instance_norm(x, use_input_stats=False)
     check_instance_norm(1e-3 * x)  # variances below eps: where eps goes shows
+    # an offset of 1000 (E[x^2] - E[x]^2 cancels), no weight, bias or running statistics
+    check_instance_norm(1000 + x, affine=False, running=False)
+    # float64 (its precision, to the last digits), a momentum and an eps of its own
+    check_instance_norm(np.random.default_rng(1).standard_normal((3, 2, 4)), momentum=0.3,
+                        eps=0.5)
 
 
 CENTRED = "the mean is subtracted: RMSNorm does not centre (LayerNorm does)"
@@ -504,6 +523,7 @@ def visible_3_6():
     small = (1e-3 * rng.standard_normal((4, 8))).astype(np.float32)  # mean square ~1e-6
     check_rms_norm(small, (8,), eps=1e-5)  # near eps: where eps goes shows
     check_rms_norm(small, (8,))  # eps=None: float32's eps, 1.2e-7, far below it
+    check_rms_norm(rng.standard_normal((3, 4)), (4,), rng.standard_normal(4))  # float64
 
 
 MEAN_TERM_KEPT = ("LayerNorm's mean term was kept: RMSNorm subtracts no mean in its forward, "
@@ -579,6 +599,9 @@ def visible_3_7():
     x = (1 + rng.standard_normal((2, 3, 4))).astype(np.float32)
     check_rms_norm_backward(x, (4,), seed=1)  # (an upstream gradient other than x - 1)
     check_rms_norm_backward(x, (4,), rng.standard_normal(4).astype(np.float32), seed=2)
+    # float64 (its precision, to the last digits), a 2-D normalized_shape
+    check_rms_norm_backward(rng.standard_normal((2, 3, 4)), (3, 4),
+                            rng.standard_normal((3, 4)), seed=3)
 
 
 def bn_backward_mistakes(grad_output, x_hat, rstd, weight, x, training, eps=1e-5):
@@ -673,3 +696,6 @@ def visible_3_8():
     # a channel's values: the batch and every position
     x = 3 + 2 * rng.standard_normal((4, 3, 5)).astype(np.float32)  # (N, C, L)
     check_bn_backward(x, training=True, seed=3)
+    # float64 (its precision, to the last digits), no weight or bias
+    check_bn_backward(rng.standard_normal((6, 2, 3)), training=True, affine=(False, False),
+                      seed=4)

@@ -102,9 +102,18 @@ def visible_5_1():
         norm.bias.normal_(0.0, 0.5)
     check_add_norm(linear, norm, (2, 5, 8), norm_first=False)
     check_add_norm(linear, norm, (2, 5, 8), norm_first=True)
+    # float64: its precision, to the last digits
+    check_add_norm(linear.double(), norm.double(), (2, 3, 8), True, torch.float64, seed=1)
 
 
 # Exercise 5.2: TransformerEncoderLayer ------------------------------------------------------
+
+
+def given(dtype):
+    """The dtype a case passes to your module: None (its default: torch's, float32) for
+    float32, so that the default counts in some case."""
+    return None if dtype == torch.float32 else dtype
+
 
 
 def over_sequence(norm):
@@ -172,14 +181,15 @@ def assert_dropout_off(ours, x, case):
 
 
 def check_layer(norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16, activation="relu",
-                norm="layer", dtype=torch.float32, dropout=0.0, seed=0):
+                norm="layer", dtype=torch.float32, dropout=0.0, seed=0, training=False):
     """Your layer (torch's norms inside) against torch.nn.TransformerEncoderLayer with the
     same weights, random norm parameters and biases included, computed exactly (float64):
     output and every gradient under a random upstream gradient, within the error model's
     tolerance for one layer (normkit.testing.encoder_tolerance); a wrong output is matched
     against layer_mistakes. Both in training mode, or both in evaluation mode with dropout
     > 0, where two calls must agree (with an input that requires grad, torch skips its
-    fused path)."""
+    fused path); training with dropout: 1.0 alone, which zeroes every dropout's output
+    whatever the random draws (at grading your layer draws them in another process)."""
     from normlib.transformer import TransformerEncoderLayer
 
     n, s, e = shape
@@ -193,13 +203,16 @@ def check_layer(norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16, activa
     perturb_(theirs, seed + 1)
     with torch_norms():
         ours = TransformerEncoderLayer(e, nhead, dim_feedforward, dropout, activation,
-                                       norm_first=norm_first, norm=norm, dtype=dtype)
+                                       norm_first=norm_first, norm=norm,
+                                       dtype=given(dtype))
     ours.load_state_dict(theirs.state_dict())
     x = 2 * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
     kind = "Pre-LN" if norm_first else "Post-LN"
-    mode = f", dropout {dropout} in eval mode" if dropout else ""
+    mode = f", dropout {dropout} in {'training' if training else 'eval'} mode" if dropout \
+        else ""
     case = f"for {kind}, x {shape} {dtype}, {activation}, norm={norm!r}{mode}"
-    if dropout:
+    assert not training or dropout in (0.0, 1.0), "random draws are not compared"
+    if dropout and not training:
         ours.eval()
         theirs.eval()
         assert_dropout_off(ours, x, case)
@@ -213,6 +226,10 @@ def visible_5_2():
     check_layer(norm_first=False)
     check_layer(norm_first=True, activation="gelu", seed=1)
     check_layer(norm_first=False, shape=(2, 4, 8), dropout=0.3, seed=7)
+    check_layer(norm_first=False, dropout=1.0, training=True, seed=8)  # dropout's place
+    # another width and head count, torch's feed-forward width, RMSNorm, float64
+    check_layer(norm_first=True, shape=(2, 3, 12), nhead=3, dim_feedforward=2048, norm="rms",
+                dtype=torch.float64, seed=9)
 
 
 # Exercise 5.3: TransformerEncoder -----------------------------------------------------------
@@ -327,14 +344,16 @@ def stack_mistakes(theirs, x):
 
 
 def check_encoder(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16,
-                  norm="layer", dtype=torch.float32, seed=0, scale=2.0, **options):
+                  norm="layer", dtype=torch.float32, seed=0, scale=2.0, training=False,
+                  **options):
     """Your stack (torch's norms inside) against torch.nn.TransformerEncoder with the same
     weights, every parameter of every layer different: settings (assert_same_settings),
     state_dict keys, independent layers, output and every gradient under a random upstream
     gradient, computed exactly (float64), within the error model's tolerance for num_layers
     layers (normkit.testing.encoder_tolerance); a wrong output is matched against
     stack_mistakes. options: the layers' activation, dropout (then both in evaluation
-    mode), layer_norm_eps, bias; scale: the input's."""
+    mode, or with training and a dropout of 1.0 in training mode: check_layer), layer_norm_eps,
+    bias; scale: the input's."""
     from normlib.transformer import TransformerEncoder
 
     n, s, e = shape
@@ -356,14 +375,15 @@ def check_encoder(num_layers, norm_first, shape=(2, 5, 8), nhead=2, dim_feedforw
     perturb_(theirs, seed + 1, weight_scale=0.3)  # torch's layers start as copies of one
     with torch_norms():
         ours = TransformerEncoder(num_layers, e, nhead, dim_feedforward, norm_first=norm_first,
-                                  norm=norm, dtype=dtype, **options)
+                                  norm=norm, dtype=given(dtype), **options)
     kind = "Pre-LN" if norm_first else "Post-LN"
     case = f"for {kind}, {num_layers} layers, x {shape} {dtype}, norm={norm!r}, {options}"
     assert_same_settings(ours, theirs, case)
     assert_same_keys(ours, theirs, case)
     assert_nothing_shared(ours, theirs, case)
     ours.load_state_dict(theirs.state_dict())
-    if options.get("dropout"):
+    assert not training or options.get("dropout", 0.0) in (0.0, 1.0), "random draws"
+    if options.get("dropout") and not training:
         ours.eval()
         theirs.eval()
     x = scale * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
@@ -380,6 +400,10 @@ def visible_5_3():
     # input's variance (0.2 ** 2 = 0.04) is below layer_norm_eps = 0.05, so eps counts
     check_encoder(3, True, (3, 4, 8), seed=6, scale=0.2, activation="gelu",
                   layer_norm_eps=0.05, bias=False, dropout=0.1)
+    check_encoder(2, False, seed=7, dropout=1.0, training=True)  # dropout's place
+    # another depth, width and head count, torch's feed-forward width, RMSNorm, float64
+    check_encoder(2, True, (2, 3, 12), nhead=3, dim_feedforward=2048, norm="rms",
+                  dtype=torch.float64, seed=8)
 
 
 # Exercise 5.4: final_norm_gain --------------------------------------------------------------
@@ -435,6 +459,7 @@ def visible_5_4():
     check_gain(3.8 * torch.randn(2, 5, 16))  # (N, S, E): a stream grown to RMS 3.8
     check_gain(0.003 * torch.randn(4, 8))  # a variance near eps: where eps goes shows
     check_gain(torch.randn(4, 8, dtype=torch.float64) + 2)  # tokens with a nonzero mean
+    check_gain(0.5 * torch.randn(3, 8), eps=0.5)  # an eps of its own
 
 
 # Exercise 5.5: linear2_grad_norms -----------------------------------------------------------

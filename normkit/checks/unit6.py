@@ -265,9 +265,9 @@ def visible_6_3():
 
     h = torch.float16
 
-    def check(x, shape, *params):
+    def check(x, shape, *params, **eps):
         check_mixed(layer_norm_mixed, torch.nn.functional.layer_norm, x, shape, *params,
-                    mistakes=layer_norm_mistakes(h, shape))
+                    mistakes=layer_norm_mistakes(h, shape), **eps)
 
     check(randn(h, 4, 64, seed=1), (64,), randn(h, 64, seed=2), randn(h, 64, seed=3))
     check(randn(h, 4, 256, scale=300), (256,), randn(h, 256, seed=2),
@@ -276,6 +276,7 @@ def visible_6_3():
     check(randn(h, 4, 64, offset=100, seed=5), (64,))  # the mean's rounding shows
     check(randn(h, 4, 32, scale=1e-3, seed=6), (32,))  # a variance below eps
     check(randn(h, 2, 3, 8, seed=8), (3, 8), randn(h, 3, 8, seed=9))  # two axes
+    check(randn(h, 4, 16, scale=0.5, seed=10), (16,), eps=0.5)  # an eps of its own
 
 
 def rms_exact(x, normalized_shape, weight=None, eps=None):
@@ -325,15 +326,16 @@ def visible_6_4():
 
     h = torch.float16
 
-    def check(x, shape, *params):
+    def check(x, shape, *params, **eps):
         check_mixed(rms_norm_mixed, rms_exact, x, shape, *params,
-                    mistakes=rms_norm_mistakes(h, shape))
+                    mistakes=rms_norm_mistakes(h, shape), **eps)
 
     check(randn(h, 4, 64, seed=1), (64,), randn(h, 64, seed=2))
     check(randn(h, 4, 256, scale=300), (256,), randn(h, 256, seed=2))  # x ** 2 overflows
     check(randn(h, 2, 4096, offset=20, scale=3), (4096,))
     check(randn(h, 4, 32, scale=1e-3, seed=6), (32,))  # a mean square below float16's eps
     check(randn(h, 2, 3, 8, seed=8), (3, 8), randn(h, 3, 8, seed=9))  # two axes
+    check(randn(h, 4, 16, scale=0.5, seed=10), (16,), eps=0.5)  # an eps of its own
 
 
 def check_memory(peak, x, normalized_shape, case, output):
@@ -434,6 +436,11 @@ def visible_6_5():
     check_fast_forward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
                        rng.standard_normal((3, 4)).astype(f32),
                        rng.standard_normal((3, 4)).astype(f32))
+    # float64 (its precision, to the last digits), an eps of its own
+    check_fast_forward(rng.standard_normal((64, 32)), (32,), rng.standard_normal(32), None,
+                       eps=0.5)
+    # an offset of 1000: E[x^2] - E[x]^2 cancels
+    check_fast_forward((1000 + rng.standard_normal((16, 48))).astype(f32), (48,))
 
 
 def backward_terms(grad, x, normalized_shape, eps=1e-5):
@@ -499,6 +506,8 @@ def visible_6_6():
     check_fast_backward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
                         rng.standard_normal((3, 4)).astype(f32),
                         rng.standard_normal((3, 4)).astype(f32))
+    # float64 (its precision, to the last digits), no weight or bias
+    check_fast_backward(rng.standard_normal((64, 32)), (32,))
 
 
 # Exercise 6.9: the backward's reductions in low precision ---------------------------------
@@ -867,6 +876,9 @@ def visible_6_7():
                            rng.standard_normal(257).astype(f32), np.zeros(257, f32))
     check_compiled_forward((1e-3 * rng.standard_normal((8, 64))).astype(f32),  # var < eps
                            np.ones(64, f32), rng.standard_normal(64).astype(f32))
+    # an offset of 1000 (E[x^2] - E[x]^2 cancels), an eps of its own
+    check_compiled_forward((1000 + rng.standard_normal((16, 48))).astype(f32),
+                           rng.standard_normal(48).astype(f32), np.zeros(48, f32), eps=0.1)
 
 
 def check_compiled_backward(x, weight, seed=0):

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from normkit.checks import exercise
+from normkit.checks.unit5 import assert_dropout_off, given
 from normkit.testing import (
     CheckFailed,
     assert_close,
@@ -39,12 +40,13 @@ class ReferenceAttention(torch.nn.Module):
     """QK-norm self-attention written with torch's operations, with QKNormSelfAttention's
     parameter names (in_proj_weight, in_proj_bias, out_proj, q_norm, k_norm), so that the
     state_dict of yours loads into it. forward(x, mistake=None): (N, S, E); mistake, one of
-    MISTAKES' keys, computes what that classic mistake gives instead."""
+    MISTAKES' keys, computes what that classic mistake gives instead. dropout: on the
+    attention weights in training mode."""
 
-    def __init__(self, d_model, nhead, eps, bias=True, is_causal=False):
+    def __init__(self, d_model, nhead, eps, bias=True, is_causal=False, dropout=0.0):
         super().__init__()
         d = d_model // nhead  # D
-        self.nhead, self.eps, self.is_causal = nhead, eps, is_causal
+        self.nhead, self.eps, self.is_causal, self.dropout = nhead, eps, is_causal, dropout
         self.in_proj_weight = torch.nn.Parameter(torch.empty(3 * d_model, d_model))
         self.in_proj_bias = torch.nn.Parameter(torch.empty(3 * d_model)) if bias else None
         self.out_proj = torch.nn.Linear(d_model, d_model, bias=bias)
@@ -74,7 +76,8 @@ class ReferenceAttention(torch.nn.Module):
         if self.is_causal and mistake != "no mask":
             future = torch.ones(s, s, dtype=torch.bool).triu(1)  # (S, S)
             scores = scores.masked_fill(future, float("-inf"))
-        heads = scores.softmax(dim=-1) @ v  # (N, H, S, D)
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (N, H, S, S)
+        heads = weights @ v  # (N, H, S, D)
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))  # (N, S, E)
 
 
@@ -135,30 +138,40 @@ def check_norms(ours, d_model, nhead, case):
 
 
 def check_qk_attention(shape=(2, 5, 8), nhead=2, is_causal=False, bias=True, eps=1e-6,
-                       dtype=torch.float32, seed=0, scale=3.0):
+                       dtype=torch.float32, seed=0, scale=3.0, dropout=0.0, training=True):
     """Your QKNormSelfAttention (torch's RMSNorm inside) against ReferenceAttention with the
     same weights, the gains and biases made random, on an input of standard deviation
     `scale` (so that a norm left out shows): output and every gradient under a random
     upstream gradient, within the error model's tolerance for one layer (normkit.testing.
-    encoder_tolerance); a wrong output is matched against MISTAKES."""
+    encoder_tolerance); a wrong output is matched against MISTAKES. With dropout: in
+    evaluation mode (not training), where two calls must agree, or in training mode with a
+    dropout of 1.0 alone, which zeroes every attention weight whatever the random draws (at
+    grading your attention draws them in another process)."""
     from normlib.qk_norm import QKNormSelfAttention
 
     n, s, e = shape
     torch.manual_seed(seed)
     case = (f"for x {shape} {dtype}, nhead={nhead}, is_causal={is_causal}, bias={bias}, "
-            f"eps={eps}")
+            f"eps={eps}" + (f", dropout {dropout} in {'training' if training else 'eval'} "
+                            "mode" if dropout else ""))
+    assert not training or dropout in (0.0, 1.0), "random draws are not compared"
     with torch_norms():
-        ours = QKNormSelfAttention(e, nhead, bias=bias, eps=eps, dtype=dtype)
+        ours = QKNormSelfAttention(e, nhead, dropout=dropout, bias=bias, eps=eps,
+                                   dtype=given(dtype))
     check_norms(ours, e, nhead, case)
     ours.is_causal = is_causal
     perturb_(ours, seed + 1)  # gains away from 1, biases away from 0
-    theirs = ReferenceAttention(e, nhead, eps, bias, is_causal).to(dtype)
+    theirs = ReferenceAttention(e, nhead, eps, bias, is_causal, dropout).to(dtype)
     mine, wanted = set(ours.state_dict()), set(theirs.state_dict())
     if mine != wanted:
         raise CheckFailed(f"parameters {case}: missing {sorted(wanted - mine)}, unexpected "
                           f"{sorted(mine - wanted)}: QK-norm adds q_norm and k_norm alone")
     theirs.load_state_dict(ours.state_dict())
     x = scale * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
+    if not training:
+        ours.eval()
+        theirs.eval()
+        assert_dropout_off(ours, x, case)
     assert_same_computation(ours, theirs, x, case, seed, encoder_tolerance(x, 1, e),
                             attention_mistakes(theirs, x))
 
@@ -168,6 +181,10 @@ def visible_7_1():
     check_qk_attention()
     check_qk_attention(is_causal=True, seed=1)
     check_qk_attention((2, 6, 12), nhead=3, bias=False, eps=1e-5, seed=2)
+    check_qk_attention(dropout=0.5, training=False, seed=3)  # dropout off in eval mode
+    check_qk_attention(dropout=1.0, seed=4)  # on the attention weights in training mode
+    # float64 (its precision, to the last digits), an eps on the scale of the heads' RMS
+    check_qk_attention(eps=0.5, dtype=torch.float64, seed=5, scale=0.5)
 
 
 # Exercise 7.2: dyt_forward ------------------------------------------------------------------
