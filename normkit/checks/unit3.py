@@ -157,8 +157,8 @@ def visible_3_2():
     check_normalize_backward(x, (2,), seed=2)
     check_normalize_backward(x, (1, 2), seed=3)
     # float64: its precision, to the last digits
-    check_normalize_backward(np.random.default_rng(1).standard_normal((3, 2, 4)), (0, 2),
-                             seed=4)
+    x64 = np.random.default_rng(1).standard_normal((3, 2, 4))  # (N, C, L)
+    check_normalize_backward(x64, (0, 2), seed=4)
 
 
 def float64(*arrays):
@@ -383,8 +383,8 @@ def visible_3_4():
     check_group_norm(1e-3 * x, 2)  # variances below eps: where eps goes shows
     check_group_norm(1000 + x, 3)  # an offset of 1000: E[x^2] - E[x]^2 cancels
     # float64 (its precision, to the last digits), no weight or bias, an eps of its own
-    check_group_norm(np.random.default_rng(1).standard_normal((2, 4, 3)), 2, affine=False,
-                     eps=0.5)
+    x64 = np.random.default_rng(1).standard_normal((2, 4, 3))  # (N, C, L)
+    check_group_norm(x64, 2, affine=False, eps=0.5)
 
 
 def check_instance_norm(x, use_input_stats=True, affine=True, running=True, momentum=0.1,
@@ -447,8 +447,8 @@ def visible_3_5():
     # an offset of 1000 (E[x^2] - E[x]^2 cancels), no weight, bias or running statistics
     check_instance_norm(1000 + x, affine=False, running=False)
     # float64 (its precision, to the last digits), a momentum and an eps of its own
-    check_instance_norm(np.random.default_rng(1).standard_normal((3, 2, 4)), momentum=0.3,
-                        eps=0.5)
+    x64 = np.random.default_rng(1).standard_normal((3, 2, 4))  # (N, C, L)
+    check_instance_norm(x64, momentum=0.3, eps=0.5)
 
 
 CENTRED = "the mean is subtracted: RMSNorm does not centre (LayerNorm does)"
@@ -697,5 +697,5 @@ def visible_3_8():
     x = 3 + 2 * rng.standard_normal((4, 3, 5)).astype(np.float32)  # (N, C, L)
     check_bn_backward(x, training=True, seed=3)
     # float64 (its precision, to the last digits), no weight or bias
-    check_bn_backward(rng.standard_normal((6, 2, 3)), training=True, affine=(False, False),
-                      seed=4)
+    x64 = rng.standard_normal((6, 2, 3))  # (N, C, L)
+    check_bn_backward(x64, training=True, affine=(False, False), seed=4)

@@ -437,8 +437,8 @@ def visible_6_5():
                        rng.standard_normal((3, 4)).astype(f32),
                        rng.standard_normal((3, 4)).astype(f32))
     # float64 (its precision, to the last digits), an eps of its own
-    check_fast_forward(rng.standard_normal((64, 32)), (32,), rng.standard_normal(32), None,
-                       eps=0.5)
+    x64, w64 = rng.standard_normal((64, 32)), rng.standard_normal(32)  # (R, H), (H,)
+    check_fast_forward(x64, (32,), w64, None, eps=0.5)
     # an offset of 1000: E[x^2] - E[x]^2 cancels
     check_fast_forward((1000 + rng.standard_normal((16, 48))).astype(f32), (48,))
 

@@ -29,7 +29,8 @@ class WrittenOut(reference.QKNormSelfAttention):
         scores = torch.einsum("nhsd,nhtd->nhst", q, k) / math.sqrt(q.shape[-1])
         if self.is_causal:
             scores = scores + torch.full((s, s), -math.inf, dtype=x.dtype).triu(1)
-        heads = torch.einsum("nhst,nhtd->nhsd", scores.softmax(-1), v)  # (N, H, S, D)
+        weights = F.dropout(scores.softmax(-1), self.dropout, self.training)  # (N, H, S, S)
+        heads = torch.einsum("nhst,nhtd->nhsd", weights, v)  # (N, H, S, D)
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
 
 
@@ -48,6 +49,7 @@ class NormsByHand(reference.QKNormSelfAttention):
 
         q = rms(q, self.q_norm) / math.sqrt(q.shape[-1])
         heads = F.scaled_dot_product_attention(q, rms(k, self.k_norm), v, scale=1.0,
+                                               dropout_p=self.dropout * self.training,
                                                is_causal=self.is_causal)
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
 
