@@ -23,6 +23,7 @@ or a whole array (dbias += row) is one that Numba itself makes private to each t
 import ast
 import inspect
 from pathlib import Path
+from typing import NamedTuple
 
 NUMBA_INSTALL = "`make lab` installs it (or pip install numba==0.68.1)"  # (pyproject's pin)
 THREAD_IDS = ("get_thread_id", "_get_thread_id")  # numba's (and its internal name)
@@ -53,6 +54,18 @@ def module_source(function):
         return text[:SOURCE_BYTES], python.__name__
     except (TypeError, OSError, AttributeError):
         return None, None
+
+
+def resolve_source(module):
+    """The source text of an importable module (a kernel's helpers imported from another
+    file), or None."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        return Path(spec.origin).read_text(encoding="utf-8")[:SOURCE_BYTES]
+    except (ImportError, ValueError, AttributeError, TypeError, OSError):
+        return None
 
 
 def _names(node):
@@ -95,12 +108,13 @@ def _starts_in(loop, owned):
         bool(_names(call.args[0]) & owned) and len(call.args) <= 3
 
 
-def _owned(loop):
-    """The names that belong to one iteration of a prange loop: its variable; a name
-    assigned exactly from an owned one (_exactly) or from the thread's id; the variable of
-    an inner loop over a range that starts at an owned value. Propagated along a worklist
-    (each assignment looked at again only when a name it reads becomes owned)."""
-    owned, steps, readers = set(_names(loop.target)), [], {}
+def _owned(loop, seed=None):
+    """The names that belong to one iteration of a prange loop: its variable (or, in a
+    function the loop calls, `seed`: the parameters given an owned value); a name assigned
+    exactly from an owned one (_exactly) or from the thread's id; the variable of an inner
+    loop over a range that starts at an owned value. Propagated along a worklist (each
+    assignment looked at again only when a name it reads becomes owned)."""
+    owned, steps, readers = set(_names(loop.target) if seed is None else seed), [], {}
     for node in ast.walk(loop):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name):
@@ -179,27 +193,130 @@ def _function(source, name):
     return (tree, defs[-1]) if defs and not rebound else None
 
 
-def races(source, name):
-    """[(line, array, loop's line)]: the writes, in function `name` of a module's source, to
-    an element of an array that two iterations of one of its prange loops may both write.
-    [] where there is none, or where the source or function cannot be read."""
+class Race(NamedTuple):
+    """A write that two iterations of a prange loop may both make (or a call the reader
+    cannot follow with an array the loop shares)."""
+
+    line: int  # the kernel's line: the write, or the call that leads to it
+    array: str  # the array written (the kernel's name for it)
+    loop: int  # the prange loop's line
+    through: tuple = ()  # the calls that lead to the write: ((function, line of the write
+    # or of the next call, in that function's file), ...); () for a write in the loop itself
+    unreadable: str = ""  # a function the reader cannot find, given that array
+
+
+SAFE_CALLS = {"range", "len", "min", "max", "abs", "float", "int", "bool", "round", "print",
+              "enumerate", "zip", *THREAD_IDS}  # no write into an array given them
+DEPTH = 32  # calls followed at most (a chain of helpers is a few deep)
+LIBRARIES = {"numpy", "numba", "math", "cmath"}  # functions imported from them write into
+# no array they are given (np.dot(a, b)): not followed
+
+
+class _Module:
+    """A module's top-level functions and imported names, for following a kernel's calls;
+    resolve(module name) gives an imported module's source, or None."""
+
+    def __init__(self, tree, resolve=None):
+        self.tree, self.resolve = tree, resolve
+        self.defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.imports = {a.asname or a.name: (n.module, a.name) for n in tree.body
+                        if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+
+    def callee(self, name, depth=0):
+        """(module, def) of the function `name` stands for here, or None where it cannot be
+        found (imported from a file that cannot be read, or bound at run time)."""
+        if name in self.defs:
+            return self, self.defs[name]
+        if name not in self.imports or self.resolve is None or depth > 4:
+            return None
+        module, original = self.imports[name]
+        source = self.resolve(module)
+        try:
+            other = _Module(ast.parse(source), self.resolve) if source else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            other = None
+        return other.callee(original, depth + 1) if other else None
+
+
+def _arrays_given(call, owned, private):
+    """The names a call passes that may be arrays the loop's iterations share."""
+    given = list(call.args) + [k.value for k in call.keywords]
+    return [a.id for a in given if isinstance(a, ast.Name) and a.id not in owned
+            and a.id not in private]
+
+
+def _walk_body(node):
+    """Every node of a loop, or of a function's body (not its decorators)."""
+    for part in (node.body if isinstance(node, ast.FunctionDef) else [node]):
+        yield from ast.walk(part)
+
+
+def _writes(module, node, owned, private, aliases, loop, path, found, prange):
+    """Append to found each Race in node: the prange loop, or a function it calls (path:
+    the calls that lead there, [(function, line of its call in the caller's file)]), read
+    as if inlined: its parameters owned, private, or standing for the caller's arrays
+    (aliases: {parameter: the kernel's name})."""
+    def race(line, array, unreadable=""):
+        if not path:
+            return Race(line, aliases.get(array, array)[:40], loop.lineno, (), unreadable)
+        inner = tuple((f, at) for (f, _), (_, at) in zip(path, path[1:]))
+        return Race(path[0][1], aliases.get(array, array)[:40], loop.lineno,
+                    inner + ((path[-1][0], line),), unreadable)
+
+    for child in _walk_body(node):
+        targets = child.targets if isinstance(child, ast.Assign) else \
+            [child.target] if isinstance(child, ast.AugAssign) else []
+        for written in filter(None, map(_written, targets)):
+            array, indices = written
+            if array not in private and not any(_index_owned(i, owned) for i in indices):
+                found.append(race(child.lineno, array))
+        if not (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)) or \
+                child.func.id in SAFE_CALLS | prange:
+            continue
+        name, shared = child.func.id, _arrays_given(child, owned, private)
+        library = module.imports.get(name, ("",))[0].split(".")[0] in LIBRARIES
+        if not shared or library:
+            continue  # (nothing the iterations share reaches it, or NumPy's, Numba's, ...)
+        target = module.callee(name)
+        if target is None or len(path) >= DEPTH:
+            found.extend(race(child.lineno, a, name[:40]) for a in shared[:1])
+            continue
+        if any(name == f for f, _ in path):
+            continue  # (a recursive call: read once)
+        callee_module, function = target
+        params = [a.arg for a in function.args.args]
+        given = dict(zip(params, child.args)) | {k.arg: k.value for k in child.keywords}
+        seed, mine, alias = set(), set(), {}
+        for param, value in given.items():
+            if _exactly(value, owned):
+                seed.add(param)
+            elif (isinstance(value, ast.Name) and value.id in private) or (
+                    isinstance(value, ast.Subscript) and _index_owned(value.slice, owned)):
+                mine.add(param)  # (the iteration's own array, or a view of its own row)
+            elif isinstance(value, ast.Name):
+                alias[param] = aliases.get(value.id, value.id)
+        callee_owned = _owned(function, seed)
+        _writes(callee_module, function, callee_owned, mine | _private(function, callee_owned),
+                alias, loop, path + [(name, child.lineno)], found, prange)
+
+
+def races(source, name, resolve=None):
+    """[Race]: the writes, in function `name` of a module's source and in the functions its
+    prange loops call (followed through their calls, in this file, or in another where
+    resolve(module name) gives its source), to an element of an array that two iterations
+    of one prange loop may both write; and the calls it cannot follow that are given such
+    an array (unreadable). [] where there is none, or where the source or function cannot
+    be read."""
     parsed = _function(source, name)
     if parsed is None:
         return []
     tree, function = parsed
-    found, prange = [], _prange_names(tree)
+    found, prange, module = [], _prange_names(tree), _Module(tree, resolve)
     for loop in ast.walk(function):
         if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, prange)):
             continue
         owned = _owned(loop)
-        private = _private(loop, owned)
-        for node in ast.walk(loop):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AugAssign) else []
-            for written in filter(None, map(_written, targets)):
-                array, indices = written
-                if array not in private and not any(_index_owned(i, owned) for i in indices):
-                    found.append((node.lineno, array[:40], loop.lineno))
+        _writes(module, loop, owned, _private(loop, owned), {}, loop, [], found, prange)
     return sorted(set(found))
 
 
@@ -229,9 +346,11 @@ def _options(tree, function):
 UNSAFE_FAST = {"nnan", "ninf", "fast"}  # LLVM's flags that assume no NaN or inf
 
 
-def code_cause(source, name):
+def code_cause(source, name, resolve=None):
     """The likely cause of what kernel `name`'s code shows, in a module's source, or "":
-    no @njit, fastmath flags assuming no NaN or inf, no parallel loop, a race."""
+    no @njit, fastmath flags assuming no NaN or inf, no parallel loop, a race (in the
+    kernel or in a function it calls: races' resolve), a call given a shared array that the
+    reader cannot follow."""
     parsed = _function(source, name)
     if parsed is None:
         readable = _parses(source)
@@ -256,13 +375,25 @@ def code_cause(source, name):
         return ("it runs on one thread: the rows are shared among the cores by "
                 "@njit(parallel=True) and a loop `for r in prange(rows):` (prange from "
                 "numba), both needed")
-    found = races(source, name)
-    if found:
-        line, array, loop = found[0]
-        return (f"a data race: line {line} writes {array}[...] at an index that does not "
-                f"involve the prange loop's variable (line {loop}), so two threads can add to "
+    found = races(source, name, resolve)
+    written = [race for race in found if not race.unreadable]
+    if written:
+        race = written[0]
+        where = f"line {race.line}"
+        for function, at in race.through:
+            where += f" calls {function}, whose line {at}"
+        where += " writes"
+        return (f"a data race: {where} {race.array}[...] at an index that does not involve "
+                f"the prange loop's variable (line {race.loop}), so two threads can add to "
                 "the same element at once and one addition is lost (more often, the more "
                 "threads). Reduce in two stages: each iteration of the parallel loop sums "
                 "into a partial array of its own, indexed by the loop's variable, then add "
                 "the partial sums")
+    if found:
+        race = found[0]
+        return (f"the check cannot read {race.unreadable}, which line {race.line} calls from "
+                f"the prange loop (line {race.loop}) with {race.array}: it is not defined in "
+                f"this file, so whether two iterations write the same element of "
+                f"{race.array} cannot be told, and a race fails only some runs. Define it in "
+                "this file, with @njit")
     return ""

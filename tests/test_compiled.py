@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from normkit.kernel_code import code_cause, races
+from normkit.kernel_code import code_cause, races, resolve_source
 from tests.test_judge import IN_PROCESS, judge_in_process, needs_bwrap, submission
 from tools.course.exercises import REPO, SOLUTIONS, by_number
 from tools.sandboxed.limits import Limits
@@ -136,13 +136,76 @@ def test_the_reference_and_every_right_variant_read_clean_and_the_race_does_not(
     for name in ("layer_norm_forward_compiled", "layer_norm_backward_compiled"):
         assert code_cause(REFERENCE, name) == ""
     for name in ("forward_welford", "forward_blocks_with_scratch", "backward_thread_partials",
-                 "backward_by_columns"):
-        assert code_cause(RIGHT, name) == "", name
+                 "backward_by_columns"):  # (their helpers read in compiled_rows.py)
+        assert code_cause(RIGHT, name, resolve_source) == "", name
     lines = WRONG.splitlines()
     loop = next(n for n, line in enumerate(lines, 1) if line.startswith("def backward_race")) + 5
     assert lines[loop - 1].strip() == "for r in prange(rows):"
-    assert [(array, at) for _, array, at in races(WRONG, "backward_race")] == \
+    assert [(race.array, race.loop) for race in races(WRONG, "backward_race",
+                                                     resolve_source)] == \
         [("dweight", loop), ("dbias", loop)]
+
+
+HELPERS = '''
+@njit
+def add_row(total, x, r):
+    for j in range(x.shape[1]):
+        total[j] += x[r, j]
+
+
+@njit
+def add_into_part(parts, x, p, r):
+    for j in range(x.shape[1]):
+        parts[p, j] += x[r, j]
+
+
+@njit
+def through(total, x, r):
+    add_row(total, x, r)
+
+
+@njit
+def fill(row, x, r):
+    for j in range(x.shape[1]):
+        row[j] = x[r, j]
+'''
+
+
+@pytest.mark.parametrize("body, words", [
+    ("for r in prange(x.shape[0]):\n    add_row(out, x, r)\n",
+     "line 29 calls add_row, whose line 5 writes out[...]"),
+    ("for r in prange(x.shape[0]):\n    through(out, x, r)\n",
+     "line 29 calls through, whose line 16 calls add_row, whose line 5 writes out[...]"),
+    ("for r in prange(x.shape[0]):\n    add_into_part(parts, x, r * 0, r)\n",
+     "line 29 calls add_into_part, whose line 11 writes parts[...]"),
+    ("for r in prange(x.shape[0]):\n    imported(out, x, r)\n",
+     "the check cannot read imported, which line 29 calls from the prange loop (line 28) "
+     "with out"),
+])
+def test_a_write_in_a_function_the_loop_calls_is_read_as_if_inlined(body, words):
+    """Through any depth of calls in the file, with the caller's arrays and the loop's
+    ownership passed to the parameters; a call the reader cannot follow, given an array
+    the iterations share, is said to be unreadable."""
+    source = HELPERS + kernel(body)
+    assert words in code_cause(source, "k"), code_cause(source, "k")
+
+
+@pytest.mark.parametrize("body", [
+    "for p in prange(parts.shape[0]):\n    for r in range(p, x.shape[0], parts.shape[0]):\n"
+    "        add_into_part(parts, x, p, r)\n",
+    "for r in prange(x.shape[0]):\n    fill(out[r], x, r)\n",  # a view of its own row
+    "for r in prange(x.shape[0]):\n    row = np.empty(x.shape[1])\n    fill(row, x, r)\n",
+    "for r in prange(x.shape[0]):\n    out[r] = np.dot(x[r], x[r])\n",
+])
+def test_a_function_given_the_iterations_own_arrays_is_no_race(body):
+    source = HELPERS + kernel(body)
+    assert races(source, "k") == [] and code_cause(source, "k") == ""
+
+
+def test_a_recursive_helper_is_read_once():
+    source = HELPERS.replace("    add_row(total, x, r)", "    through(total, x, r)") + kernel(
+        "for r in prange(x.shape[0]):\n    through(out, x, r)\n")
+    assert races(source, "k") == []
 
 
 @pytest.mark.parametrize("decorator, words", [
