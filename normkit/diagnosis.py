@@ -258,7 +258,8 @@ def located(wrong):
                 if hit.size > 1 and not hit.all()]
     if confined:
         block = wrong.sum() == np.prod([hit.sum() for hit in hits])
-        return f"{count}, {', '.join(confined)}" + (" (every value there)" if block else "")
+        return f"{count}, {', '.join(confined)}" + (" (every value there)"
+                                                     if block and wrong.ndim > 1 else "")
     spots = np.argwhere(wrong)[:4]  # (up to 4, ndim)
     return (f"{count}, at " + ", ".join(str(tuple(int(i) for i in spot)) for spot in spots)
             + (", ..." if wrong.sum() > 4 else ""))

@@ -358,17 +358,16 @@ def compiled_cases(number, source):
     return calls
 
 
-def test_compiled_cases():
+@pytest.mark.parametrize("source", ["visible", "hidden"])
+def test_compiled_cases(source):
     """6.7 and 6.8, whose Numba kernels no Python mutant can stand in for (COMPILED), read
-    from their cases: 6.7's visible cases give eps its own value and lie far from 0; both
-    exercises' float64 cases are hidden ones (a visible float64 case would compile every
-    student kernel a second time in every visible check, 2 s; the judge compiles both
-    signatures for the hidden tests anyway), with every other case's shapes."""
-    forward = compiled_cases("6.7", "visible")
-    assert {call["eps"] for call in forward} - {1e-5}, "no visible eps of its own"
-    assert max(far_from_zero(call["x"]) for call in forward) >= FAR, "no large offset"
+    from their cases: eps takes a value of its own (6.7), and the cases lie far from 0 and
+    come in float32 and float64 (a float32 statistic or partial sum fails the latter)."""
+    forward = compiled_cases("6.7", source)
+    assert {call["eps"] for call in forward} - {1e-5}, "no eps of its own"
     for number in COMPILED:
-        hidden = compiled_cases(number, "hidden")
-        assert {call["x"].dtype for call in hidden} == {np.dtype(np.float32),
-                                                        np.dtype(np.float64)}, number
-        assert any(far_from_zero(call["x"]) >= FAR for call in hidden), number
+        cases = compiled_cases(number, source)
+        assert {call["x"].dtype for call in cases} == {np.dtype(np.float32),
+                                                       np.dtype(np.float64)}, number
+        assert max(far_from_zero(call["x"]) for call in cases) >= FAR or number == "6.8", \
+            number  # (6.8's saved statistics make the offset the forward's concern)

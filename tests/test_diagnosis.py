@@ -21,6 +21,7 @@ from normkit.testing import CheckFailed, assert_close, stats_mistakes
 from tests.conftest import REPO, exercise_param
 from tests.variants import FEWER, RIGHT, WRONG
 from tests.variants.mistake import Mistake
+from tests.variants.wrong_compiled import RACES
 from tools.course.exercises import by_number
 
 EXERCISES = by_number()
@@ -61,6 +62,17 @@ def test_a_classic_mistake_is_named_by_the_visible_check(monkeypatch, number, na
     wrongly = [other for other, m in WRONG[number].items() for line in causes
                if other != name and m.named in line and WRONG[number][name].named not in line]
     assert not wrongly, f"{name!r} is given the cause of {wrongly}: {message}"
+
+
+@pytest.mark.parametrize("number, name", [exercise_param(n, name) for n in RACES
+                                           for name in RACES[n]])
+def test_a_race_fails_every_run(monkeypatch, number, name):
+    """A data race is read from the code (normkit/kernel_code.py), through the functions the
+    loop calls, before any case runs: the visible check fails 20 runs out of 20, never only
+    the runs whose threads happen to meet."""
+    for _ in range(20):
+        with pytest.raises(CheckFailed, match="a data race"):
+            visible_check(monkeypatch, number, WRONG[number][name].variant)
 
 
 def test_the_instructors_catalogue_is_generated_from_the_variants(tmp_path):

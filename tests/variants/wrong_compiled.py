@@ -125,7 +125,65 @@ def forward_one_past_the_row(x, weight, bias, eps):
     return y, mean, rstd
 
 
+@njit(parallel=True, fastmath=FAST, cache=True)
+def forward_shared_scratch(x, weight, bias, eps):
+    """The centred row kept in one scratch row made before the loop: every iteration writes
+    it at once (a race on the scratch row)."""
+    rows, h = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    scratch = np.empty(h, x.dtype)
+    for r in prange(rows):
+        m, _ = row_statistics(x, r)
+        v = 0.0
+        for j in range(h):
+            scratch[j] = x[r, j] - m
+            v += scratch[j] ** 2
+        rs = 1.0 / np.sqrt(v / h + eps)
+        for j in range(h):
+            y[r, j] = scratch[j] * rs * weight[j] + bias[j]
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
 # Exercise 6.8: layer_norm_backward_compiled --------------------------------------------------
+
+
+@njit(fastmath=FAST, cache=True)
+def add_to_totals(dweight, dbias, grad_output, x, r, mean, rstd):
+    """Row r's shares added straight into the totals (H,): called from a loop over rows in
+    parallel, a race that a reader of the kernel alone would not see."""
+    for j in range(x.shape[1]):
+        dweight[j] += grad_output[r, j] * (x[r, j] - mean[r]) * rstd[r]
+        dbias[j] += grad_output[r, j]
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_race_in_a_helper(grad_output, x, mean, rstd, weight):
+    """dweight and dbias summed by a helper called from the parallel loop over rows."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    dweight, dbias = np.zeros(h, x.dtype), np.zeros(h, x.dtype)
+    for r in prange(rows):
+        add_to_totals(dweight, dbias, grad_output, x, r, mean, rstd)
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
+    return dx, dweight, dbias
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def backward_float32_partials(grad_output, x, mean, rstd, weight):
+    """The partial sums made float32 whatever x's dtype: a float64 gradient summed at
+    float32's precision."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    parts = max(1, min(rows, PARTS))
+    dw, db = np.zeros((parts, h), np.float32), np.zeros((parts, h), np.float32)
+    for p in prange(parts):
+        for r in range(p * rows // parts, (p + 1) * rows // parts):
+            add_shares(dw, db, p, grad_output, x, r, mean, rstd)
+            g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+            write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
+    return dx, dw.sum(axis=0).astype(x.dtype), db.sum(axis=0).astype(x.dtype)
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
@@ -210,6 +268,10 @@ def backward_x_hat_array(grad_output, x, mean, rstd, weight):
     return dx, dweight, dbias
 
 
+RACES = {"6.7": ["a scratch row shared by every iteration"],  # the data races, each of
+         "6.8": ["a race on dweight and dbias", "a race in a helper the loop calls"]}  # which
+# must fail every run (tests/test_diagnosis.py), not the runs whose threads happen to meet
+
 WRONG = {
     "6.7": {"eps outside the square root": Mistake(forward_eps_outside_sqrt,
                                                    "eps is added to the std"),
@@ -220,12 +282,18 @@ WRONG = {
             "the unbiased variance": Mistake(forward_unbiased, "unbiased"),
             "a full-size temporary": Mistake(forward_centred_copy, "full-size temporar"),
             "one past the row's end": Mistake(forward_one_past_the_row, "indexes outside an "
-                                                                        "array")},
+                                                                        "array"),
+            "a scratch row shared by every iteration": Mistake(forward_shared_scratch,
+                                                               "writes scratch[...]")},
     "6.8": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
             "float64 parameter gradients": Mistake(backward_float64_sums,
                                                    "float64 unless given a dtype"),
             "missing mean term": Mistake(backward_missing_mean_term,
                                          "the mean's term is missing"),
             "fastmath=True": Mistake(backward_fastmath_true, "fastmath=True"),
-            "a full-size temporary": Mistake(backward_x_hat_array, "full-size temporar")},
+            "a full-size temporary": Mistake(backward_x_hat_array, "full-size temporar"),
+            "a race in a helper the loop calls": Mistake(
+                backward_race_in_a_helper, "calls add_to_totals, whose line"),
+            "float32 partial sums": Mistake(backward_float32_partials,
+                                            "float32's precision")},
 }
