@@ -139,7 +139,7 @@ def test_the_reference_and_every_right_variant_read_clean_and_the_race_does_not(
                  "backward_by_columns"):  # (their helpers read in compiled_rows.py)
         assert code_cause(RIGHT, name, resolve_source) == "", name
     lines = WRONG.splitlines()
-    loop = next(n for n, line in enumerate(lines, 1) if line.startswith("def backward_race")) + 5
+    loop = next(n for n, line in enumerate(lines, 1) if line.startswith("def backward_race(")) + 5
     assert lines[loop - 1].strip() == "for r in prange(rows):"
     assert [(race.array, race.loop) for race in races(WRONG, "backward_race",
                                                      resolve_source)] == \

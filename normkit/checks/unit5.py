@@ -19,9 +19,11 @@ import torch.nn.functional as F
 
 from normkit.checks import exercise
 from normkit.testing import (
+    TOLERANCES,
     CheckFailed,
     assert_close,
     assert_same_computation,
+    close,
     counted,
     encoder_tolerance,
     norm_tolerance,
@@ -83,13 +85,47 @@ def check_add_norm(sublayer, norm, shape, norm_first, dtype=torch.float32, seed=
     with torch.no_grad():
         expected = formula(x, sublayer, norm, norm_first)  # (N, S, E)
         calls = []
-        y = add_norm(x, counted(sublayer, calls, "sublayer"), counted(norm, calls, "norm"),
-                     norm_first)
+        given = {}  # {"sublayer" or "norm": the first input add_norm gave it}
+        y = add_norm(x, counted(recorded(sublayer, given, "sublayer"), calls, "sublayer"),
+                     counted(recorded(norm, given, "norm"), calls, "norm"), norm_first)
     kind = "Pre-LN" if norm_first else "Post-LN"
     case = f"{kind}, x {tuple(shape)} {dtype}"
-    torch_tensor_close(y, expected, f"add_norm output, {case}",
-                       mistakes=add_norm_mistakes(x, sublayer, norm, norm_first))
+    try:
+        torch_tensor_close(y, expected, f"add_norm output, {case}",
+                           mistakes=add_norm_mistakes(x, sublayer, norm, norm_first))
+    except CheckFailed as error:
+        if "Likely cause" in str(error):
+            raise
+        first = first_wrong_input(x, sublayer, norm, norm_first, given)
+        raise CheckFailed(f"{error}\n  First to differ: {first}.") from None
     assert sorted(calls) == ["norm", "sublayer"], f"{case}: called {calls}; call each once"
+
+
+def recorded(f, given, name):
+    """f, keeping its first argument under name in the dict given."""
+    def wrapper(t):
+        given.setdefault(name, t)
+        return f(t)
+    return wrapper
+
+
+def first_wrong_input(x, sublayer, norm, norm_first, given):
+    """Where a wrong add_norm goes wrong, in words: the first of the two calls (in the
+    order the formula makes them) whose input differs from the formula's, or neither."""
+    with torch.no_grad():
+        first, second = ("norm", "sublayer") if norm_first else ("sublayer", "norm")
+        inputs = {first: x}
+        inputs[second] = norm(x) if norm_first else x + sublayer(x)
+    for name in (first, second):
+        got = given.get(name)
+        if got is None:
+            return f"{name} is never called"
+        want = inputs[name].detach().numpy()
+        if not (isinstance(got, torch.Tensor) and got.shape == inputs[name].shape and close(
+                got.detach().numpy(), want, **TOLERANCES[want.dtype])):
+            return f"the input your add_norm gives {name}"
+    return ("both inputs are right (what add_norm gives sublayer and norm): look at what it "
+            "does with their outputs")
 
 
 @exercise("5.1", "transformer.add_norm")

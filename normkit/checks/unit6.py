@@ -749,6 +749,9 @@ def compiled_kernel(name):
     return getattr(compiled, name)
 
 
+COMPILED_DTYPES = (np.float32, np.float64)  # the signatures a compiled kernel's checks use
+
+
 def compile_rows(kernel, arrays, hidden):
     """Numba's compile step for a kernel of rows: one call per dtype the checks use
     (float32 and float64, in the visible cases and the hidden ones alike), on 2 rows of 3
@@ -763,7 +766,7 @@ def compile_rows(kernel, arrays, hidden):
         warnings.simplefilter("ignore", NumbaPerformanceWarning)
         if not hidden:
             check_bounds(kernel, arrays(np.float32))
-        for dtype in (np.float32, np.float64):
+        for dtype in COMPILED_DTYPES:
             kernel(*arrays(dtype))
 
 
