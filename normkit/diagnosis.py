@@ -338,7 +338,30 @@ def value_pattern(a, e, wrong):
     if got.size > 1 and middle != 0 and np.abs(shift - middle).max() <= AGREE * abs(middle):
         return (f"there, got - expected is the same, {middle:.6g}, at every wrong value (a "
                 "constant term added or left out?)")
-    return ""
+    return power_pattern(got, exact)
+
+
+POWERS = {2.0: "the exact value squared", 0.5: "the square root of the exact value",
+          -1.0: "the reciprocal of the exact value", -2.0: "one over the exact value squared",
+          -0.5: "one over the square root of the exact value"}
+
+
+def power_pattern(got, exact):
+    """'there, got is the exact value squared' (or another power p: got = exact ** p,
+    same signs) where that holds at every wrong value, or ""."""
+    ok = (exact != 0) & (got != 0) & (np.sign(got) == np.sign(exact))  # (count)
+    if got.size < 2 or not ok.all():
+        return ""
+    lg, le = np.log(np.abs(got)), np.log(np.abs(exact))  # (count)
+    away = np.abs(le) > 0.1  # (count): where |exact| is not near 1 (there, any power fits)
+    if away.sum() < 2:
+        return ""
+    p = float(np.median(lg[away] / le[away]))
+    if abs(p - 1) < 0.05 or np.abs(lg - p * le).max() > 10 * AGREE:
+        return ""
+    named = next((words for q, words in POWERS.items() if abs(p - q) < 10 * AGREE), None)
+    return ("there, got is " + (named or f"the exact value to the power {p:.3g}")
+            + " (a power, a square or a square root, misplaced?)")
 
 
 def size_pattern(a, e, wrong, dtype):

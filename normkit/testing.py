@@ -505,8 +505,8 @@ def first_difference(ours, theirs, x, tol):
     reference = dict(_numbered(_calls(copy.deepcopy(theirs).double(), x.double())))
     called = {name for _, name, _ in reference}  # (torch's attention calls out_proj's
     # function, not the module: a call unseen there is not compared)
-    before = "its input"
-    for (kind, name, n), got in _numbered(_calls(ours, x)):
+    before, mine = "the module's input", _numbered(_calls(ours, x))
+    for (kind, name, n), got in mine:
         call = f"{name}'s {kind}" + (f" (call {n + 1})" if n else "")
         if name not in called:
             continue
@@ -525,6 +525,12 @@ def first_difference(ours, theirs, x, tol):
                     "run yet)")
         if kind == "output":
             before = f"{name}'s output"
+    made = {key for key, _ in mine}
+    missing = [(name, n) for kind, name, n in reference if (kind, name, n) not in made]
+    if missing:
+        name, n = missing[0]
+        return (f"{name} is never called" + (f" (call {n + 1})" if n else "")
+                + ", where torch's module calls it")
     return ""
 
 

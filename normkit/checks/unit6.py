@@ -119,7 +119,8 @@ def check_welford(x):
     assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
     case = f"for x {x.shape} {x.dtype}"
     assert result[0] == count and isinstance(result[0], int), \
-        f"count {case}: expected the int {count}, got {result[0]!r}."
+        (f"count {case}: expected the int {count}, got {result[0]!r}.\n  Where: the state's "
+         "count, its first item (the number of values along x's last axis)")
     assert_close(result[1], mean, f"mean {case}", **tolerance(x.dtype, count))
     assert_diagnosed(result[2], m2, f"m2 {case}", lambda: welford_mistakes(x),
                      lambda: one_pass_cause(lambda shifted: welford(shifted)[2], x),
@@ -181,7 +182,9 @@ def check_merge(x, split):
     result = welford_merge(a, b)
     assert isinstance(result, tuple) and len(result) == 3, "return (count, mean, m2)."
     case = f"for x {x.shape} {x.dtype} split at {split}"
-    assert result[0] == count, f"count {case}: expected {count}, got {result[0]!r}."
+    assert result[0] == count, (f"count {case}: expected {count}, got {result[0]!r}.\n  Where: "
+                                "the merged state's count, its first item (from both "
+                                "states' counts)")
     mistakes = lambda: merge_mistakes(a, b)  # noqa: E731
     assert_diagnosed(result[1], mean, f"mean {case}", lambda: mistakes()["mean"],
                      **tolerance(x.dtype))
@@ -507,6 +510,8 @@ def visible_6_6():
     check_fast_backward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
                         rng.standard_normal((3, 4)).astype(f32),
                         rng.standard_normal((3, 4)).astype(f32))
+    check_fast_backward(rng.standard_normal((9, 16)).astype(f32), (16,), None,
+                        rng.standard_normal(16).astype(f32), seed=5)  # a bias alone
     # float64 (its precision, to the last digits), no weight or bias
     check_fast_backward(rng.standard_normal((64, 32)), (32,))
 

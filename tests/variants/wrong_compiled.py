@@ -126,6 +126,19 @@ def forward_one_past_the_row(x, weight, bias, eps):
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
+def forward_constant_eps(x, weight, bias, eps):
+    """eps written as the constant 1e-5: the caller's eps never used."""
+    rows = x.shape[0]
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    for r in prange(rows):
+        m, v = row_statistics(x, r)
+        rs = 1.0 / np.sqrt(v + 1e-5)
+        write_row(y, x, r, m, rs, weight, bias)
+        mean[r], rstd[r] = m, rs
+    return y, mean, rstd
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
 def forward_shared_scratch(x, weight, bias, eps):
     """The centred row kept in one scratch row made before the loop: every iteration writes
     it at once (a race on the scratch row)."""
@@ -284,7 +297,9 @@ WRONG = {
             "one past the row's end": Mistake(forward_one_past_the_row, "indexes outside an "
                                                                         "array"),
             "a scratch row shared by every iteration": Mistake(forward_shared_scratch,
-                                                               "writes scratch[...]")},
+                                                               "writes scratch[...]"),
+            "eps written as a constant": Mistake(forward_constant_eps,
+                                                 "eps=1e-05 is used, not the eps=0.1 given")},
     "6.8": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
             "float64 parameter gradients": Mistake(backward_float64_sums,
                                                    "float64 unless given a dtype"),

@@ -12,7 +12,11 @@ from normlib.layer_norm_fast import (
     layer_norm_forward_fast,
     rows_per_block,
 )
-from normlib.mixed_precision import layer_norm_mixed, rms_norm_mixed
+from normlib.mixed_precision import (
+    layer_norm_mixed,
+    layer_norm_param_grads_mixed,
+    rms_norm_mixed,
+)
 from tests.variants.mistake import Mistake
 
 # Exercise 6.1: welford ----------------------------------------------------------------------
@@ -60,6 +64,26 @@ def welford_variance_for_m2(x):
     return n, x.mean(axis=-1), x.var(axis=-1)
 
 
+def welford_last_value_left_out(x):
+    """The loop runs over range(n - 1): the last value never enters the state."""
+    mean, m2 = np.zeros(x.shape[:-1], x.dtype), np.zeros(x.shape[:-1], x.dtype)
+    for k in range(x.shape[-1] - 1):
+        delta = x[..., k] - mean
+        mean += delta / (k + 1)
+        m2 += delta * (x[..., k] - mean)
+    return x.shape[-1], mean, m2
+
+
+def welford_float32_state(x):
+    """The state kept in float32 whatever x's dtype."""
+    mean, m2 = np.zeros(x.shape[:-1], np.float32), np.zeros(x.shape[:-1], np.float32)
+    for k in range(x.shape[-1]):
+        delta = x[..., k] - mean
+        mean += (delta / (k + 1)).astype(np.float32)
+        m2 += (delta * (x[..., k] - mean)).astype(np.float32)
+    return x.shape[-1], mean.astype(x.dtype), m2.astype(x.dtype)
+
+
 # Exercise 6.2: welford_merge ----------------------------------------------------------------
 
 
@@ -105,6 +129,22 @@ def merge_through_sums_of_squares(a, b):
     mean = (ma * na + mb * nb) / n
     squares = (m2a + na * ma * ma) + (m2b + nb * mb * mb)
     return n, mean, squares - n * mean * mean
+
+
+def merge_counts_not_added(a, b):
+    """The merged count is a's alone."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    delta = mb - ma
+    return na, ma + delta * nb / n, m2a + m2b + delta ** 2 * na * nb / n
+
+
+def merge_delta_sign_flipped(a, b):
+    """delta = mean_a - mean_b, used as if it were mean_b - mean_a."""
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n = na + nb
+    delta = ma - mb
+    return n, ma + delta * nb / n, m2a + m2b + delta ** 2 * na * nb / n
 
 
 # Exercises 6.3 and 6.4: 16-bit norms ----------------------------------------------------------
@@ -187,6 +227,26 @@ def rms_norm_last_axis(x, normalized_shape, weight=None, eps=None):
     x32 = x.float()
     y = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
     return (y if weight is None else y * weight.float()).to(x.dtype)
+
+
+def layer_norm_mixed_without_bias(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The bias never added."""
+    return layer_norm_mixed(x, normalized_shape, weight, None, eps)
+
+
+def layer_norm_mixed_default_eps(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """eps not passed on: the default, 1e-5, whatever the caller's."""
+    return layer_norm_mixed(x, normalized_shape, weight, bias)
+
+
+def rms_norm_mixed_without_weight(x, normalized_shape, weight=None, eps=None):
+    """The weight never applied."""
+    return rms_norm_mixed(x, normalized_shape, None, eps)
+
+
+def rms_norm_mixed_default_eps(x, normalized_shape, weight=None, eps=None):
+    """eps not passed on: None (the dtype's eps) whatever the caller's."""
+    return rms_norm_mixed(x, normalized_shape, weight)
 
 
 # Exercises 6.5 and 6.6: fast LayerNorm ------------------------------------------------------
@@ -314,6 +374,42 @@ def backward_missing_variance_term(grad_output, x, normalized_shape, mean, rstd,
     return dx, dw, db
 
 
+def forward_fast_default_eps(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """eps not passed on: 1e-5 whatever the caller's."""
+    return layer_norm_forward_fast(x, normalized_shape, weight, bias)
+
+
+def forward_fast_bias_only_with_weight(x, normalized_shape, weight=None, bias=None,
+                                       eps=1e-5):
+    """The bias added inside the weight's branch: lost where there is no weight."""
+    return layer_norm_forward_fast(x, normalized_shape, weight,
+                                   bias if weight is not None else None, eps)
+
+
+def backward_fast_dbias_only_with_weight(grad_output, x, normalized_shape, mean, rstd,
+                                         weight=None, bias=None):
+    """dbias summed inside the weight's branch: zero where there is no weight."""
+    dx, dweight, dbias = layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd,
+                                                  weight, bias)
+    return dx, dweight, dbias if weight is not None or bias is None else np.zeros_like(bias)
+
+
+def backward_fast_scratch_rows_of_h(grad_output, x, normalized_shape, mean, rstd,
+                                    weight=None, bias=None):
+    """The scratch block made (H, H) where it holds a block of rows: wrong wherever a block
+    has more rows than H (its x_hat rows past H never computed, zeros instead)."""
+    dx, dweight, dbias = layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd,
+                                                  weight, bias)
+    h = math.prod(normalized_shape)
+    step = rows_per_block(h, x.itemsize)
+    rows, dy = dx.reshape(-1, h), grad_output.reshape(-1, h)  # (R, H) views
+    for i in range(h, len(rows), step) if step > h else ():  # rows h.. of each block:
+        gb = dy[i:i - h + step] * (1 if weight is None else weight.reshape(h))  # x_hat 0
+        rows[i:i - h + step] = rstd.reshape(-1, 1)[i:i - h + step] * (
+            gb - gb.mean(axis=1, keepdims=True))
+    return dx, dweight, dbias
+
+
 # Exercise 6.9: the parameter gradients of a 16-bit LayerNorm --------------------------------
 
 
@@ -368,6 +464,20 @@ def param_grads_all_but_last_axis(grad_output, x, normalized_shape, mean, rstd):
     return dweight.to(x.dtype), g.sum(dim=dims).to(x.dtype)
 
 
+def param_grads_swapped(grad_output, x, normalized_shape, mean, rstd):
+    """dbias returned first, dweight second."""
+    dweight, dbias = layer_norm_param_grads_mixed(grad_output, x, normalized_shape, mean, rstd)
+    return dbias, dweight
+
+
+def param_grads_uncentred(grad_output, x, normalized_shape, mean, rstd):
+    """x_hat taken as x * rstd: the mean never subtracted."""
+    dims = tuple(range(x.dim() - len(normalized_shape)))
+    x_hat = x.float() * rstd.float()
+    dweight = (grad_output.float() * x_hat).sum(dim=dims)
+    return dweight.to(x.dtype), grad_output.float().sum(dim=dims).to(x.dtype)
+
+
 WRONG = {
     "6.1": {"one-pass shortcut": Mistake(welford_one_pass, "cancellation"),
             "old mean twice": Mistake(welford_old_mean_twice,
@@ -377,7 +487,11 @@ WRONG = {
             "float64 state for float32 x": Mistake(welford_float64_state,
                                                    "NumPy promotes to float64"),
             "variance returned as m2": Mistake(welford_variance_for_m2,
-                                               "this is the variance, m2 / count")},
+                                               "this is the variance, m2 / count"),
+            "the last value left out": Mistake(welford_last_value_left_out,
+                                               "mean for x (3, 8) float64: 3 of 3"),
+            "a float32 state for float64 x": Mistake(welford_float32_state,
+                                                     "float32's precision")},
     "6.2": {"unweighted mean": Mistake(merge_unweighted_mean, "averaged without their counts"),
             "counts swapped in the mean": Mistake(merge_counts_swapped,
                                                   "the counts are swapped"),
@@ -388,28 +502,44 @@ WRONG = {
             "m2s weighted like the means": Mistake(merge_weighted_m2,
                                                    "m2s are weighted by their counts"),
             "one-pass merge through sums of squares": Mistake(merge_through_sums_of_squares,
-                                                              "cancellation")},
+                                                              "cancellation"),
+            "the counts not added": Mistake(merge_counts_not_added,
+                                            "Where: the merged state's count"),
+            "delta's sign flipped": Mistake(merge_delta_sign_flipped,
+                                             "mean for x (4, 10) float64 split at 3")},
     "6.3": {"computed in the 16-bit dtype": Mistake(layer_norm_in_dtype,
                                                     "the squares overflow float16"),
             "no cast back": Mistake(layer_norm_no_cast_back, "round it to x's dtype once"),
             "mean in the 16-bit dtype": Mistake(layer_norm_mean_in_dtype,
                                                 "the mean was rounded to float16"),
             "eps added to the std": Mistake(layer_norm_eps_on_std, "eps is added to the std"),
-            "last axis only": Mistake(layer_norm_last_axis, "over the last axis alone")},
+            "last axis only": Mistake(layer_norm_last_axis, "over the last axis alone"),
+            "the bias left out": Mistake(layer_norm_mixed_without_bias,
+                                                 "y for x (4, 64) torch.float16"),
+            "eps not passed on": Mistake(layer_norm_mixed_default_eps,
+                                                 "{'eps': 0.5}: 64 of 64 values")},
     "6.4": {"computed in the 16-bit dtype": Mistake(rms_norm_in_dtype,
                                                     "the squares overflow float16"),
             "eps of the input's dtype": Mistake(rms_norm_eps_of_input_dtype,
                                                 "eps=None was read as float16's eps"),
             "no cast back": Mistake(rms_norm_no_cast_back, "round it to x's dtype once"),
             "eps added to the RMS": Mistake(rms_norm_eps_on_rms, "eps is added to the RMS"),
-            "last axis only": Mistake(rms_norm_last_axis, "over the last axis alone")},
+            "last axis only": Mistake(rms_norm_last_axis, "over the last axis alone"),
+            "the weight left out": Mistake(rms_norm_mixed_without_weight,
+                                                  "y for x (4, 64) torch.float16"),
+            "eps not passed on": Mistake(rms_norm_mixed_default_eps,
+                                                 "{'eps': 0.5}: 63 of 64 values")},
     "6.5": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
             "centres x in place": Mistake(forward_centres_x_in_place, "x was modified in place"),
             "drops the partial last block": Mistake(
                 forward_drops_partial_block, "the loop over blocks stops before the last one"),
             "statistics without their singleton dims": Mistake(
                 forward_flat_statistics, "the reduced axes were dropped"),
-            "eps added to the std": Mistake(forward_eps_on_std, "eps is added to the std")},
+            "eps added to the std": Mistake(forward_eps_on_std, "eps is added to the std"),
+            "eps not passed on": Mistake(forward_fast_default_eps,
+                                               "eps=1e-05 is used, not the eps=0.5 given"),
+            "the bias only with a weight": Mistake(
+                forward_fast_bias_only_with_weight, "the bias is not added when weight is None")},
     "6.6": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
             "dweight and dbias of the last block only": Mistake(
                 backward_last_block_sums, "each block's share must be added"),
@@ -418,7 +548,12 @@ WRONG = {
             "missing mean term": Mistake(backward_missing_mean_term,
                                          "the mean's term is missing"),
             "missing variance term": Mistake(backward_missing_variance_term,
-                                             "the variance's term is missing")},
+                                             "the variance's term is missing"),
+            "dbias only with a weight": Mistake(
+                backward_fast_dbias_only_with_weight, "weight None, bias given: 16 of 16 values are "
+                                                      "wrong"),
+            "a scratch block of H rows": Mistake(
+                backward_fast_scratch_rows_of_h, "axis 0 only at 32 to 63 of 0..63 (the last 32)")},
     "6.9": {"16-bit accumulator": Mistake(param_grads_16bit_accumulator,
                                           "accumulated in bfloat16"),
             "torch's own CPU kernel": Mistake(param_grads_torch_cpu_kernel,
@@ -431,5 +566,9 @@ WRONG = {
             "float32 result": Mistake(param_grads_float32_result,
                                       "the result stayed in float32"),
             "all axes but the last": Mistake(param_grads_all_but_last_axis,
-                                             "the result was reduced over axes (0, 1)")},
+                                             "the result was reduced over axes (0, 1)"),
+            "dweight and dbias swapped": Mistake(param_grads_swapped,
+                                                 "dbias for grad_output and x (4096, 64)"),
+            "x_hat not centred": Mistake(param_grads_uncentred,
+                                         "dweight for grad_output and x (4096, 64)")},
 }

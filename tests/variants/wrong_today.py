@@ -109,6 +109,36 @@ class OneNormForBoth(reference.QKNormSelfAttention):
         self.k_norm = self.q_norm  # one gain for queries and keys
 
 
+class DropoutIgnored(_Attention):
+    """No dropout at all: right in evaluation mode and with dropout=0.0 alone."""
+
+
+class DropoutAlwaysOn(_Attention):
+    """Dropout on the attention weights with training=True: on in evaluation mode too."""
+
+    def forward(self, x):
+        reference.check_input(x, self.d_model)
+        n, s, e = x.shape
+        q, k, v = self.heads(x)
+        scores = self.logits(self.norm_q(q), self.norm_k(k))  # (N, H, S, S)
+        if self.is_causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -math.inf)
+        weights = F.dropout(scores.softmax(-1), self.dropout, training=True)  # (N, H, S, S)
+        return self.out_proj((weights @ v).transpose(1, 2).reshape(n, s, e))
+
+
+class CausalIgnored(reference.QKNormSelfAttention):
+    """is_causal never passed to the attention: every position sees the future."""
+
+    def forward(self, x):
+        causal = self.is_causal
+        self.is_causal = False
+        try:
+            return super().forward(x)
+        finally:
+            self.is_causal = causal
+
+
 # Exercise 7.2: dyt_forward ------------------------------------------------------------------
 
 
@@ -131,6 +161,17 @@ def dyt_channels_first(x, alpha, weight, bias):
 
 def dyt_float64(x, alpha, weight, bias):
     return weight * np.tanh(float(alpha[0]) * x.astype(np.float64)) + bias
+
+
+def dyt_without_weight(x, alpha, weight, bias):
+    """The weight never applied."""
+    return (np.tanh(alpha * x) + bias).astype(x.dtype)
+
+
+def dyt_in_float32(x, alpha, weight, bias):
+    """Computed in float32 whatever x's dtype, then cast back."""
+    x32, a, w, b = (np.asarray(v, np.float32) for v in (x, alpha, weight, bias))
+    return (w * np.tanh(a * x32) + b).astype(x.dtype)
 
 
 # Exercise 7.3: dyt_backward -----------------------------------------------------------------
@@ -175,6 +216,21 @@ def dyt_backward_means(grad_output, x, alpha, weight):
     t, inner, lead = _parts(x, alpha, weight, grad_output)
     return (alpha * inner, (inner * x).sum(keepdims=True).reshape(1),
             (grad_output * t).mean(axis=lead), grad_output.mean(axis=lead))
+
+
+def dyt_backward_dx_without_weight(grad_output, x, alpha, weight):
+    """dx without the weight's factor (dweight and the rest right)."""
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    dx = alpha * grad_output * (1 - t * t)
+    return (dx, (inner * x).sum(keepdims=True).reshape(1), (grad_output * t).sum(axis=lead),
+            grad_output.sum(axis=lead))
+
+
+def dyt_backward_dalpha_negated(grad_output, x, alpha, weight):
+    """dalpha with the wrong sign (1 - tanh^2 written tanh^2 - 1)."""
+    t, inner, lead = _parts(x, alpha, weight, grad_output)
+    return (alpha * inner, -(inner * x).sum(keepdims=True).reshape(1),
+            (grad_output * t).sum(axis=lead), grad_output.sum(axis=lead))
 
 
 # Exercise 7.4: DyTFunction ------------------------------------------------------------------
@@ -254,6 +310,28 @@ class DyTFunctionInTorch(torch.autograd.Function):
                 grad_output.sum(lead))
 
 
+class DyTFunctionNoBiasGradient(torch.autograd.Function):
+    forward = staticmethod(_forward)
+
+    @staticmethod
+    def backward(ctx, grad_output):  # the bias's gradient never returned
+        input, alpha, weight = ctx.saved_tensors
+        dx, dalpha, dweight, _ = dyt.dyt_backward(*(t.numpy() for t in (
+            grad_output, input, alpha, weight)))
+        return torch.from_numpy(dx), torch.from_numpy(dalpha), torch.from_numpy(dweight), None
+
+
+class DyTFunctionAlphaGradientHalved(torch.autograd.Function):
+    forward = staticmethod(_forward)
+
+    @staticmethod
+    def backward(ctx, grad_output):  # dalpha halved ("the mean of the two directions")
+        input, alpha, weight = ctx.saved_tensors
+        dx, dalpha, dweight, dbias = dyt.dyt_backward(*(t.numpy() for t in (
+            grad_output, input, alpha, weight)))
+        return tuple(torch.from_numpy(g) for g in (dx, dalpha / 2, dweight, dbias))
+
+
 WRONG = {
     "7.1": {
         "values normalized too": Mistake(ValuesToo, "the values were normalized too"),
@@ -265,6 +343,10 @@ WRONG = {
         "over the model dimension (OLMo 2's)": Mistake(OverTheModelDimension,
                                                        "That is the other convention, OLMo 2's"),
         "one norm for both": Mistake(OneNormForBoth, "one norm serves queries and keys"),
+        "dropout ignored": Mistake(DropoutIgnored, "First to differ: out_proj's input"),
+        "dropout on in evaluation mode": Mistake(DropoutAlwaysOn,
+                                                 "dropout is still on in evaluation mode"),
+        "is_causal ignored": Mistake(CausalIgnored, "the causal mask is missing"),
     },
     "7.2": {
         "alpha outside the tanh": Mistake(dyt_alpha_outside, "alpha scales the tanh's output"),
@@ -272,6 +354,8 @@ WRONG = {
         "bias inside the tanh": Mistake(dyt_bias_inside, "the bias is inside the tanh"),
         "channels first": Mistake(dyt_channels_first, "channels first"),
         "float64 result": Mistake(dyt_float64, "float64"),
+        "the weight left out": Mistake(dyt_without_weight, "y for x (2, 4, 4) float32"),
+        "computed in float32": Mistake(dyt_in_float32, "float32's precision"),
     },
     "7.3": {
         "dx without alpha": Mistake(dyt_backward_no_alpha_in_dx, "dx lacks the factor alpha"),
@@ -281,6 +365,10 @@ WRONG = {
         "dalpha without x": Mistake(dyt_backward_dalpha_without_x, "dalpha lacks the factor x"),
         "dweight from x": Mistake(dyt_backward_dweight_from_x, "dweight sums grad * x"),
         "means, not sums": Mistake(dyt_backward_means, "a mean over the rows, not a sum"),
+        "dx without the weight": Mistake(dyt_backward_dx_without_weight,
+                                         "dx ignores the weight"),
+        "dalpha's sign flipped": Mistake(dyt_backward_dalpha_negated,
+                                         "every value has the wrong sign"),
     },
     "7.4": {
         "three gradients": Mistake(DyTFunctionThreeGradients, "wrong number of gradients"),
@@ -288,5 +376,9 @@ WRONG = {
         "dweight and dbias swapped": Mistake(DyTFunctionSwapped, "are swapped"),
         "saved on the class": Mistake(DyTFunctionOnTheClass, "the two calls share"),
         "torch's operations": Mistake(DyTFunctionInTorch, "must compute with your NumPy kernels"),
+        "no gradient for the bias": Mistake(DyTFunctionNoBiasGradient,
+                                            "Where: bias.grad, no gradient after backward"),
+        "dalpha halved": Mistake(DyTFunctionAlphaGradientHalved,
+                                 "every value is 0.5 times the exact one"),
     },
 }

@@ -66,6 +66,21 @@ def add_norm_pre_ln_normalizes_sum(x, sublayer, norm, norm_first=False):
     return norm(x + sublayer(x))
 
 
+def add_norm_residual_twice(x, sublayer, norm, norm_first=False):
+    """x added twice: once as the residual, once more "to be safe"."""
+    if norm_first:
+        return x + x + sublayer(norm(x))
+    return norm(x + x + sublayer(x))
+
+
+def add_norm_sublayer_of_the_norm_in_post_ln(x, sublayer, norm, norm_first=False):
+    """Post-LN with the sublayer fed norm(x), as in Pre-LN: norm(x + sublayer(norm(x))),
+    which calls the norm twice."""
+    if norm_first:
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(norm(x)))
+
+
 # Exercise 5.2: TransformerEncoderLayer.forward ----------------------------------------------
 
 
@@ -184,6 +199,24 @@ class LayerResidualTwice(_Layer):
                                   self.norm_first)  # add_norm adds h already
 
 
+class LayerFeedForwardOnSrc(_Layer):
+    """The feed-forward given src, the layer's input, not the attention's Add & Norm."""
+
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, attention, self.norm1, self.norm_first)
+        return reference.add_norm(x, lambda h: feed_forward(src), self.norm2,
+                                  self.norm_first)
+
+
+class LayerHalfAttention(_Layer):
+    """The attention's output halved (an average of the residual and the sublayer, where
+    the two are added)."""
+
+    def mistake(self, src, attention, feed_forward):
+        x = reference.add_norm(src, lambda h: 0.5 * attention(h), self.norm1, self.norm_first)
+        return reference.add_norm(x, feed_forward, self.norm2, self.norm_first)
+
+
 # Exercise 5.3: TransformerEncoder -----------------------------------------------------------
 
 
@@ -282,6 +315,26 @@ class StackFeedingSrcToEachLayer(reference.TransformerEncoder):
         return x if self.norm is None else self.norm(x)
 
 
+class StackInReverse(reference.TransformerEncoder):
+    """The layers run last to first."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+        for layer in reversed(self.layers):
+            src = layer(src)
+        return src if self.norm is None else self.norm(src)
+
+
+class StackSkippingTheLastLayer(reference.TransformerEncoder):
+    """The loop stops one layer short (range(len(self.layers) - 1))."""
+
+    def forward(self, src):
+        reference.check_input(src, self.d_model)
+        for k in range(len(self.layers) - 1):
+            src = self.layers[k](src)
+        return src if self.norm is None else self.norm(src)
+
+
 # Exercise 5.4: final_norm_gain ---------------------------------------------------------------
 
 
@@ -322,6 +375,16 @@ def gain_over_the_batch(stream, eps=1e-5):
     return torch.rsqrt(stream.var(dim=0, unbiased=False) + eps)
 
 
+def gain_sqrt(stream, eps=1e-5):
+    """The square root of the gain: the variance's fourth root."""
+    return torch.rsqrt(stream.var(dim=-1, unbiased=False) + eps).sqrt()
+
+
+def gain_in_float32(stream, eps=1e-5):
+    """Computed in float32 whatever the stream's dtype, then cast back."""
+    return torch.rsqrt(stream.float().var(dim=-1, unbiased=False) + eps).to(stream.dtype)
+
+
 # Exercise 5.5: linear2_grad_norms ------------------------------------------------------------
 
 
@@ -353,6 +416,18 @@ def profile_as_list(encoder, x, target):
     return list(_profile(encoder, x, target, None))
 
 
+def profile_of_the_bias(encoder, x, target):
+    """The norms of linear2's bias gradients, not its weight's."""
+    encoder.zero_grad()
+    F.mse_loss(encoder(x), target).backward()
+    return np.array([layer.linear2.bias.grad.norm().item() for layer in encoder.layers])
+
+
+def profile_squared(encoder, x, target):
+    """The squared norms (a sum of squares, its root never taken)."""
+    return _profile(encoder, x, target, None) ** 2
+
+
 WRONG = {
     "5.1": {
         "norm in the wrong place": Mistake(add_norm_post_ln_norms_the_sublayer,
@@ -364,11 +439,20 @@ WRONG = {
                                                  "the residual connection is missing"),
         "norm_first ignored (always Post-LN)": Mistake(add_norm_always_post_ln,
                                                        "this is Post-LN"),
+        "x added twice": Mistake(add_norm_residual_twice,
+                                   "First to differ: the input your add_norm gives norm"),
+        "Post-LN's sublayer given norm(x)": Mistake(
+            add_norm_sublayer_of_the_norm_in_post_ln,
+            "First to differ: the input your add_norm gives sublayer"),
         "Pre-LN normalizes the sum too": Mistake(add_norm_pre_ln_normalizes_sum,
                                                  "the sum was normalized too"),
     },
     "5.2": {
         "norm over the wrong axis": Mistake(LayerNormOverSequence, "over (S, E) together"),
+        "the feed-forward given src": Mistake(LayerFeedForwardOnSrc,
+                                              "First to differ: linear1's input"),
+        "the attention's output halved": Mistake(LayerHalfAttention,
+                                                 "First to differ: norm1's input"),
         "feed-forward without its activation": Mistake(LayerWithoutActivation,
                                                        "the feed-forward has no activation"),
         "same norm for both sublayers": Mistake(LayerNorm1Twice, "norm1 serves both sublayers"),
@@ -383,6 +467,10 @@ WRONG = {
                                                           "the residual is added twice"),
     },
     "5.3": {
+        "layers run last to first": Mistake(StackInReverse,
+                                           "First to differ: layers.2's input"),
+        "the last layer skipped": Mistake(
+            StackSkippingTheLastLayer, "layers.2 is never called, where torch's module calls it"),
         "missing final norm in a Pre-LN stack": Mistake(StackWithoutFinalNorm,
                                                         "a Pre-LN stack ends with a final norm"),
         "one norm module shared across layers": Mistake(StackSharingOneNorm,
@@ -403,6 +491,8 @@ WRONG = {
         "1 / ||x - mean||, sqrt(E) forgotten": Mistake(gain_inverse_norm,
                                                        "the inverse length of the centred token"),
         "1 / RMS without centring": Mistake(gain_inverse_rms, "the token's mean was not subtracted"),
+        "the gain's square root": Mistake(gain_sqrt, "got is the square root of the exact value"),
+        "computed in float32": Mistake(gain_in_float32, "float32's precision"),
         "unbiased variance": Mistake(gain_unbiased, "dividing by E - 1 = 15"),
         "rstd squared": Mistake(gain_squared, "scales like 1 / variance, not like 1 / std"),
         "keepdim: (*B, 1)": Mistake(gain_keepdim, "keeps size-1 axes that it should not have"),
@@ -423,5 +513,7 @@ WRONG = {
         "last layer first": Mistake(_profile_with("reversed"), "the layers are in reverse order"),
         "the last layer only": Mistake(_profile_with("last_only"), "one value per layer"),
         "a list, not a NumPy array": Mistake(profile_as_list, "return them as a NumPy array"),
+        "the bias's gradient": Mistake(profile_of_the_bias, "Where: all 3 values"),
+        "squared norms": Mistake(profile_squared, "got is the exact value squared"),
     },
 }
