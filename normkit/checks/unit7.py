@@ -59,10 +59,11 @@ class ReferenceAttention(torch.nn.Module):
         qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
         q, k, v = (t.reshape(n, s, self.nhead, d).transpose(1, 2)
                    for t in qkv.chunk(3, dim=-1))  # (N, H, S, D) each
-        plain = mistake == "no gain"
-        if mistake != "unnormalized keys":
-            k = F.rms_norm(k, (d,), None if plain else self.k_norm.weight, self.eps)
-        q = F.rms_norm(q, (d,), None if plain else self.q_norm.weight, self.eps)
+        if mistake == "no gain":
+            q, k = (F.rms_norm(t, (d,), None, self.eps) for t in (q, k))
+        else:  # (through the modules: a wrong attention's check compares their calls)
+            k = k if mistake == "unnormalized keys" else self.k_norm(k)
+            q = self.q_norm(q)
         if mistake == "values too":
             v = F.rms_norm(v, (d,), None, self.eps)
         scores = q @ k.transpose(-1, -2)  # (N, H, S, S)
