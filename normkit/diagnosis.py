@@ -20,8 +20,8 @@ has (where()), computed from the two arrays alone, for any wrong code:
 
     dx for x (8, 6) float64: 12 of 48 values are wrong.
       Worst at index (7, 2): expected 0.1208, got 0.0 (tolerance 6.2e-10).
-      Where: axis 0 only at 6, 7 of 0..7 (the last 2), every index of axis 1; there, got
-      is 0 (values never written?).
+      Where: 12 of 48 values: every value at axis 0's indices 6, 7 of 0..7 (the last 2);
+      there, got is 0 (values never written, or a branch that gives zeros?).
 
 Each pattern is a fact about the difference, tested exactly (AGREE), and worded as what to
 look at, never as the exercise's answer: which indices along which axes hold the wrong
@@ -245,8 +245,9 @@ def indices_words(hit):
 
 def located(wrong):
     """Where the wrong values are, in words: "all 48 values", or how many and, where they
-    keep to some indices of an axis, which ("12 of 48 values, axis 0 only at 6, 7 of 0..7
-    (the last 2)", "every value there" where they fill that block), else the first few."""
+    keep to some indices of an axis, which ("12 of 48 values: every value at axis 0's
+    indices 6, 7 of 0..7 (the last 2)" where they fill those indices, "..., all at ..."
+    where they lie among them), else the first few."""
     if wrong.ndim == 0 or wrong.size == 1:
         return ""
     count = f"{int(wrong.sum())} of {wrong.size} values"
@@ -254,12 +255,12 @@ def located(wrong):
         return f"all {wrong.size} values"
     hits = [wrong.any(axis=tuple(i for i in range(wrong.ndim) if i != k))
             for k in range(wrong.ndim)]  # [(shape[k],)]: the indices of axis k holding one
-    confined = [f"axis {k} only at {indices_words(hit)}" for k, hit in enumerate(hits)
+    confined = [f"axis {k}'s {'index' if hit.sum() == 1 else 'indices'} "
+                f"{indices_words(hit)}" for k, hit in enumerate(hits)
                 if hit.size > 1 and not hit.all()]
     if confined:
         block = wrong.sum() == np.prod([hit.sum() for hit in hits])
-        return f"{count}, {', '.join(confined)}" + (" (every value there)"
-                                                     if block and wrong.ndim > 1 else "")
+        return f"{count}{': every value' if block else ', all'} at {' and '.join(confined)}"
     spots = np.argwhere(wrong)[:4]  # (up to 4, ndim)
     return (f"{count}, at " + ", ".join(str(tuple(int(i) for i in spot)) for spot in spots)
             + (", ..." if wrong.sum() > 4 else ""))

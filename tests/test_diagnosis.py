@@ -253,14 +253,14 @@ def one_nan(e):
 
 
 @pytest.mark.parametrize("wrong, where", [
-    (tail_zeroed, "12 of 48 values, axis 0 only at 6, 7 of 0..7 (the last 2) (every value "
-                  "there); there, got is 0"),
-    (one_column_doubled, "axis 1 only at 3 of 0..5 (every value there); there, every value is "
-                         "2 times the exact one"),
-    (even_rows_shifted, "axis 0 only at 0, 2, 4, 6 of 0..7 (every 2nd) (every value there); "
+    (tail_zeroed, "12 of 48 values: every value at axis 0's indices 6, 7 of 0..7 (the last "
+                  "2); there, got is 0"),
+    (one_column_doubled, "8 of 48 values: every value at axis 1's index 3 of 0..5; there, "
+                         "every value is 2 times the exact one"),
+    (even_rows_shifted, "every value at axis 0's indices 0, 2, 4, 6 of 0..7 (every 2nd); "
                         "there, got - expected is the same, 1,"),
-    (two_values_off, "2 of 48 values, axis 0 only at 1, 5 of 0..7, axis 1 only at 2, 4 of "
-                     "0..5; the error is up to"),
+    (two_values_off, "2 of 48 values, all at axis 0's indices 1, 5 of 0..7 and axis 1's "
+                     "indices 2, 4 of 0..5; the error is up to"),
     (one_nan, "NaN at 1 of them, where the exact values are finite"),
     (lambda e: np.maximum(e, 0), "wrong exactly where the exact value is negative, and 0 there"),
     (lambda e: np.abs(e), "wrong exactly where the exact value is negative, whose sign is "

@@ -553,7 +553,7 @@ WRONG = {
                 backward_fast_dbias_only_with_weight, "weight None, bias given: 16 of 16 values are "
                                                       "wrong"),
             "a scratch block of H rows": Mistake(
-                backward_fast_scratch_rows_of_h, "axis 0 only at 32 to 63 of 0..63 (the last 32)")},
+                backward_fast_scratch_rows_of_h, "axis 0's indices 32 to 63 of 0..63 (the last 32)")},
     "6.9": {"16-bit accumulator": Mistake(param_grads_16bit_accumulator,
                                           "accumulated in bfloat16"),
             "torch's own CPU kernel": Mistake(param_grads_torch_cpu_kernel,
