@@ -21,7 +21,7 @@ from tests.variants.mistake import Mistake
 
 class _Attention(reference.QKNormSelfAttention):
     """The attention written out (as a student writes it without scaled_dot_product_
-    attention), with hooks for each mistake: norm_q, norm_k, norm_v, scale, mask."""
+    attention), with hooks for each mistake: norm_q, norm_k, norm_v, logits, weights."""
 
     def heads(self, x):
         qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
@@ -46,8 +46,11 @@ class _Attention(reference.QKNormSelfAttention):
         scores = self.logits(self.norm_q(q), self.norm_k(k))  # (N, H, S, S)
         if self.is_causal:
             scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -math.inf)
-        heads = scores.softmax(-1) @ self.norm_v(v)  # (N, H, S, D)
+        heads = self.weights(scores) @ self.norm_v(v)  # (N, H, S, D)
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
+
+    def weights(self, scores):
+        return scores.softmax(-1)  # (N, H, S, S): no dropout (DropoutIgnored)
 
 
 class ValuesToo(_Attention):
@@ -116,15 +119,8 @@ class DropoutIgnored(_Attention):
 class DropoutAlwaysOn(_Attention):
     """Dropout on the attention weights with training=True: on in evaluation mode too."""
 
-    def forward(self, x):
-        reference.check_input(x, self.d_model)
-        n, s, e = x.shape
-        q, k, v = self.heads(x)
-        scores = self.logits(self.norm_q(q), self.norm_k(k))  # (N, H, S, S)
-        if self.is_causal:
-            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -math.inf)
-        weights = F.dropout(scores.softmax(-1), self.dropout, training=True)  # (N, H, S, S)
-        return self.out_proj((weights @ v).transpose(1, 2).reshape(n, s, e))
+    def weights(self, scores):
+        return F.dropout(scores.softmax(-1), self.dropout, training=True)
 
 
 class CausalIgnored(reference.QKNormSelfAttention):
