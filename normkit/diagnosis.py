@@ -217,7 +217,7 @@ def where(actual, expected, wrong, close):
     close(a, b): where a equals b within the check's tolerance (a mask; arrays of one
     shape)."""
     a, e = actual.astype(np.float64), expected.astype(np.float64)
-    place = located(wrong)
+    place = located(wrong) or ("the one value" if wrong.size == 1 else "")
     pattern = (nonfinite_pattern(a, e, wrong) or moved_pattern(a, e, close)
                or sign_pattern(a, e, wrong, close) or value_pattern(a, e, wrong)
                or size_pattern(a, e, wrong, actual.dtype))
@@ -238,8 +238,9 @@ def indices_words(hit):
     if first == 0 and last == k - 1:
         return words + (" (the first)" if k == 1 else f" (the first {k})")
     steps = np.diff(found)
-    if k > 2 and np.all(steps == steps[0]):
-        return words + f" (every {steps[0]}{'nd' if steps[0] == 2 else 'th'})"
+    if k > 2 and steps[0] > 1 and np.all(steps == steps[0]):
+        suffix = {2: "nd", 3: "rd"}.get(int(steps[0]), "th")
+        return words + f" (every {steps[0]}{suffix})"
     return words
 
 
@@ -257,7 +258,7 @@ def located(wrong):
             for k in range(wrong.ndim)]  # [(shape[k],)]: the indices of axis k holding one
     confined = [f"axis {k}'s {'index' if hit.sum() == 1 else 'indices'} "
                 f"{indices_words(hit)}" for k, hit in enumerate(hits)
-                if hit.size > 1 and not hit.all()]
+                if hit.size > 1 and 2 * hit.sum() <= hit.size]  # (at most half of them)
     if confined:
         block = wrong.sum() == np.prod([hit.sum() for hit in hits])
         return f"{count}{': every value' if block else ', all'} at {' and '.join(confined)}"
@@ -273,7 +274,7 @@ def nonfinite_pattern(a, e, wrong):
         return ""
     what = "NaN" if np.isnan(a[bad]).all() else "inf" if np.isinf(a[bad]).all() else \
         "NaN or inf"
-    return (f"{what} at {int(bad.sum())} of them, where the exact values are finite: look for "
+    return (f"{what} at {int(bad.sum())} of them, where the exact value is finite: look for "
             "a division by zero (a group of equal values has variance 0), an overflow, or an "
             "array read before anything was written into it (np.empty)")
 
@@ -350,15 +351,14 @@ POWERS = {2.0: "the exact value squared", 0.5: "the square root of the exact val
 def power_pattern(got, exact):
     """'there, got is the exact value squared' (or another power p: got = exact ** p,
     same signs) where that holds at every wrong value, or ""."""
-    ok = (exact != 0) & (got != 0) & (np.sign(got) == np.sign(exact))  # (count)
-    if got.size < 2 or not ok.all():
-        return ""
-    lg, le = np.log(np.abs(got)), np.log(np.abs(exact))  # (count)
-    away = np.abs(le) > 0.1  # (count): where |exact| is not near 1 (there, any power fits)
-    if away.sum() < 2:
-        return ""
+    if got.size < 2 or not (np.all(exact > 0) and np.all(got > 0)):
+        return ""  # (positive values alone: a power of a negative value has no one sign)
+    lg, le = np.log(got), np.log(exact)  # (count)
+    away = np.abs(le) > 0.1  # (count): where exact is not near 1 (there, any power fits)
+    if away.sum() < 2 or np.ptp(le) < np.log(2):
+        return ""  # (the exact values must spread over a factor of 2 at least)
     p = float(np.median(lg[away] / le[away]))
-    if abs(p - 1) < 0.05 or np.abs(lg - p * le).max() > 10 * AGREE:
+    if abs(p - 1) < 0.05 or np.abs(lg - p * le).max() > AGREE * max(1.0, np.abs(lg).max()):
         return ""
     named = next((words for q, words in POWERS.items() if abs(p - q) < 10 * AGREE), None)
     return ("there, got is " + (named or f"the exact value to the power {p:.3g}")
@@ -371,10 +371,11 @@ def size_pattern(a, e, wrong, dtype):
     scale = max(float(np.abs(e[np.isfinite(e)]).max(initial=0.0)), np.finfo(np.float64).tiny)
     error = float(np.abs(a - e)[wrong].max())  # (finite: nonfinite_pattern came first)
     rel = error / scale
-    if np.dtype(dtype) == np.float64 and rel < 1e-5:
-        return (f"the largest error is {rel:.1e} of the values' size: float32's precision "
-                "(about 7 digits), where a float64 result needs about 15: some intermediate, "
-                "constant or buffer is float32")
+    single = a[wrong].astype(np.float32).astype(np.float64) == a[wrong]  # (count)
+    if np.dtype(dtype) == np.float64 and rel < 1e-5 and single.all():
+        return (f"the largest error is {rel:.1e} of the values' size, and every wrong value is "
+                "a float32 number: float32's precision (about 7 digits), where a float64 "
+                "result needs about 15: some intermediate, constant or buffer is float32")
     if rel < 1e-2:
         return (f"small: the largest error is {rel:.1e} of the values' size, beyond rounding: "
                 "look for a sum that cancels (a large offset subtracted late), a "

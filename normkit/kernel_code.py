@@ -21,6 +21,7 @@ or a whole array (dbias += row) is one that Numba itself makes private to each t
 """
 
 import ast
+import builtins
 import inspect
 from pathlib import Path
 from typing import NamedTuple
@@ -54,6 +55,13 @@ def module_source(function):
         return text[:SOURCE_BYTES], python.__name__
     except (TypeError, OSError, AttributeError):
         return None, None
+
+
+IMPORTS = None  # resolve(module) for races' helpers imported from another file: none in
+# the course, in the notebook as at grading (the judge reads the kernel's file alone, so a
+# helper the loop calls must stand in that file, or the check says it cannot read it); the
+# graders' tests set resolve_source for their variants, which share their row steps from
+# tests/variants/compiled_rows.py (tests/variants/__init__.py)
 
 
 def resolve_source(module):
@@ -108,12 +116,13 @@ def _starts_in(loop, owned):
         bool(_names(call.args[0]) & owned) and len(call.args) <= 3
 
 
-def _owned(loop, seed=None):
+def _owned(loop, seed=None, derived=()):
     """The names that belong to one iteration of a prange loop: its variable (or, in a
     function the loop calls, `seed`: the parameters given an owned value); a name assigned
     exactly from an owned one (_exactly) or from the thread's id; the variable of an inner
-    loop over a range that starts at an owned value. Propagated along a worklist (each
-    assignment looked at again only when a name it reads becomes owned)."""
+    loop over a range that starts at an owned value (or at a parameter given a value
+    computed from one, `derived`: a block's first row, b * B). Propagated along a worklist
+    (each assignment looked at again only when a name it reads becomes owned)."""
     owned, steps, readers = set(_names(loop.target) if seed is None else seed), [], {}
     for node in ast.walk(loop):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -130,7 +139,7 @@ def _owned(loop, seed=None):
         bound, node, value = steps[todo.pop()]
         if bound in owned:
             continue
-        if (_starts_in(node, owned) if isinstance(node, ast.For) else
+        if (_starts_in(node, owned | set(derived)) if isinstance(node, ast.For) else
                 _exactly(value, owned) or _is_call_to(value, THREAD_IDS)):
             owned.add(bound)
             todo.extend(readers.get(bound, ()))
@@ -205,9 +214,11 @@ class Race(NamedTuple):
     unreadable: str = ""  # a function the reader cannot find, given that array
 
 
-SAFE_CALLS = {"range", "len", "min", "max", "abs", "float", "int", "bool", "round", "print",
-              "enumerate", "zip", *THREAD_IDS}  # no write into an array given them
+SAFE_CALLS = set(dir(builtins)) | set(THREAD_IDS)  # Python's builtins (sum, pow, range,
+# ...) and the thread's id: none writes into an array it is given
 DEPTH = 32  # calls followed at most (a chain of helpers is a few deep)
+VISITS = 2000  # functions read at most for one kernel (each once per way it is called: a
+# file whose calls fan out cannot make the reader slow); past it, the calls are unreadable
 LIBRARIES = {"numpy", "numba", "math", "cmath"}  # functions imported from them write into
 # no array they are given (np.dot(a, b)): not followed
 
@@ -220,7 +231,14 @@ class _Module:
         self.tree, self.resolve = tree, resolve
         self.defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.imports = {a.asname or a.name: (n.module, a.name) for n in tree.body
-                        if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+                        if isinstance(n, ast.ImportFrom) and n.module and not n.level
+                        for a in n.names}
+        self.modules = {a.asname or a.name.split(".")[0]: a.name for n in tree.body
+                        if isinstance(n, ast.Import) for a in n.names}  # import x as y
+
+    def library(self, name):
+        """Whether name is a function imported from NumPy, Numba or math."""
+        return self.imports.get(name, ("",))[0].split(".")[0] in LIBRARIES
 
     def callee(self, name, depth=0):
         """(module, def) of the function `name` stands for here, or None where it cannot be
@@ -238,11 +256,20 @@ class _Module:
         return other.callee(original, depth + 1) if other else None
 
 
+def _root(value):
+    """The name an argument's array comes from (a, a[0], a[1:, j]), or None."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
 def _arrays_given(call, owned, private):
-    """The names a call passes that may be arrays the loop's iterations share."""
+    """The names of what a call is given that the loop's iterations may share: an array,
+    or an element or slice of one not indexed by the iteration's own names."""
     given = list(call.args) + [k.value for k in call.keywords]
-    return [a.id for a in given if isinstance(a, ast.Name) and a.id not in owned
-            and a.id not in private]
+    return [_root(a) for a in given if _root(a) and _root(a) not in owned
+            and _root(a) not in private and not (isinstance(a, ast.Subscript)
+                                                  and _index_owned(a.slice, owned))]
 
 
 def _walk_body(node):
@@ -251,53 +278,80 @@ def _walk_body(node):
         yield from ast.walk(part)
 
 
-def _writes(module, node, owned, private, aliases, loop, path, found, prange):
-    """Append to found each Race in node: the prange loop, or a function it calls (path:
-    the calls that lead there, [(function, line of its call in the caller's file)]), read
-    as if inlined: its parameters owned, private, or standing for the caller's arrays
-    (aliases: {parameter: the kernel's name})."""
-    def race(line, array, unreadable=""):
-        if not path:
-            return Race(line, aliases.get(array, array)[:40], loop.lineno, (), unreadable)
-        inner = tuple((f, at) for (f, _), (_, at) in zip(path, path[1:]))
-        return Race(path[0][1], aliases.get(array, array)[:40], loop.lineno,
-                    inner + ((path[-1][0], line),), unreadable)
+def _callee_name(module, call):
+    """(the name a call's function goes by, whether the reader may skip it): a name of the
+    file, a builtin or a library function (skipped), or module.function of a module the
+    file imports (never readable here, skipped where a library's); (None, True) for a
+    method of an array or any other call on a value."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id, func.id in SAFE_CALLS or module.library(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.value.id in module.modules:
+        root = module.modules[func.value.id].split(".")[0]
+        return f"{func.value.id}.{func.attr}", root in LIBRARIES
+    return None, True
 
-    for child in _walk_body(node):
-        targets = child.targets if isinstance(child, ast.Assign) else \
-            [child.target] if isinstance(child, ast.AugAssign) else []
-        for written in filter(None, map(_written, targets)):
-            array, indices = written
-            if array not in private and not any(_index_owned(i, owned) for i in indices):
-                found.append(race(child.lineno, array))
-        if not (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)) or \
-                child.func.id in SAFE_CALLS | prange:
-            continue
-        name, shared = child.func.id, _arrays_given(child, owned, private)
-        library = module.imports.get(name, ("",))[0].split(".")[0] in LIBRARIES
-        if not shared or library:
-            continue  # (nothing the iterations share reaches it, or NumPy's, Numba's, ...)
-        target = module.callee(name)
-        if target is None or len(path) >= DEPTH:
-            found.extend(race(child.lineno, a, name[:40]) for a in shared[:1])
-            continue
-        if any(name == f for f, _ in path):
-            continue  # (a recursive call: read once)
-        callee_module, function = target
-        params = [a.arg for a in function.args.args]
-        given = dict(zip(params, child.args)) | {k.arg: k.value for k in child.keywords}
-        seed, mine, alias = set(), set(), {}
-        for param, value in given.items():
-            if _exactly(value, owned):
-                seed.add(param)
-            elif (isinstance(value, ast.Name) and value.id in private) or (
-                    isinstance(value, ast.Subscript) and _index_owned(value.slice, owned)):
-                mine.add(param)  # (the iteration's own array, or a view of its own row)
-            elif isinstance(value, ast.Name):
-                alias[param] = aliases.get(value.id, value.id)
-        callee_owned = _owned(function, seed)
-        _writes(callee_module, function, callee_owned, mine | _private(function, callee_owned),
-                alias, loop, path + [(name, child.lineno)], found, prange)
+
+class _Reader:
+    """Reads the writes of a prange loop and of the functions it calls (races' work)."""
+
+    def __init__(self, prange):
+        self.prange, self.found, self.seen = prange, [], set()
+
+    def writes(self, module, node, owned, private, aliases, loop, path):
+        """Append to self.found each Race in node: the prange loop, or a function it calls
+        (path: the calls that lead there, [(function, line of its call in the caller's
+        file)]), read as if inlined: its parameters owned, private, or standing for the
+        caller's arrays (aliases: {parameter: the kernel's name}). A function is read once
+        for each way it is called (its parameters' kinds)."""
+        def race(line, array, unreadable=""):
+            if not path:
+                return Race(line, aliases.get(array, array)[:40], loop.lineno, (), unreadable)
+            inner = tuple((f, at) for (f, _), (_, at) in zip(path, path[1:]))
+            return Race(path[0][1], aliases.get(array, array)[:40], loop.lineno,
+                        inner + ((path[-1][0], line),), unreadable)
+
+        for child in _walk_body(node):
+            targets = child.targets if isinstance(child, ast.Assign) else \
+                [child.target] if isinstance(child, ast.AugAssign) else []
+            for written in filter(None, map(_written, targets)):
+                array, indices = written
+                if array not in private and not any(_index_owned(i, owned) for i in indices):
+                    self.found.append(race(child.lineno, array))
+            if not isinstance(child, ast.Call):
+                continue
+            name, skipped = _callee_name(module, child)
+            shared = _arrays_given(child, owned, private)
+            if skipped or name in self.prange or not shared:
+                continue  # (nothing the iterations share reaches it, or it writes none)
+            target = module.callee(name) if "." not in name else None
+            if target is None or len(path) >= DEPTH or len(self.seen) >= VISITS:
+                self.found.append(race(child.lineno, shared[0], name[:40]))
+                continue
+            callee_module, function = target
+            params = [a.arg for a in function.args.args]
+            given = dict(zip(params, child.args)) | {k.arg: k.value for k in child.keywords}
+            seed, derived, mine, alias = set(), set(), set(), {}
+            for param, value in given.items():
+                if _exactly(value, owned):
+                    seed.add(param)
+                elif (isinstance(value, ast.Name) and value.id in private) or (
+                        isinstance(value, ast.Subscript) and _index_owned(value.slice, owned)):
+                    mine.add(param)  # (the iteration's own array, or a view of its own row)
+                elif _root(value):  # (a shared array, or an element or slice of one)
+                    alias[param] = aliases.get(_root(value), _root(value))
+                if _names(value) & owned:
+                    derived.add(param)  # (a block's first row: b * B)
+            key = (id(function), frozenset(seed), frozenset(derived), frozenset(mine),
+                   frozenset(alias.items()))
+            if key in self.seen or any(name == f for f, _ in path):
+                continue  # (read already this way, or a recursive call)
+            self.seen.add(key)
+            callee_owned = _owned(function, seed, derived)
+            self.writes(callee_module, function, callee_owned,
+                        mine | _private(function, callee_owned), alias, loop,
+                        path + [(name, child.lineno)])
 
 
 def races(source, name, resolve=None):
@@ -311,13 +365,13 @@ def races(source, name, resolve=None):
     if parsed is None:
         return []
     tree, function = parsed
-    found, prange, module = [], _prange_names(tree), _Module(tree, resolve)
+    module, reader = _Module(tree, resolve), _Reader(_prange_names(tree))
     for loop in ast.walk(function):
-        if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, prange)):
+        if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, reader.prange)):
             continue
         owned = _owned(loop)
-        _writes(module, loop, owned, _private(loop, owned), {}, loop, [], found, prange)
-    return sorted(set(found))
+        reader.writes(module, loop, owned, _private(loop, owned), {}, loop, [])
+    return sorted(set(reader.found))
 
 
 def _parses(source):

@@ -502,6 +502,15 @@ def first_difference(ours, theirs, x, tol):
     if not (isinstance(ours, torch.nn.Module) and isinstance(theirs, torch.nn.Module)) or \
             hasattr(ours, "remote_call_updating"):
         return ""
+    modes = dict(theirs.named_modules())
+    mode = {True: "training", False: "evaluation"}
+    for name, sub in ours.named_modules():
+        if name in modes and sub.training != modes[name].training:
+            return (f"{name or 'the module'} is in {mode[sub.training]} mode, where torch's is "
+                    f"in {mode[modes[name].training]} mode: train() and eval() must reach "
+                    "every submodule")
+    if _random(ours):
+        return ""  # (a dropout that draws: two runs differ whatever the code)
     reference = dict(_numbered(_calls(copy.deepcopy(theirs).double(), x.double())))
     called = {name for _, name, _ in reference}  # (torch's attention calls out_proj's
     # function, not the module: a call unseen there is not compared)
@@ -536,6 +545,15 @@ def first_difference(ours, theirs, x, tol):
     return ""
 
 
+def _random(module):
+    """Whether module, in training mode, has a dropout rate strictly between 0 and 1 (a
+    Dropout's p, or a float attribute dropout, as attention modules keep theirs)."""
+    return module.training and any(
+        isinstance(rate, float) and 0 < rate < 1
+        for sub in module.modules() for rate in (getattr(sub, "p", None),
+                                                 getattr(sub, "dropout", None)))
+
+
 def _calls(module, x):
     """[(kind, name, tensor)]: module(x)'s submodule calls in order, kind "input" (the
     first argument) or "output" (the first result), with grad enabled (torch's layers take
@@ -543,9 +561,9 @@ def _calls(module, x):
     check reports it)."""
     events, handles = [], []
 
-    def first(value):
+    def first(value):  # (a copy: an in-place operation after the call changes no record)
         value = value[0] if isinstance(value, (tuple, list)) and value else value
-        return value if isinstance(value, torch.Tensor) else None
+        return value.detach().clone() if isinstance(value, torch.Tensor) else None
 
     for name, sub in module.named_modules():
         if name:

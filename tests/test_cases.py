@@ -28,6 +28,8 @@ import pytest
 import torch
 
 from normkit.checks import namespace
+from normkit.testing import CheckFailed
+from normlib.layer_norm_fast import BLOCK_BYTES
 from tests.conftest import exercise_param
 from tools.course.exercises import by_number
 
@@ -48,8 +50,8 @@ EXEMPT = {  # (number, mutant): why it cannot fail
 }
 OFFSET = {"1.1", "1.2", "3.1", "3.3", "3.4", "3.5", "6.1", "6.3", "6.5", "6.7"}  # kernels
 # whose naive formula (the one-pass variance) cancels far from 0
-BLOCKED = {"6.5": 256 * 1024, "6.6": 256 * 1024}  # bytes of rows per block of the
-# reference (solutions/normlib/layer_norm_fast.py's BLOCK_BYTES), whose cases must cover
+BLOCKED = {"6.5": BLOCK_BYTES, "6.6": BLOCK_BYTES}  # bytes of rows per block of the
+# reference (solutions/normlib/layer_norm_fast.py), whose edges the cases must cover
 
 
 def target(number):
@@ -175,7 +177,22 @@ def back_to_float64(result):
 
 
 def in_float32_inside(reference):
-    """reference computing a float64 call in float32, its results cast back to float64."""
+    """reference computing a float64 call in float32, its results cast back to float64 (an
+    autograd Function: its forward and its backward)."""
+    if is_function_class(reference):
+        class Mutant(reference):
+            @staticmethod
+            def forward(ctx, *args):
+                ctx.float64 = any(float64_in(a) for a in args)
+                result = reference.forward(ctx, *map(in_float32, args))
+                return back_to_float64(result) if ctx.float64 else result
+
+            @staticmethod
+            def backward(ctx, *grads):
+                result = reference.backward(ctx, *map(in_float32, grads))
+                return back_to_float64(result) if ctx.float64 else result
+        return Mutant
+
     @functools.wraps(reference)
     def mutant(*args, **kwargs):
         float64 = any(float64_in(a) for a in list(args) + list(kwargs.values()))
@@ -225,7 +242,7 @@ def mutants(number):
                     raise ValueError(f"mutant: {p.name} is None")
                 return v
             found[f"{p.name} never None"] = with_arguments(reference, refuse_none)
-    if not inspect.isclass(reference):
+    if not inspect.isclass(reference) or is_function_class(reference):
         found["float64 computed in float32"] = in_float32_inside(reference)
     elif issubclass(reference, torch.nn.Module):
         found["eval() ignored"] = mode_ignored(reference, True)
@@ -243,10 +260,21 @@ def test_every_argument_and_mode_of_the_contract_is_varied(number):
     for description, mutant in mutants(number).items():
         if (number, description) in EXEMPT:
             continue
-        if run_visible(number, mutant) is None:
+        if not fails_by_its_check(description, run_visible(number, mutant)):
             survivors.append(description)
     assert not survivors, (f"Exercise {number}: the visible check passes the reference with "
-                           f"{survivors}: add a case that varies it (docs/mistakes.md)")
+                           f"{survivors}, or fails it only by an error of the code: add a "
+                           "case that varies it (docs/mistakes.md)")
+
+
+def fails_by_its_check(description, error):
+    """Whether a mutant's run failed as a student's would: a CheckFailed, the one short
+    message a notebook shows (a comparison's, or an error of the code with its line), never
+    an error raised past the check (a traceback). (A "never" mutant fails by raising: that
+    the case is there is all it shows.)"""
+    if " never " in f" {description} ":
+        return error is not None
+    return isinstance(error, CheckFailed)
 
 
 def test_an_exemption_is_needed():

@@ -202,6 +202,43 @@ def test_a_function_given_the_iterations_own_arrays_is_no_race(body):
     assert races(source, "k") == [] and code_cause(source, "k") == ""
 
 
+@pytest.mark.parametrize("body, words", [
+    ("for r in prange(x.shape[0]):\n    add_row(out[0], x, r)\n",  # a row of a shared array
+     "line 30 calls add_row, whose line 6 writes out[...]"),
+    ("for r in prange(x.shape[0]):\n    hm.acc(out, x, r)\n",  # a function of a module
+     "the check cannot read hm.acc, which line 30 calls"),
+])
+def test_a_shared_row_or_a_modules_function_is_followed_or_unreadable(body, words):
+    source = "import helpers as hm\n" + HELPERS + kernel(body)
+    assert words in code_cause(source, "k"), code_cause(source, "k")
+
+
+@pytest.mark.parametrize("body", [
+    "for r in prange(x.shape[0]):\n    out[r] = sum(parts[0]) + pow(x[r, 0], 2.0)\n",
+    "for b in prange(4):\n    block(out, x, b * 8, min(x.shape[0], (b + 1) * 8))\n",
+])
+def test_builtins_and_a_block_of_the_iterations_own_are_no_race(body):
+    """Python's builtins write into nothing they are given; a helper given a block's first
+    row, computed from the loop's variable, owns the rows of its range (as inline)."""
+    helpers = HELPERS + (
+        "\n\n@njit\ndef block(out, x, start, stop):\n    for i in range(start, stop):\n"
+        "        out[i, 0] = x[i, 0]\n")
+    source = helpers + kernel(body)
+    assert races(source, "k") == [] and code_cause(source, "k") == ""
+
+
+def test_calls_that_fan_out_are_read_in_bounded_time():
+    """Each helper calls the next twice: 2 ** 20 paths, each function read once per way it
+    is called."""
+    chain = "".join(f"\n\n@njit\ndef f{i}(out, x, r):\n    f{i + 1}(out, x, r)\n"
+                    f"    f{i + 1}(out, x, r)\n" for i in range(20))
+    chain += "\n\n@njit\ndef f20(out, x, r):\n    out[0] += x[r, 0]\n"
+    start = time.process_time()
+    found = races(chain + kernel("for r in prange(x.shape[0]):\n    f0(out, x, r)\n"), "k")
+    assert found and found[0].through[-1][0] == "f20"
+    assert time.process_time() - start < 5
+
+
 def test_a_recursive_helper_is_read_once():
     source = HELPERS.replace("    add_row(total, x, r)", "    through(total, x, r)") + kernel(
         "for r in prange(x.shape[0]):\n    through(out, x, r)\n")

@@ -261,7 +261,7 @@ def one_nan(e):
                         "there, got - expected is the same, 1,"),
     (two_values_off, "2 of 48 values, all at axis 0's indices 1, 5 of 0..7 and axis 1's "
                      "indices 2, 4 of 0..5; the error is up to"),
-    (one_nan, "NaN at 1 of them, where the exact values are finite"),
+    (one_nan, "NaN at 1 of them, where the exact value is finite"),
     (lambda e: np.maximum(e, 0), "wrong exactly where the exact value is negative, and 0 there"),
     (lambda e: np.abs(e), "wrong exactly where the exact value is negative, whose sign is "
                           "flipped"),
@@ -305,6 +305,21 @@ def test_no_pattern_is_claimed_that_the_difference_does_not_have(seed):
         assert_close(small, e.astype(np.float32), "y")
     assert "small: the largest error" in str(failed.value)
     assert "float32's precision" not in str(failed.value)
+
+
+def test_a_power_or_float32_is_named_only_where_it_holds_exactly():
+    """A constant near the square root of values near 2 is no square root (the exact values
+    must spread over a factor of 2); a float64 error of float32's size whose values are no
+    float32 numbers (an eps misplaced) is not called float32's precision."""
+    e = 2 + 0.02 * np.random.default_rng(3).standard_normal(6)
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(np.full(6, 1.41), e, "gain")
+    assert "square root" not in str(failed.value)
+    var = np.random.default_rng(4).random(6) + 0.5
+    exact, eps_outside = 1 / np.sqrt(var + 1e-5), 1 / (np.sqrt(var) + 1e-5)
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(eps_outside, exact, "rstd")
+    assert "float32's precision" not in str(failed.value) and "small:" in str(failed.value)
 
 
 def test_a_wrong_shape_or_dtype_without_a_known_cause_says_where():

@@ -104,7 +104,7 @@ def check_add_norm(sublayer, norm, shape, norm_first, dtype=torch.float32, seed=
 def recorded(f, given, name):
     """f, keeping its first argument under name in the dict given."""
     def wrapper(t):
-        given.setdefault(name, t)
+        given.setdefault(name, t.detach().clone() if isinstance(t, torch.Tensor) else t)
         return f(t)
     return wrapper
 
@@ -241,12 +241,13 @@ def check_layer(norm_first, shape=(2, 5, 8), nhead=2, dim_feedforward=16, activa
         ours = TransformerEncoderLayer(e, nhead, dim_feedforward, dropout, activation,
                                        norm_first=norm_first, norm=norm,
                                        dtype=given(dtype))
-    ours.load_state_dict(theirs.state_dict())
-    x = 2 * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
     kind = "Pre-LN" if norm_first else "Post-LN"
     mode = f", dropout {dropout} in {'training' if training else 'eval'} mode" if dropout \
         else ""
     case = f"for {kind}, x {shape} {dtype}, {activation}, norm={norm!r}{mode}"
+    assert_same_keys(ours, theirs, case)
+    ours.load_state_dict(theirs.state_dict())
+    x = 2 * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
     assert not training or dropout in (0.0, 1.0), "random draws are not compared"
     if dropout and not training:
         ours.eval()
@@ -302,10 +303,19 @@ def assert_same_settings(ours, theirs, case):
 
 
 def assert_same_keys(ours, theirs, case):
-    """ours has the state_dict keys of theirs; a final norm missing or extra is named."""
-    keys, expected_keys = set(ours.state_dict()), set(theirs.state_dict())
+    """ours has the state_dict keys of theirs, each of the same shape (so that theirs loads
+    into ours); a final norm missing or extra is named."""
+    state, expected = ours.state_dict(), theirs.state_dict()
+    keys, expected_keys = set(state), set(expected)
     missing, unexpected = sorted(expected_keys - keys), sorted(keys - expected_keys)
     if not missing and not unexpected:
+        for key, tensor in expected.items():
+            if tuple(state[key].shape) != tuple(tensor.shape):
+                raise CheckFailed(
+                    f"{key} {case}: another shape than torch's {tuple(tensor.shape)}.\n  "
+                    f"Where: {key.rpartition('.')[0] or key}, built with another size: "
+                    "the constructor's arguments (d_model, nhead, dim_feedforward) must reach "
+                    "every submodule")
         return
     final = {key for key in missing + unexpected if key.startswith("norm.")}
     cause = ""

@@ -812,12 +812,11 @@ def _rows_of(dtype, seed=0):
 def code_problems(kernel):
     """A CheckFailed for what your kernel's code shows (normkit.kernel_code): no @njit,
     fastmath flags that drop NaN and inf handling, no parallel loop, a data race."""
-    from normkit.kernel_code import code_cause, module_source, resolve_source
+    from normkit import kernel_code
 
-    source, name = module_source(kernel)
-    resolve = None if hasattr(kernel, "remote_source") else resolve_source  # (at grading:
-    # the submission's file alone)
-    cause = code_cause(source, name, resolve) if source else ""
+    source, name = kernel_code.module_source(kernel)
+    resolve = None if hasattr(kernel, "remote_source") else kernel_code.IMPORTS
+    cause = kernel_code.code_cause(source, name, resolve) if source else ""
     if cause:
         raise CheckFailed(f"the code of {name} cannot pass.\n  Likely cause: {cause}.")
 

@@ -491,7 +491,7 @@ WRONG = {
         "1 / ||x - mean||, sqrt(E) forgotten": Mistake(gain_inverse_norm,
                                                        "the inverse length of the centred token"),
         "1 / RMS without centring": Mistake(gain_inverse_rms, "the token's mean was not subtracted"),
-        "the gain's square root": Mistake(gain_sqrt, "got is the square root of the exact value"),
+        "the gain's square root": Mistake(gain_sqrt, "gain for a stream (2, 5, 16)"),
         "computed in float32": Mistake(gain_in_float32, "float32's precision"),
         "unbiased variance": Mistake(gain_unbiased, "dividing by E - 1 = 15"),
         "rstd squared": Mistake(gain_squared, "scales like 1 / variance, not like 1 / std"),
