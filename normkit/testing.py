@@ -358,31 +358,58 @@ def call_updating(fn, *args, updates):
     return fn(*args)
 
 
-def counted(fn, calls, name):
+def counted(fn, calls, name, values=None):
     """fn, appending name to the list calls at every call (which functions a check's case
-    reached: the sublayer and the norm of 5.1, the NumPy kernels of 2.5)."""
+    reached: the sublayer and the norm of 5.1, the NumPy kernels of 2.5), and (name, its
+    arguments, its result) to the list values if one is given."""
     def wrapper(*args, **kwargs):
         calls.append(name)
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if values is not None:
+            values.append((name, args, result))
+        return result
     return wrapper
 
 
 @contextlib.contextmanager
-def counted_calls(modules, names):
+def counted_calls(modules, names, values=None):
     """Inside the block, each call of the functions `names` of these modules (wherever one
     of them holds one: a kernel and the module that imported it) appends its name to the
-    list it yields; they are put back after (2.5's and 7.4's checks: which kernels the
-    autograd Function called)."""
+    list it yields (and (name, arguments, result) to values, if given); they are put back
+    after (2.5's and 7.4's checks: which kernels the autograd Function called, on what)."""
     calls = []
     found = [(module, name, getattr(module, name)) for module in modules for name in names
              if hasattr(module, name)]
     try:
         for module, name, function in found:
-            setattr(module, name, counted(function, calls, name))
+            setattr(module, name, counted(function, calls, name, values))
         yield calls
     finally:
         for module, name, function in found:
             setattr(module, name, function)
+
+
+def computed_with(values, kernels, x, y, g):
+    """Why an autograd Function's run (x in, y out, then backward(g): x.grad) was not
+    computed by its NumPy kernels (forward, backward), from values, the kernels' calls
+    ((name, arguments, result): counted_calls): "" where the forward kernel was called on
+    x's values and y is its result, and the backward kernel on g's and x.grad is its first
+    result; else which of the two steps is not, in words."""
+    def same(a, t):  # (the same numbers, whatever the shapes: a kernel may take rows)
+        a = a[0] if isinstance(a, (tuple, list)) else a
+        return isinstance(a, np.ndarray) and t is not None and a.size == t.numel() and \
+            np.array_equal(a.astype(np.float64).ravel(), t.detach().double().numpy().ravel())
+
+    forward, backward = kernels
+    if not any(n == forward and args and same(args[0], x) and same(result, y)
+               for n, args, result in values):
+        return (f"the Function's output is not what your {forward} returned for its input "
+                f"x: the forward must return the kernel's result on x itself")
+    if not any(n == backward and args and same(args[0], g) and same(result, x.grad)
+               for n, args, result in values):
+        return (f"x's gradient is not the dx your {backward} returned for the upstream "
+                f"gradient: the backward must return the kernel's result on it")
+    return ""
 
 
 def guard_inputs(**arrays):

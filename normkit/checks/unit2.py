@@ -20,6 +20,7 @@ from normkit.testing import (
     assert_close,
     assert_same_computation,
     backward_mistakes,
+    computed_with,
     counted_calls,
     guard_inputs,
     layer_norm_backward_tolerances,
@@ -411,24 +412,28 @@ def check_two_calls(shape, eps=1e-5, seed=0):
 KERNELS = ("layer_norm_forward", "layer_norm_backward")  # what LayerNormFunction computes with
 
 
-def counted_kernels():
+def counted_kernels(values=None):
     """Inside the block, each call of the NumPy kernels (KERNELS, in normlib.layer_norm and
-    wherever normlib.nn imported them) appends its name to the list it yields."""
+    wherever normlib.nn imported them) appends its name to the list it yields (and its
+    arguments and result to values, if given)."""
     import normlib.layer_norm
     import normlib.nn
 
-    return counted_calls((normlib.layer_norm, normlib.nn), KERNELS)
+    return counted_calls((normlib.layer_norm, normlib.nn), KERNELS, values)
 
 
 def check_uses_kernels(shape, eps=1e-5, seed=0):
-    """LayerNormFunction's forward and backward (float64, no weight or bias) call your
-    NumPy kernels, layer_norm_forward and layer_norm_backward."""
+    """LayerNormFunction's forward and backward (float64, no weight or bias) compute with
+    your NumPy kernels, layer_norm_forward and layer_norm_backward: called on the input
+    and the upstream gradient, their results are what the Function returns."""
     from normlib.nn import LayerNormFunction
 
     gen = torch.Generator().manual_seed(seed)
     x, g = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(2))
-    with counted_kernels() as calls:
-        LayerNormFunction.apply(x.requires_grad_(), shape[-1:], None, None, eps).backward(g)
+    values = []
+    with counted_kernels(values) as calls:
+        y = LayerNormFunction.apply(x.requires_grad_(), shape[-1:], None, None, eps)
+        y.backward(g)
     missing = [name for name in KERNELS if name not in calls]
     if missing:
         raise CheckFailed(f"LayerNormFunction never called {' nor '.join(missing)} for x "
@@ -436,6 +441,10 @@ def check_uses_kernels(shape, eps=1e-5, seed=0):
                           "and 2.2), not with torch's operations.\n  Likely cause: the "
                           "Function computes with torch's operations, which autograd "
                           "differentiates itself.")
+    where = computed_with(values, KERNELS, x, y, g)
+    if where:
+        raise CheckFailed(f"LayerNormFunction for x {shape} does not return your kernels' "
+                          f"results.\n  Where: {where}.")
 
 
 @exercise("2.5", "nn.LayerNormFunction")

@@ -24,6 +24,7 @@ from normkit.testing import (
     CheckFailed,
     assert_close,
     assert_same_computation,
+    computed_with,
     counted_calls,
     encoder_tolerance,
     guard_inputs,
@@ -404,25 +405,28 @@ def check_dyt_module(shape, dtype=torch.float32, seed=0, scale=2.0):
 KERNELS = ("dyt_forward", "dyt_backward")  # what DyTFunction computes with
 
 
-def counted_kernels():
+def counted_kernels(values=None):
     """Inside the block, each call of the NumPy kernels (KERNELS, in normlib.dyt) appends its
-    name to the list it yields."""
+    name to the list it yields (and its arguments and result to values, if given)."""
     import normlib.dyt
 
-    return counted_calls((normlib.dyt,), KERNELS)
+    return counted_calls((normlib.dyt,), KERNELS, values)
 
 
 def check_uses_kernels(shape, seed=0):
-    """DyTFunction's forward and backward call your NumPy kernels, dyt_forward and
-    dyt_backward."""
+    """DyTFunction's forward and backward compute with your NumPy kernels, dyt_forward and
+    dyt_backward: called on the input and the upstream gradient, their results are what the
+    Function returns."""
     from normlib.dyt import DyTFunction
 
     gen = torch.Generator().manual_seed(seed)
     x, g = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(2))
     params = [torch.full((1,), 0.5, dtype=torch.float64), torch.ones(shape[-1], dtype=x.dtype),
               torch.zeros(shape[-1], dtype=x.dtype)]
-    with counted_kernels() as calls:
-        DyTFunction.apply(x.requires_grad_(), *params).backward(g)
+    values = []
+    with counted_kernels(values) as calls:
+        y = DyTFunction.apply(x.requires_grad_(), *params)
+        y.backward(g)
     missing = [name for name in KERNELS if name not in calls]
     if missing:
         raise CheckFailed(f"DyTFunction never called {' nor '.join(missing)} for x {shape}: "
@@ -430,6 +434,10 @@ def check_uses_kernels(shape, seed=0):
                           "not with torch's operations.\n  Likely cause: the Function "
                           "computes with torch's operations, which autograd differentiates "
                           "itself.")
+    where = computed_with(values, KERNELS, x, y, g)
+    if where:
+        raise CheckFailed(f"DyTFunction for x {shape} does not return your kernels' "
+                          f"results.\n  Where: {where}.")
 
 
 def check_two_calls(shape, seed=0):

@@ -455,6 +455,20 @@ class FunctionInTorch(torch.autograd.Function):
         return dx, None, dw, db, None
 
 
+class FunctionKernelsForShow(FunctionInTorch):
+    """torch computes it; the NumPy kernels are called once each, on a 1x1 array, for a
+    counter to see (issue 58's attack)."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        from normlib.layer_norm import layer_norm_backward, layer_norm_forward
+
+        one = np.ones((1, 1))
+        layer_norm_forward(one, (1,))
+        layer_norm_backward(one, one, (1,), one, one)
+        return FunctionInTorch.forward(ctx, input, normalized_shape, weight, bias, eps)
+
+
 class FunctionShapeFromWeight(_Function):
     """Takes normalized_shape from the last dim of the input instead of the argument."""
 
@@ -543,6 +557,7 @@ WRONG = {
         "eps argument ignored": Mistake(FunctionUsesDefaultEps, "not the eps=0.25 given"),
         "saved state on the class, not ctx": Mistake(FunctionStateOnClass, "the two calls share what forward saved"),
         "torch computes it, not the NumPy kernels": Mistake(FunctionInTorch, "it must compute with your NumPy kernels"),
+        "the kernels called for show, on a 1x1 array": Mistake(FunctionKernelsForShow, "the Function's output is not what your layer_norm_forward returned"),
         "normalized_shape taken from weight or the last dim": Mistake(FunctionShapeFromWeight, "normalized over the last axis alone"),
     },
 }

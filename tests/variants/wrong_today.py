@@ -328,6 +328,18 @@ class DyTFunctionAlphaGradientHalved(torch.autograd.Function):
         return tuple(torch.from_numpy(g) for g in (dx, dalpha / 2, dweight, dbias))
 
 
+class DyTFunctionKernelsForShow(DyTFunctionInTorch):
+    """torch computes it; the NumPy kernels are called once each, on a 1x1 array, for a
+    counter to see (issue 58's attack)."""
+
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        one = np.ones((1, 1))
+        dyt.dyt_forward(one, np.ones(1), np.ones(1), np.zeros(1))
+        dyt.dyt_backward(one, one, np.ones(1), np.ones(1))
+        return DyTFunctionInTorch.forward(ctx, input, alpha, weight, bias)
+
+
 WRONG = {
     "7.1": {
         "values normalized too": Mistake(ValuesToo, "the values were normalized too"),
@@ -374,6 +386,9 @@ WRONG = {
         "torch's operations": Mistake(DyTFunctionInTorch, "must compute with your NumPy kernels"),
         "no gradient for the bias": Mistake(DyTFunctionNoBiasGradient,
                                             "Where: bias.grad, no gradient after backward"),
+        "the kernels called for show, on a 1x1 array": Mistake(
+            DyTFunctionKernelsForShow, "the Function's output is not what your dyt_forward "
+                                       "returned"),
         "dalpha halved": Mistake(DyTFunctionAlphaGradientHalved,
                                  "every value is 0.5 times the exact one"),
     },
