@@ -188,18 +188,33 @@ def _prange_names(tree):
                          for a in n.names if a.name == "prange" and a.asname}
 
 
+DYNAMIC = {"globals", "vars", "locals", "setattr", "exec", "eval", "compile", "__import__"}
+# calls that can bind a module's names where no statement shows it
+
+
 def _function(source, name):
-    """(the module's tree, the def of `name`) of a module's source: the last top-level def
-    of that name, where nothing else at the top level binds it; or None."""
+    """(the module's tree, the def of `name`) of a module's source: its one def of that
+    name, at the top level, where nothing else anywhere in the file binds the name (no
+    other def or class, no assignment, import, global or del of it, even inside an if or
+    a try) and no call could (globals(), setattr, exec, ..., sys.modules): the function
+    the module exports is then the one read, whatever runs at import. Else None."""
     try:
         tree = ast.parse(source)
+        nodes = list(ast.walk(tree))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    rebound = any(name in set().union(*map(_bound, n.targets)) if isinstance(n, ast.Assign)
-                  else isinstance(n, (ast.AugAssign, ast.AnnAssign)) and name in _bound(n.target)
-                  for n in tree.body)
-    return (tree, defs[-1]) if defs and not rebound else None
+    top = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    named = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.ClassDef)) and n.name == name]
+    rebound = any(
+        (isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)) or
+        (isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name.split(".")[0]) == name for a in n.names)) or
+        (isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names) or
+        (isinstance(n, ast.Call) and getattr(n.func, "id", None) in DYNAMIC) or
+        (isinstance(n, ast.Attribute) and n.attr in ("modules", "__setattr__", "__dict__"))
+        for n in nodes)
+    return (tree, top[0]) if len(top) == len(named) == 1 and not rebound else None
 
 
 class Race(NamedTuple):
@@ -409,8 +424,9 @@ def code_cause(source, name, resolve=None):
     if parsed is None:
         readable = _parses(source)
         return ("the check reads your kernel's code and finds no function " + name[:40] +
-                " defined by a def at the top of the file and bound to nothing else: keep "
-                "it as the file gives it, a def with its @njit decorator") if readable else ""
+                " defined by a def at the top of the file and bound to nothing else (once, "
+                "not again inside an if, nor by an import, a global or globals()): keep it as "
+                "the file gives it, a def with its @njit decorator") if readable else ""
     tree, function = parsed
     options = _options(tree, function)
     if options is None:

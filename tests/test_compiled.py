@@ -281,6 +281,28 @@ def test_a_kernel_that_is_no_def_of_its_name_is_one_the_check_cannot_read(source
     assert "finds no function k defined by a def" in code_cause(source, "k")
 
 
+SERIAL = "\n\n@njit\ndef k(x, out, parts):\n    for r in range(x.shape[0]):\n        out[0] += x[r, 0]\n"
+
+
+@pytest.mark.parametrize("rebinding", [
+    "if True:" + textwrap.indent(SERIAL, "    "),  # issue 58's attack: it scored 4/4
+    "try:" + textwrap.indent(SERIAL, "    ") + "except ImportError:\n    pass\n",
+    "\nfrom serial import k\n",
+    "\nk = njit(lambda x, out, parts: None)\n",
+    "\nglobals()['k'] = None\n",
+    "\nimport sys\nsetattr(sys.modules[__name__], 'k', None)\n",
+    "\nclass k:\n    pass\n",
+])
+def test_a_kernel_bound_again_anywhere_in_its_file_is_one_the_check_cannot_read(rebinding):
+    """Issue 58: the reader read the last top-level def, while the module exported a serial
+    kernel bound again inside `if True:`. The kernel the reader reads must be the one the
+    module exports, whatever runs at import: one def, at the top, its name bound nowhere
+    else in the file and by no call that binds names."""
+    parallel = kernel("for r in prange(x.shape[0]):\n    out[r] = x[r, 0]\n")
+    assert code_cause(parallel, "k") == ""
+    assert "finds no function k defined by a def" in code_cause(parallel + rebinding, "k")
+
+
 def test_a_chain_of_thousands_of_names_is_read_in_linear_time():
     """The judge reads a submission's file in its own process: no file makes it slow."""
     body = "for r in prange(x.shape[0]):\n" + "".join(
