@@ -389,12 +389,29 @@ def counted_calls(modules, names, values=None):
             setattr(module, name, function)
 
 
-def computed_with(values, kernels, x, y, g):
-    """Why an autograd Function's run (x in, y out, then backward(g): x.grad) was not
-    computed by its NumPy kernels (forward, backward), from values, the kernels' calls
-    ((name, arguments, result): counted_calls): "" where the forward kernel was called on
-    x's values and y is its result, and the backward kernel on g's and x.grad is its first
-    result; else which of the two steps is not, in words."""
+def assert_computed_with(function, exercises, kernels, calls, values, x, y, g):
+    """An autograd Function's run (the class's name `function`: x in, y out, then
+    backward(g): x.grad) computed with its NumPy kernels (forward, backward: Exercises
+    `exercises`, "1.2 and 2.2"), from the kernels' calls (counted_calls: calls, their names,
+    and values, (name, arguments, result)): each called, the forward kernel on x's values
+    with y its result, the backward kernel on g's with x.grad its first result. Raises
+    CheckFailed saying which is not."""
+    missing = [name for name in kernels if name not in calls]
+    if missing:
+        raise CheckFailed(f"{function} never called {' nor '.join(missing)} for x "
+                          f"{tuple(x.shape)}: it must compute with your NumPy kernels "
+                          f"(Exercises {exercises}), not with torch's operations.\n  Likely "
+                          "cause: the Function computes with torch's operations, which "
+                          "autograd differentiates itself.")
+    where = _computed_with(values, kernels, x, y, g)
+    if where:
+        raise CheckFailed(f"{function} for x {tuple(x.shape)} does not return your kernels' "
+                          f"results.\n  Where: {where}.")
+
+
+def _computed_with(values, kernels, x, y, g):
+    """Why a Function's run was not computed by its kernels (assert_computed_with), in
+    words, or ""."""
     def same(a, t):  # (the same numbers, whatever the shapes: a kernel may take rows)
         a = a[0] if isinstance(a, (tuple, list)) else a
         return isinstance(a, np.ndarray) and t is not None and a.size == t.numel() and \

@@ -15,6 +15,7 @@ that runs it in the OS sandbox (tools/sandbox/bubblewrap.py).
   writing outside its folder; and nothing survives the judge killing it.
 """
 
+import inspect
 import io
 import json
 import os
@@ -994,32 +995,21 @@ def test_a_check_over_its_limit_says_so_and_the_next_check_starts_afresh(tmp_pat
 # called once each on a 1x1 array, only for a call counter to see (it scored 2/2). The
 # check now compares the Function's results with what the kernels returned on its own
 # input and upstream gradient, through the judge's callbacks as in the notebook.
-KERNELS_FOR_SHOW = '''
+def kernels_for_show():
+    """A dyt.py: the reference's, and after it the attack's DyTFunction, the variant of
+    tests/variants/wrong_today.py (written into the file, which imports nothing of tests/)."""
+    from tests.variants import wrong_today
 
-class DyTFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, alpha, weight, bias):
-        one = np.ones((1, 1))
-        dyt_forward(one, np.ones(1), np.ones(1), np.zeros(1))
-        dyt_backward(one, one, np.ones(1), np.ones(1))
-        ctx.save_for_backward(input, alpha, weight)
-        return weight * torch.tanh(alpha * input) + bias
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, alpha, weight = ctx.saved_tensors
-        t = torch.tanh(alpha * input)
-        inner = grad_output * weight * (1 - t * t)
-        lead = tuple(range(input.dim() - 1))
-        return (alpha * inner, (inner * input).sum().reshape(1), (grad_output * t).sum(lead),
-                grad_output.sum(lead))
-'''
+    classes = (wrong_today.DyTFunctionInTorch, wrong_today.DyTFunctionKernelsForShow)
+    return ((SOLUTIONS / "normlib" / "dyt.py").read_text()
+            + "\n\nimport normlib.dyt as dyt  # (this file, as the variant calls it)\n\n\n"
+            + "\n\n".join(inspect.getsource(c) for c in classes)
+            + "\n\nDyTFunction = DyTFunctionKernelsForShow\n")
 
 
 @needs_bwrap
 def test_a_function_that_calls_its_kernels_for_show_fails(tmp_path):
-    dyt = (SOLUTIONS / "normlib" / "dyt.py").read_text() + KERNELS_FOR_SHOW
     cells = [(e.grade_id, e.source) for e in exercises() if e.number == "7.4"]
-    passed, detail = judged(submission(tmp_path, dyt=dyt), cells)["7.4"]
+    passed, detail = judged(submission(tmp_path, dyt=kernels_for_show()), cells)["7.4"]
     assert not passed and "the Function's output is not what your dyt_forward returned" \
         in detail, detail

@@ -23,8 +23,8 @@ from normkit.checks.unit5 import assert_dropout_off, given
 from normkit.testing import (
     CheckFailed,
     assert_close,
+    assert_computed_with,
     assert_same_computation,
-    computed_with,
     counted_calls,
     encoder_tolerance,
     guard_inputs,
@@ -427,17 +427,7 @@ def check_uses_kernels(shape, seed=0):
     with counted_kernels(values) as calls:
         y = DyTFunction.apply(x.requires_grad_(), *params)
         y.backward(g)
-    missing = [name for name in KERNELS if name not in calls]
-    if missing:
-        raise CheckFailed(f"DyTFunction never called {' nor '.join(missing)} for x {shape}: "
-                          "it must compute with your NumPy kernels (Exercises 7.2 and 7.3), "
-                          "not with torch's operations.\n  Likely cause: the Function "
-                          "computes with torch's operations, which autograd differentiates "
-                          "itself.")
-    where = computed_with(values, KERNELS, x, y, g)
-    if where:
-        raise CheckFailed(f"DyTFunction for x {shape} does not return your kernels' "
-                          f"results.\n  Where: {where}.")
+    assert_computed_with("DyTFunction", "7.2 and 7.3", KERNELS, calls, values, x, y, g)
 
 
 def check_two_calls(shape, seed=0):
