@@ -22,7 +22,9 @@ or a whole array (dbias += row) is one that Numba itself makes private to each t
 
 import ast
 import builtins
+import copy
 import inspect
+import itertools
 from pathlib import Path
 from typing import NamedTuple
 
@@ -108,41 +110,234 @@ def _exactly(expr, owned):
         (_exactly(expr.right, owned) and isinstance(expr.left, ast.Constant)))
 
 
-def _starts_in(loop, owned):
-    """Whether a for loop runs over a range whose start depends on an owned name (a part's
-    rows: range(p * rows // parts, ...)), so that its variable is the iteration's own."""
-    call = loop.iter
-    return _is_call_to(call, ("range",)) and bool(call.args) and \
-        bool(_names(call.args[0]) & owned) and len(call.args) <= 3
+# -- The rows of an inner loop that only one iteration runs: proofs, not guesses ------------
+# An inner loop `for r in range(start, stop)` gives its variable to its iteration alone
+# where the ranges of two iterations cannot meet. The reader accepts two forms it can prove,
+# and nothing else (an inner loop of another form owns nothing: its writes are races unless
+# indexed by the iteration's own names otherwise):
+# - consecutive blocks: start is f(o) for an owned name o (values no two iterations share)
+#   and a function f monotone in o (o once, through + - * // by values the loop cannot
+#   change, min or max), and stop is f(o + 1), or min(anything, f(o + 1)): then the ranges
+#   [f(o), f(o + 1)) of two values of o never overlap (p * rows // parts: a part's rows;
+#   16 * b, min(rows, 16 * b + 16): a block's). f(o + 1) is compared as a polynomial, so
+#   (p + 1) * n and p * n + n are one; r * 0 is monotone, but range(r * 0, h) stops at h,
+#   not at (r + 1) * 0: a race.
+# - strides: range(p, stop, n) in `for p in prange(n)`: each p its residue modulo n.
+
+INVARIANT_CALLS = {"min", "max", "len", "int", "abs"}  # (calls whose value the loop cannot vary)
 
 
-def _owned(loop, seed=None, derived=()):
-    """The names that belong to one iteration of a prange loop: its variable (or, in a
-    function the loop calls, `seed`: the parameters given an owned value); a name assigned
-    exactly from an owned one (_exactly) or from the thread's id; the variable of an inner
-    loop over a range that starts at an owned value (or at a parameter given a value
-    computed from one, `derived`: a block's first row, b * B). Propagated along a worklist
-    (each assignment looked at again only when a name it reads becomes owned)."""
-    owned, steps, readers = set(_names(loop.target) if seed is None else seed), [], {}
-    for node in ast.walk(loop):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
-            steps.append((node.targets[0].id, node, node.value))
-        elif isinstance(node, ast.For) and node is not loop and \
-                isinstance(node.target, ast.Name):
-            steps.append((node.target.id, node, node.iter))
-    for i, (_, _, value) in enumerate(steps):
-        for name in _names(value):
-            readers.setdefault(name, []).append(i)
-    todo = list(range(len(steps)))  # (each step once at first: the thread id needs none)
-    while todo:
-        bound, node, value = steps[todo.pop()]
-        if bound in owned:
+def _invariant(expr, variant):
+    """Whether expr has one value for the whole prange loop: constants, names the loop does
+    not bind (variant: those it does, and the iteration's own), their attributes and
+    elements (x.shape[0]), arithmetic on them and INVARIANT_CALLS (no other call: np.random
+    varies)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and node.id in variant:
+            return False
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and
+                                               node.func.id in INVARIANT_CALLS):
+            return False
+        if not isinstance(node, (ast.Name, ast.Constant, ast.Attribute, ast.Subscript,
+                                 ast.BinOp, ast.UnaryOp, ast.Call, ast.Tuple, ast.Slice,
+                                 ast.expr_context, ast.operator, ast.unaryop)):
+            return False
+    return True
+
+
+def _monotone(expr, o, variant):
+    """Whether expr is a monotone function of the name o (which appears in it once): o,
+    or one of these of a monotone expression m and values v the loop cannot change (v
+    without o): m + v, v + m, m - v, v - m, -m, m * v, v * m, m // v, min(m, v...), max."""
+    if isinstance(expr, ast.Name):
+        return expr.id == o
+    if sum(isinstance(n, ast.Name) and n.id == o for n in ast.walk(expr)) != 1:
+        return False
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        return _monotone(expr.operand, o, variant)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult,
+                                                            ast.FloorDiv)):
+        inner, other = (expr.left, expr.right) if o in _names(expr.left) else \
+            (expr.right, expr.left)
+        if isinstance(expr.op, ast.FloorDiv) and inner is not expr.left:
+            return False  # (v // m is not monotone where m changes sign)
+        return _monotone(inner, o, variant) and _invariant(other, variant)
+    if _is_call_to(expr, ("min", "max")) and isinstance(expr.func, ast.Name) and \
+            not expr.keywords:
+        inner = [a for a in expr.args if o in _names(a)]
+        return len(inner) == 1 and _monotone(inner[0], o, variant) and all(
+            _invariant(a, variant) for a in expr.args if a is not inner[0])
+    return False
+
+
+def _polynomial(expr):
+    """{monomial: coefficient} of expr, for comparing f(o + 1) with a stop as written:
+    +, -, * and numbers expanded, anything else an opaque factor (its own children
+    compared the same way)."""
+    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float):
+        return {(): expr.value}
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        sign = -1 if isinstance(expr.op, ast.USub) else 1
+        return {m: sign * c for m, c in _polynomial(expr.operand).items()}
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _polynomial(expr.left), _polynomial(expr.right)
+        if isinstance(expr.op, ast.Mult):
+            found = {}
+            for (a, x), (b, y) in itertools.product(left.items(), right.items()):
+                key = tuple(sorted(a + b))
+                found[key] = found.get(key, 0) + x * y
+            return found
+        sign = -1 if isinstance(expr.op, ast.Sub) else 1
+        found = dict(left)
+        for m, c in right.items():
+            found[m] = found.get(m, 0) + sign * c
+        return found
+    return {(_factor(expr),): 1}
+
+
+def _factor(expr):
+    """An opaque factor's text: a name, or its node with its children's _canon."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.BinOp):
+        return f"({_canon(expr.left)} {type(expr.op).__name__} {_canon(expr.right)})"
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.keywords:
+        args = [_canon(a) for a in expr.args]
+        return f"{expr.func.id}({sorted(args) if expr.func.id in ('min', 'max') else args})"
+    return ast.dump(expr, annotate_fields=False)
+
+
+def _canon(expr):
+    """A form of expr that two ways of writing one polynomial share."""
+    return repr(sorted((m, c) for m, c in _polynomial(expr).items() if c != 0))
+
+
+def _next(expr, o):
+    """expr with o + 1 for the name o."""
+    class Next(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.BinOp(ast.Name(o, ast.Load()), ast.Add(), ast.Constant(1)) \
+                if node.id == o else node
+    return Next().visit(copy.deepcopy(expr))
+
+
+def _disjoint(call, owned, variant, stride=None):
+    """Whether a range(...) call (its arguments in the kernel's terms) gives each iteration
+    of the prange loop values no other iteration's range gives (the forms above). stride:
+    (the prange loop's variable, its count) where the loop is `for p in prange(count)`."""
+    if not (_is_call_to(call, ("range",)) and isinstance(call.func, ast.Name)) or \
+            call.keywords:
+        return False
+    if len(call.args) == 3 and stride:
+        var, count = stride
+        return isinstance(call.args[0], ast.Name) and call.args[0].id == var and \
+            _invariant(count, variant) and _canon(call.args[2]) == _canon(count)
+    if len(call.args) != 2:
+        return False
+    start, stop = call.args
+    stops = stop.args if _is_call_to(stop, ("min",)) and isinstance(stop.func, ast.Name) \
+        and not stop.keywords else [stop]
+    for o in sorted(_names(start) & owned):
+        if _monotone(start, o, variant | (owned - {o})):
+            after = _canon(_next(start, o))
+            if any(_canon(s) == after for s in stops):
+                return True
+    return False
+
+
+class _Terms(ast.NodeTransformer):
+    """A function's expressions in the kernel's terms: its parameters as the caller gave
+    them (env: the caller's expressions, in the kernel's terms already), its own names
+    renamed apart (prefix: a callee's local r is not the kernel's r), the module's other
+    names as they are. The kernel's own Terms changes nothing."""
+
+    def __init__(self, env=None, local=(), prefix=""):
+        self.env, self.local, self.prefix = env or {}, set(local), prefix
+
+    def visit_Name(self, node):
+        if node.id in self.env:
+            return copy.deepcopy(self.env[node.id])
+        if node.id in self.local:
+            return ast.Name(self.prefix + node.id, node.ctx)
+        return node
+
+    def of(self, expr):
+        return self.visit(copy.deepcopy(expr)) if self.env or self.local else expr
+
+    def name(self, name):
+        return self.prefix + name if name in self.local else name
+
+
+def _bindings(node):
+    """{name: [(binding node, its value or loop)]} of every binding in a loop or a
+    function's body: `name = value` (value), `for name in ...:` (the For), and any other
+    (an augmented assignment, a tuple, a walrus, with, import, def, except ... as): None,
+    which proves nothing."""
+    found = {}
+    parents = {}
+    for parent in _walk_body(node):
+        for child in ast.iter_child_nodes(parent):
+            parents[child] = parent
+    for child in _walk_body(node):
+        if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
+            parent = parents.get(child)
+            if isinstance(parent, ast.Assign) and parent.targets == [child]:
+                found.setdefault(child.id, []).append((parent, parent.value))
+            elif isinstance(parent, ast.For) and parent.target is child:
+                found.setdefault(child.id, []).append((parent, parent))
+            else:
+                found.setdefault(child.id, []).append((parent, None))
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            for alias in child.names:
+                found.setdefault(alias.asname or alias.name.split(".")[0], []).append(
+                    (child, None))
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                child is not node:
+            found.setdefault(child.name, []).append((child, None))
+        elif isinstance(child, (ast.Global, ast.Nonlocal)):
+            for name in child.names:
+                found.setdefault(name, []).append((child, None))
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            found.setdefault(child.name, []).append((child, None))
+        elif isinstance(child, (ast.MatchAs, ast.MatchStar)) and child.name:
+            found.setdefault(child.name, []).append((child, None))
+    return found
+
+
+def _owned(node, seed, proof):
+    """The names that belong to one iteration of a prange loop, in node (the loop, or a
+    function it calls): seed (its variable, or the parameters given an owned value), and a
+    name each of whose bindings in node gives it a value of the iteration's own: `name =`
+    an owned name plus or minus a constant (_exactly), or the thread's id, or
+    `for name in range(...)` where proof(the For, owned) holds (_disjoint). A name bound
+    in any other way too (r = 0 after the loop's r, r += 1, a tuple) is not owned.
+    Propagated along a worklist (each binding looked at again only when a name it reads
+    becomes owned)."""
+    found = _bindings(node)
+    owned = {name for name in seed if all(b is node for b, _ in found.get(name, []))}
+    left, readers, todo = {}, {}, []
+    for name, steps in found.items():
+        if name in seed or any(value is None for _, value in steps):
+            continue  # (a seed bound again, or bound in a way that proves nothing)
+        left[name] = len(steps)
+        for step in steps:
+            i = len(todo)
+            todo.append((name, *step))
+            for read in _names(step[1].iter if isinstance(step[1], ast.For) else step[1]):
+                readers.setdefault(read, []).append(i)
+    done, queue = set(), list(range(len(todo)))
+    while queue:
+        i = queue.pop()
+        name, binding, value = todo[i]
+        if i in done or name in owned:
             continue
-        if (_starts_in(node, owned | set(derived)) if isinstance(node, ast.For) else
+        if (proof(value, owned) if isinstance(value, ast.For) else
                 _exactly(value, owned) or _is_call_to(value, THREAD_IDS)):
-            owned.add(bound)
-            todo.extend(readers.get(bound, ()))
+            done.add(i)
+            left[name] -= 1
+            if left[name] == 0:
+                owned.add(name)
+                queue.extend(readers.get(name, ()))
     return owned
 
 
@@ -308,18 +503,60 @@ def _callee_name(module, call):
     return None, True
 
 
+class _Scope(NamedTuple):
+    """Where a prange loop's body is read, for proving an inner loop's rows its own
+    (_disjoint): the loop itself, or a function it calls read as if inlined. terms: the
+    scope's expressions in the kernel's terms; owned, variant: the kernel's names (and the
+    callers' own, renamed apart) that belong to the iteration, and that the loop binds;
+    bound: the names the scope binds (its own names); stride: (the prange loop's variable,
+    its count) for `for p in prange(count)`, else None."""
+
+    terms: _Terms
+    owned: frozenset
+    variant: frozenset
+    bound: frozenset
+    stride: tuple | None
+
+    def proof(self, loop, owned):
+        """Whether an inner loop of the scope gives its variable to one iteration alone."""
+        mine = {self.terms.name(n) for n in owned}
+        return _disjoint(self.terms.of(loop.iter), self.owned | mine,
+                         self.variant | ({self.terms.name(n) for n in self.bound} - mine),
+                         self.stride)
+
+    def inside(self, function, given, owned, prefix):
+        """The scope of a function this one calls (given: {parameter: this scope's
+        expression}; owned: this scope's owned names)."""
+        params = [a.arg for a in function.args.args + function.args.kwonlyargs]
+        bound = frozenset(_bindings(function))
+        terms = _Terms({p: self.terms.of(v) for p, v in given.items() if p not in bound},
+                       set(params) | bound, prefix)
+        mine = frozenset(self.terms.name(n) for n in owned)
+        return _Scope(terms, self.owned | mine, self.variant | frozenset(
+            self.terms.name(n) for n in self.bound if self.terms.name(n) not in mine),
+            bound, self.stride)
+
+
+def _stride(loop):
+    """(variable, count) of `for p in prange(count)`, or None."""
+    if isinstance(loop.target, ast.Name) and len(loop.iter.args) == 1 and \
+            not loop.iter.keywords:
+        return loop.target.id, loop.iter.args[0]
+    return None
+
+
 class _Reader:
     """Reads the writes of a prange loop and of the functions it calls (races' work)."""
 
     def __init__(self, prange):
         self.prange, self.found, self.seen = prange, [], set()
 
-    def writes(self, module, node, owned, private, aliases, loop, path):
+    def writes(self, module, node, scope, owned, private, aliases, loop, path):
         """Append to self.found each Race in node: the prange loop, or a function it calls
         (path: the calls that lead there, [(function, line of its call in the caller's
-        file)]), read as if inlined: its parameters owned, private, or standing for the
-        caller's arrays (aliases: {parameter: the kernel's name}). A function is read once
-        for each way it is called (its parameters' kinds)."""
+        file)]), read as if inlined (scope): its parameters owned, private, or standing for
+        the caller's arrays (aliases: {parameter: the kernel's name}). A function is read
+        once for each way it is called (its parameters' kinds and values)."""
         def race(line, array, unreadable=""):
             if not path:
                 return Race(line, aliases.get(array, array)[:40], loop.lineno, (), unreadable)
@@ -347,7 +584,7 @@ class _Reader:
             callee_module, function = target
             params = [a.arg for a in function.args.args]
             given = dict(zip(params, child.args)) | {k.arg: k.value for k in child.keywords}
-            seed, derived, mine, alias = set(), set(), set(), {}
+            seed, mine, alias = set(), set(), {}
             for param, value in given.items():
                 if _exactly(value, owned):
                     seed.add(param)
@@ -356,15 +593,15 @@ class _Reader:
                     mine.add(param)  # (the iteration's own array, or a view of its own row)
                 elif _root(value):  # (a shared array, or an element or slice of one)
                     alias[param] = aliases.get(_root(value), _root(value))
-                if _names(value) & owned:
-                    derived.add(param)  # (a block's first row: b * B)
-            key = (id(function), frozenset(seed), frozenset(derived), frozenset(mine),
-                   frozenset(alias.items()))
+            inner = scope.inside(function, given, owned, f"{name}@{len(path) + 1}.")
+            values = frozenset((p, _canon(v)) for p, v in inner.terms.env.items())
+            key = (id(function), frozenset(seed), frozenset(mine), frozenset(alias.items()),
+                   values)
             if key in self.seen or any(name == f for f, _ in path):
                 continue  # (read already this way, or a recursive call)
             self.seen.add(key)
-            callee_owned = _owned(function, seed, derived)
-            self.writes(callee_module, function, callee_owned,
+            callee_owned = _owned(function, seed, inner.proof)
+            self.writes(callee_module, function, inner, callee_owned,
                         mine | _private(function, callee_owned), alias, loop,
                         path + [(name, child.lineno)])
 
@@ -384,8 +621,10 @@ def races(source, name, resolve=None):
     for loop in ast.walk(function):
         if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, reader.prange)):
             continue
-        owned = _owned(loop)
-        reader.writes(module, loop, owned, _private(loop, owned), {}, loop, [])
+        scope = _Scope(_Terms(), frozenset(), frozenset(), frozenset(_bindings(loop)),
+                       _stride(loop))
+        owned = _owned(loop, set(_names(loop.target)), scope.proof)
+        reader.writes(module, loop, scope, owned, _private(loop, owned), {}, loop, [])
     return sorted(set(reader.found))
 
 
@@ -453,12 +692,14 @@ def code_cause(source, name, resolve=None):
         for function, at in race.through:
             where += f" calls {function}, whose line {at}"
         where += " writes"
-        return (f"a data race: {where} {race.array}[...] at an index that does not involve "
-                f"the prange loop's variable (line {race.loop}), so two threads can add to "
-                "the same element at once and one addition is lost (more often, the more "
-                "threads). Reduce in two stages: each iteration of the parallel loop sums "
-                "into a partial array of its own, indexed by the loop's variable, then add "
-                "the partial sums")
+        return (f"a data race: {where} {race.array}[...] at an index that is not the prange "
+                f"loop's variable (line {race.loop}) or a row only its iteration runs, so two "
+                "threads can add to the same element at once and one addition is lost (more "
+                "often, the more threads). Reduce in two stages: each iteration of the "
+                "parallel loop sums into a partial array of its own, indexed by the loop's "
+                "variable, then add the partial sums. (The check proves an index the "
+                "iteration's own only as the loop's variable, plus or minus a number, or an "
+                "inner loop over range(f(p), f(p + 1)) or range(p, n, parts): write yours so)")
     if found:
         race = found[0]
         return (f"the check cannot read {race.unreadable}, which line {race.line} calls from "

@@ -74,6 +74,49 @@ RACES = {  # a write two iterations may both make
             for j in range(3):
                 out[r + j] += x[r, j]
         """,
+    "an inner loop that starts at r * 0 (issue 58's attack)": """
+        for r in prange(x.shape[0]):
+            for j in range(r * 0, x.shape[1]):
+                out[j] += x[r, j]
+        """,
+    "blocks that overlap": """
+        for b in prange(parts):
+            for r in range(8 * b, 8 * b + 16):
+                out[r, 0] += x[r, 0]
+        """,
+    "blocks whose start is no monotone function of the part": """
+        for b in prange(parts):
+            for r in range(b % 2 * 8, (b + 1) % 2 * 8):
+                out[r, 0] += x[r, 0]
+        """,
+    "blocks of a size the loop changes": """
+        for b in prange(parts):
+            n = b
+            for r in range(b * n, (b + 1) * n):
+                out[r, 0] += x[r, 0]
+        """,
+    "a stride other than the count of parts": """
+        for p in prange(parts):
+            for r in range(p, x.shape[0], 2):
+                out[r, 0] += x[r, 0]
+        """,
+    "the loop's variable bound again": """
+        for r in prange(x.shape[0]):
+            r = 0
+            out[r] += x[r, 0]
+        """,
+    "a row bound again after its exact value": """
+        for r in prange(x.shape[0]):
+            q = r
+            if x[r, 0] > 0:
+                q = 0
+            out[q] += x[r, 0]
+        """,
+    "a row bound by a tuple": """
+        for r in prange(x.shape[0]):
+            q, s = r * 0, r
+            out[q] += x[s, 0]
+        """,
 }
 OWNED = {  # writes that belong to their iteration
     "indexed by the loop's variable": """
@@ -116,6 +159,18 @@ OWNED = {  # writes that belong to their iteration
         for p in prange(parts):
             for r in range(p, x.shape[0], parts):
                 out[p, 0] += x[r, 0]
+                out[r, 1] = x[r, 0]
+        """,
+    "a part's rows, the next part's first row written out": """
+        for p in prange(parts):
+            for r in range(p * x.shape[0] // parts, (p * x.shape[0] + x.shape[0]) // parts):
+                out[r, 1] = x[r, 0]
+        """,
+    "blocks of 16, the last one cut": """
+        for b in prange(parts):
+            for r in range(16 * b, min(x.shape[0], 16 + b * 16)):
+                for c in range(2 * r, 2 * r + 2):
+                    out[c, 0] = x[r, 0]
         """,
 }
 
@@ -216,6 +271,7 @@ def test_a_shared_row_or_a_modules_function_is_followed_or_unreadable(body, word
 @pytest.mark.parametrize("body", [
     "for r in prange(x.shape[0]):\n    out[r] = sum(parts[0]) + pow(x[r, 0], 2.0)\n",
     "for b in prange(4):\n    block(out, x, b * 8, min(x.shape[0], (b + 1) * 8))\n",
+    "for b in prange(4):\n    block(out, x, 8 * b, 8 * b + 8)\n",
 ])
 def test_builtins_and_a_block_of_the_iterations_own_are_no_race(body):
     """Python's builtins write into nothing they are given; a helper given a block's first
@@ -225,6 +281,22 @@ def test_builtins_and_a_block_of_the_iterations_own_are_no_race(body):
         "        out[i, 0] = x[i, 0]\n")
     source = helpers + kernel(body)
     assert races(source, "k") == [] and code_cause(source, "k") == ""
+
+
+@pytest.mark.parametrize("body", [
+    "for b in prange(4):\n    block(out, x, b * 0, x.shape[0])\n",  # every block all rows
+    "for b in prange(4):\n    block(out, x, b * 8, (b + 2) * 8)\n",  # blocks that overlap
+    "for b in prange(4):\n    s = 8\n    block(out, x, b * s, b * s + s)\n",  # (s: bound in
+    # the loop: the reader cannot tell it is one value for all)
+])
+def test_a_helper_given_rows_not_the_iterations_own_is_a_race(body):
+    """The helper's range is read in the kernel's terms: its parameters as the call gives
+    them, its own names apart from the kernel's."""
+    helpers = HELPERS + (
+        "\n\n@njit\ndef block(out, x, start, stop):\n    r = 0\n"
+        "    for i in range(start, stop):\n        out[i, 0] = x[i, 0] + r\n")
+    found = races(helpers + kernel(body), "k")
+    assert found and found[0].through[-1][0] == "block", found
 
 
 def test_calls_that_fan_out_are_read_in_bounded_time():

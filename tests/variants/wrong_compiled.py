@@ -215,6 +215,23 @@ def backward_race(grad_output, x, mean, rstd, weight):
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
+def backward_race_disguised(grad_output, x, mean, rstd, weight):
+    """The race on dweight and dbias, its inner loop written range(r * 0, h): it starts at
+    a value computed from the row, and still runs over every column in every row (issue
+    58's attack: read as the row's own, it scored 4/4)."""
+    rows, h = x.shape
+    dx = np.empty_like(x)
+    dweight, dbias = np.zeros(h, x.dtype), np.zeros(h, x.dtype)
+    for r in prange(rows):
+        for j in range(r * 0, h):
+            dweight[j] += grad_output[r, j] * (x[r, j] - mean[r]) * rstd[r]
+            dbias[j] += grad_output[r, j]
+        g_mean, gx_mean = row_means(grad_output, x, r, mean, rstd, weight)
+        write_dx(dx, grad_output, x, r, mean, rstd, weight, g_mean, gx_mean)
+    return dx, dweight, dbias
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
 def backward_float64_sums(grad_output, x, mean, rstd, weight):
     """dweight and dbias returned as the float64 sums of the partials, never cast back."""
     rows, h = x.shape
@@ -282,7 +299,8 @@ def backward_x_hat_array(grad_output, x, mean, rstd, weight):
 
 
 RACES = {"6.7": ["a scratch row shared by every iteration"],  # the data races, each of
-         "6.8": ["a race on dweight and dbias", "a race in a helper the loop calls"]}  # which
+         "6.8": ["a race on dweight and dbias", "a race in a helper the loop calls",
+                 "a race in a loop written range(r * 0, h)"]}  # which
 # must fail every run (tests/test_diagnosis.py), not the runs whose threads happen to meet
 
 WRONG = {
@@ -307,6 +325,8 @@ WRONG = {
                                          "the mean's term is missing"),
             "fastmath=True": Mistake(backward_fastmath_true, "fastmath=True"),
             "a full-size temporary": Mistake(backward_x_hat_array, "full-size temporar"),
+            "a race in a loop written range(r * 0, h)": Mistake(backward_race_disguised,
+                                                                "a data race"),
             "a race in a helper the loop calls": Mistake(
                 backward_race_in_a_helper, "calls add_to_totals, whose line"),
             "float32 partial sums": Mistake(backward_float32_partials,
