@@ -431,6 +431,71 @@ def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_p
     assert not verdict[0] and "times x's size allocated during the call" in verdict[1]
 
 
+SCRATCH = "KEEP = []  # a full-size scratch, made while Numba compiles the kernel\n"
+COMPILE_ATTACKS = {  # (issue 58) code of the student's that would run during the compile
+    # step, which the memory measure leaves out
+    "a profile hook": (SCRATCH + "import sys\n\n\ndef _hook(frame, event, arg):\n    if not KEEP:\n"
+                       "        KEEP.append(np.ones(1 << 22))\n\n\n"
+                       "sys.setprofile(_hook)\n",
+                       "set a profile or trace hook"),
+    "an @overload typing hook": (
+        SCRATCH + "from numba.extending import overload\n\n\ndef same(v):\n    return v\n\n"
+        "\n@overload(same)\ndef _same(v):\n    KEEP.append(np.ones(1 << 22))\n"
+        "    return lambda v: v\n", "extends Numba's compiler"),
+    "a function of Numba's replaced": (
+        SCRATCH + "import numba.core.typed_passes as _passes\n"
+        "_run = _passes.NopythonTypeInference.run_pass\n\n\n"
+        "def _typing(self, state):\n    KEEP.append(np.ones(1 << 22))\n"
+        "    return _run(self, state)\n\n\n"
+        "_passes.NopythonTypeInference.run_pass = _typing\n",
+        "made code of its own run while Numba compiled"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", COMPILE_ATTACKS, ids=list(COMPILE_ATTACKS))
+def test_no_code_of_the_students_runs_while_its_kernel_compiles(tmp_path, attack):
+    """The reference's kernels, with code that keeps a full-size scratch buffer for them
+    while Numba compiles them, a step the memory measure leaves out: each fails the
+    memory check in the judge's words (before issue 58, each passed 4/4)."""
+    code, words = COMPILE_ATTACKS[attack]
+    text = REFERENCE.replace("\nFAST =", "\n" + code + "\n\nFAST =")
+    verdict = judged(tmp_path, text, numbers=("6.7",))[by_number()["6.7"].grade_id]
+    assert not verdict[0] and words in verdict[1], verdict
+
+
+def test_what_would_run_during_a_compile_step_is_refused():
+    """Each thing a module can leave behind to run during the compile step, once Numba is
+    loaded (a measuring runner's state), is refused by its key; nothing, by None."""
+    script = textwrap.dedent("""
+        import gc, signal, sys, threading
+        from numba import njit
+        from tools.sandboxed import compile_step
+        before = compile_step.state()
+        found = [compile_step.refusal(before)]
+        gc.callbacks.append(lambda phase, info: None)
+        found.append(compile_step.refusal(before))
+        gc.callbacks.pop()
+        signal.signal(signal.SIGUSR1, lambda *a: None)
+        found.append(compile_step.refusal(before))
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_PROF, 100.0)
+        found.append(compile_step.refusal(before))
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
+        sys.meta_path.insert(0, object())
+        found.append(compile_step.refusal(before))
+        del sys.meta_path[0]
+        threading.settrace(lambda *a: None)
+        found.append(compile_step.refusal(before))
+        found.append(compile_step.refusal(before))  # (cleared by the refusal before)
+        print(found)
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert run.stdout.split("\n")[0] == str(
+        [None, "callback", "signal", "signal", "import", "hook", None]), run.stderr
+
+
 @needs_bwrap
 def test_a_compile_step_over_its_budget_fails_that_check_in_its_words(tmp_path):
     verdicts = judged(tmp_path, limits=Limits(timeout=60, compile_timeout=0, startup_timeout=0))

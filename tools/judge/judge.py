@@ -162,6 +162,22 @@ def _end(process):
     process.stdout.close()
 
 
+_STEP = ("a compiled kernel's memory is measured with no code of yours running while Numba "
+         "compiles it (that step is left out of the measure), but the kernel's module ")
+COMPILE_REFUSED = {  # (tools/sandboxed/compile_step.py's keys, in the judge's words)
+    "hook": _STEP + "set a profile or trace hook (sys.setprofile, sys.settrace)",
+    "callback": _STEP + "added a garbage collector callback (gc.callbacks)",
+    "signal": _STEP + "set a signal handler or a timer",
+    "import": _STEP + "added an import hook (sys.meta_path, sys.path_hooks)",
+    "extension": _STEP + "extends Numba's compiler (@overload, @intrinsic, @register_jitable, "
+                         "a typeof or lowering of its own), whose typing runs code of yours: "
+                         "a graded kernel is plain @njit code",
+    "ran": _STEP + "made code of its own run while Numba compiled the kernel (a function of "
+                   "Numba's or NumPy's replaced, a global whose type Numba asks your code "
+                   "for): a graded kernel is plain @njit code",
+}
+
+
 def resident_peak(pid):
     """The peak of process pid's resident memory (VmHWM), in bytes."""
     with open(f"/proc/{pid}/status") as f:
@@ -382,7 +398,10 @@ class Judge:
                 threads = thread_count(pid)
                 peer.request("load", origin[0])
                 loaded = resident_peak(pid) - before
-                peer.request("compile", *origin)
+                refused = peer.request("compile", *origin)
+                if refused is not None:
+                    raise AssertionError(COMPILE_REFUSED.get(  # (the runner's value: any)
+                        refused if isinstance(refused, str) else "ran", COMPILE_REFUSED["ran"]))
                 if thread_count(pid) != threads:  # (one would run on, uncounted, meanwhile)
                     raise AssertionError("the kernel's module started threads of its own when "
                                          "imported: a compiled kernel's memory is measured "

@@ -17,7 +17,10 @@ code. It copies the submission into the sandbox's working folder, then sets:
   - writing, creating, deleting or renaming outside the submission's folder and the
     temporary directory;
   - starting a process (subprocess, os.system, exec, fork), signalling another process,
-    opening an SQLite database (the gradebook).
+    opening an SQLite database (the gradebook);
+  - adding an audit hook of its own (sys.addaudithook): one would run, unseen by any
+    profiler, whenever an audited event occurs, during a compiled kernel's compile step too
+    (tools/sandboxed/compile_step.py).
 
 Code that leaves Python (ctypes, a compiled extension) is not seen by audit hooks: that is
 what the OS sandbox is for (no view of the course, seccomp against new processes). With
@@ -136,6 +139,8 @@ def _guard(workdir, protected, readonly):
         elif event in ("os.listdir", "os.scandir", "glob.glob") and args and args[0]:
             if not isinstance(args[0], int):
                 check_read(_real(args[0]))
+        elif event == "sys.addaudithook":
+            refuse("adding an audit hook")
         elif event == "os.kill" and args[0] != me:
             refuse(f"signalling process {args[0]}")
         elif event in _PROCESS_EVENTS and not (event == "sqlite3.connect"

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tools.sandboxed import compile_step
 from tools.sandboxed.remote import Remote, tensors_in
 from tools.sandboxed.wire import (
     Decoder,
@@ -63,8 +64,8 @@ UNQUOTED = "(raised by the submission's code; the judge does not read its messag
 
 
 # A measuring runner's (tools/sandboxed/runner.py --numba): (Numba's dispatcher class, its compile
-# method, numba.typeof), saved before any student code runs; () where no compiled kernel is
-# measured
+# method, numba.typeof, compile_step.state()), saved before any student code runs; () where
+# no compiled kernel is measured
 NUMBA = ()
 
 
@@ -414,13 +415,17 @@ class Peer:
         in the module's own namespace, compiled by Numba's own methods (NUMBA: kept by the
         runner before any student code ran, so that no attribute or method of the
         student's runs here); a kernel compiled at import (an explicit signature) is
-        compiled already. Numba's compiler may still run code of the student's (a typing
-        hook): docs/security.md's residual."""
+        compiled already. No code of the student's may run meanwhile
+        (tools/sandboxed/compile_step.py): the value is None, or the key of what would
+        have run or ran (compile_step.REFUSED), which the judge words."""
         found = sys.modules.get(str(module))
         function = vars(found).get(str(name)) if type(found) is types.ModuleType else None
         if NUMBA and type(function) is NUMBA[0] and function._can_compile:
-            _, compile_, typeof = NUMBA
-            compile_(function, tuple(typeof(a) for a in self.staged))
+            _, compile_, typeof, before = NUMBA
+            signature = tuple(typeof(a) for a in self.staged)
+            refused = compile_step.refusal(before) or \
+                compile_step.compile_quietly(compile_, function, signature, before)
+            return {"value": refused}
         return {"value": None}
 
     def _op_run(self, module, name):

@@ -65,7 +65,8 @@ def _warm_up(numba=False):
     compiled kernel is measured (--numba): Numba too, its modules, its compiler and its
     threads, started by a kernel of its own (its threads alone are not enough: a first
     parallel call allocates about 5 MiB more, measured); its dispatcher's class and compile
-    method kept aside (peer.NUMBA) before any student code runs; and its cache turned off."""
+    method kept aside (peer.NUMBA) before any student code runs, with what may run during a
+    compile step (tools/sandboxed/compile_step.py, state); and its cache turned off."""
     import numpy as np
 
     np._core.multiarray._set_madvise_hugepage(False)
@@ -75,7 +76,7 @@ def _warm_up(numba=False):
     if numba:
         import warnings
 
-        from tools.sandboxed import peer
+        from tools.sandboxed import compile_step, peer
 
         with warnings.catch_warnings():  # (a read-only /dev/shm: no lock for its threads'
             warnings.simplefilter("ignore")  # start, which one process does not need)
@@ -95,7 +96,7 @@ def _warm_up(numba=False):
                 return s
 
             total(np.ones(64))
-        peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile, typeof)
+        peer.NUMBA = (CPUDispatcher, CPUDispatcher.compile, typeof, compile_step.state())
 
 
 if __name__ == "__main__":
