@@ -14,11 +14,12 @@ Two walls. First, what the module may have installed to run during the step is r
 callback, a signal handler or timer, an import hook (sys.meta_path, sys.path_hooks), or
 an extension of Numba's compiler (@overload, @intrinsic, @register_jitable,
 @overload_method, a typeof, lowering, boxing or data model of its own: a typing hook runs
-while Numba compiles). (Numba 0.68 has no @generated_jit: it was removed in 0.59.) Second,
+while Numba compiles). (Numba 0.68 has no @generated_jit: test_compiled checks.) Second,
 the step runs under cProfile, and any Python code that ran in it and that neither existed
 before the student's code ran (Numba's, NumPy's, Python's) nor was made during the step
-(Numba's generated wrappers, a module Numba first imports then) is refused ("ran"): that catches a trigger nobody listed (a function of Numba's replaced by
-the student's, a global whose _numba_type_ is a property, a finalizer). The judge words
+(Numba's generated wrappers, a module Numba first imports then) is refused ("ran"): that
+catches a trigger nobody listed (a function of Numba's replaced by the student's, a global
+whose _numba_type_ is a property, a finalizer). The judge words
 each key itself (tools/judge/judge.py): nothing the runner says reaches the student.
 """
 
