@@ -1,5 +1,6 @@
 """Collect: the LMS's download in downloaded/<assignment>/archive/ into
-submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange).
+submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange's inbound
+folders, checked as a border too: tools/instructor/inbound.py).
 
     python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
 
@@ -85,13 +86,13 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NamedTuple
 
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import assignment_names, files_of, load_course, run, submissions
+from tools.course.folder import assignment_names, files_of, load_course
 from tools.course.late import late_words
-from tools.course.settings import config, read
+from tools.course.settings import read
 from tools.instructor import gradebook, roster, unpack
 from tools.lms import downloads
 
@@ -599,29 +600,21 @@ def _when(found):
            f"{found.source}"
 
 
-def collect(root, names=(), exchange=False, dry_run=False):
+def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     """Collect every assignment named (all if none), printing what became of each entry
-    (dry_run: what would, touching nothing)."""
-    if exchange and dry_run:
-        raise SystemExit("collect --dry-run reads downloaded/<assignment>/archive/ alone: "
-                         "with --exchange nbgrader's collect copies from the exchange at "
-                         "once (run it without --dry-run)")
+    (dry_run: what would, touching nothing); exchange: from nbgrader's exchange
+    (tools/instructor/inbound.py), within bounds."""
+    from tools.instructor import inbound  # (it builds on this module)
+
     settings = read(root)
     rows = roster.read_roster(settings.roster) if settings.roster else None
     for name in assignment_names(root, names):
         archive = Path(root) / "downloaded" / name / "archive"
         if exchange:
-            run(root, "collect", name, "--update")
-            refused = exchange_times(root, name)
-            students = submissions(root, [name])[name]
-            left = sum(exercise_files_only(root, name, student) for student in students)
-            print(f"collected {name} from the exchange: {len(students)} submission"
-                  f"{'s' * (len(students) != 1)}" + (f" ({left} file{'s' * (left != 1)} "
-                  "left out: only notebooks and the assignment's exercise files are "
-                  "collected, grading takes the rest from the course)" if left else ""))
-            for student, reason in refused:
-                print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
-            _name(root, rows, students)
+            done = inbound.collect_inbound(root, name, rows, bounds, dry_run)
+            inbound.report(name, done, settings.due.get(name), dry_run)
+            if not dry_run:
+                _name(root, rows, done.outcome)
             continue
         if not archive.is_dir():
             print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
@@ -640,61 +633,3 @@ def _name(root, rows, students):
     listed = sorted(set(students) & {r["student_id"] for r in rows})
     print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
           "gradebook (formgrader shows them)")
-
-
-def exercise_files_only(root, assignment, student):
-    """Remove from a submission that nbgrader's collect copied from the exchange (the
-    whole released folder: normkit/, every normlib/ file) every file but its notebooks,
-    the assignment's exercise files and nbgrader's own (timestamp.txt, and the
-    submission_secret.txt that its feedback through the exchange needs): what collect keeps
-    of an LMS's download (tools.instructor.unpack). Returns how many files it removed."""
-    folder, keep = Path(root) / "submitted" / student / assignment, places(root, assignment)
-    removed = 0
-    for path in sorted(folder.rglob("*"), reverse=True):  # (files before their folders)
-        rel = PurePosixPath(path.relative_to(folder).as_posix())
-        kept = str(rel) in (TIMESTAMP, "submission_secret.txt") or unpack.is_kept(rel, keep)
-        if path.is_dir() and not path.is_symlink():
-            if not any(path.iterdir()):
-                path.rmdir()
-        elif not kept:
-            path.unlink()
-            removed += 1
-    return removed
-
-
-def exchange_times(root, assignment):
-    """After nbgrader's collect from the exchange: each submission's timestamp.txt is the
-    last time anything the student put in the exchange's inbound folder for the
-    assignment changed (the latest status change, ctime, of every file and folder of every
-    one of their submissions there, which no user can set back), never the time the
-    student's own `nbgrader submit` wrote into a folder's name and its timestamp.txt
-    (which nbgrader uses to choose the one it copies). A submission whose inbound folders
-    hold a link is removed (nbgrader copies what a link points to). Returns [(student, why
-    removed)]."""
-    settings = config(root)
-    from nbgrader.exchange.default import Exchange  # (its default root: nbgrader's)
-
-    exchange = Path(settings.Exchange.get("root", Exchange.class_traits()["root"].default_value))
-    inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
-    refused = []
-    for student in submissions(root, [assignment])[assignment]:
-        folders = list(inbound.glob(f"{student}+{assignment}+*"))
-        if not folders:
-            continue
-        folder, latest, link = Path(root) / "submitted" / student / assignment, 0.0, None
-        for source in folders:
-            latest = max(latest, os.lstat(source).st_ctime)
-            for top, dirs, files in os.walk(source, followlinks=False):
-                for item in dirs + files:
-                    path = os.path.join(top, item)
-                    latest = max(latest, os.lstat(path).st_ctime)
-                    if os.path.islink(path):
-                        link = os.path.relpath(path, inbound)
-        if link is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-            refused.append((student, f"a link in its inbound folder ({link}): links are not "
-                                     "followed"))
-            continue
-        when = datetime.datetime.fromtimestamp(latest, datetime.timezone.utc)
-        (folder / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-    return refused
