@@ -93,7 +93,7 @@ from tools.course.bounds import BOUNDS, fold
 from tools.course.folder import assignment_names, files_of, load_course
 from tools.course.late import late_words
 from tools.course.settings import read
-from tools.instructor import gradebook, roster, unpack
+from tools.instructor import gradebook, inbound, roster, unpack
 from tools.lms import downloads
 
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
@@ -604,15 +604,13 @@ def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     """Collect every assignment named (all if none), printing what became of each entry
     (dry_run: what would, touching nothing); exchange: from nbgrader's exchange
     (tools/instructor/inbound.py), within bounds."""
-    from tools.instructor import inbound  # (it builds on this module)
-
     settings = read(root)
     rows = roster.read_roster(settings.roster) if settings.roster else None
     for name in assignment_names(root, names):
         archive = Path(root) / "downloaded" / name / "archive"
         if exchange:
-            done = inbound.collect_inbound(root, name, rows, bounds, dry_run)
-            inbound.report(name, done, settings.due.get(name), dry_run)
+            done = collect_exchange(root, name, rows, bounds, dry_run)
+            report_exchange(name, done, settings.due.get(name), dry_run)
             if not dry_run:
                 _name(root, rows, done.outcome)
             continue
@@ -633,3 +631,63 @@ def _name(root, rows, students):
     listed = sorted(set(students) & {r["student_id"] for r in rows})
     print(f"  names of {len(listed)} student{'s' * (len(listed) != 1)} from the roster in the "
           "gradebook (formgrader shows them)")
+
+
+class Exchanged(NamedTuple):
+    """What collect_exchange did (or, dry, would do)."""
+    outcome: dict  # {student: "new" | "replaced" | "unchanged"}
+    rejected: list  # [Rejected]
+    kept: dict  # {student: inbound.Folder}
+
+
+def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
+    """Collect the exchange's inbound folders of an assignment that pass its border
+    (tools/instructor/inbound.py) into submitted/, as an LMS's download (dry_run: decide,
+    and write nothing). Returns Exchanged."""
+    found, refused = inbound.read(inbound.inbound_folder(root), assignment, rows,
+                                  places(root, assignment), bounds, inbound.check_owner(root))
+    rejected = [Rejected(entry, why) for entry, why in refused]
+    clashes = _collisions(found.values(), root, assignment)
+    rejected += clashes
+    outcome, kept = {}, {}
+    for student, folder in sorted(found.items()):
+        if folder.entry in {c.entry for c in clashes}:
+            continue
+        target = Path(root) / "submitted" / student / assignment
+        state = _keep(target, Found(folder.entry, (folder.entry,), student,
+                                    downloads.Name("exchange", student), folder.when,
+                                    inbound.SOURCE, folder.files, {}))
+        if isinstance(state, list):
+            rejected += state
+            continue
+        if not dry_run and state[0] != "unchanged":
+            try:
+                _place(target, _wanted(folder.files, folder.when))
+            except OSError as error:
+                rejected.append(Rejected(folder.entry, "its files cannot be written here "
+                                         f"({type(error).__name__}: {error.strerror})"))
+                continue
+        outcome[student], kept[student] = state[0], folder
+    return Exchanged(outcome, rejected, kept)
+
+
+def report_exchange(name, done, due, dry_run=False):
+    """Print what became of an assignment's inbound folders (dry_run: what would)."""
+    outcome, rejected, kept = done
+    would, left = "would be " if dry_run else "", sum(f.left for f in kept.values())
+    print(f"{'DRY RUN (nothing written): ' if dry_run else ''}collected {name} from the "
+          f"exchange: {len(kept)} submission{'s' * (len(kept) != 1)}" + (
+              f" ({left} file{'s' * (left != 1)} left out: only notebooks and the "
+              "assignment's exercise files are collected, grading takes the rest from the "
+              "course)" if left else ""))
+    for state in ("new", "replaced", "unchanged"):
+        students = sorted(s for s, v in outcome.items() if v == state)
+        if students:
+            print(f"  {would}{state}: {', '.join(students)}")
+    late = {s: late_by(f.when, False, due) for s, f in kept.items()}
+    late = {s: words for s, words in late.items() if words}
+    if late:
+        print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
+    for item in rejected:
+        print(f"  REJECTED {inbound.shown(item.entry)}: {inbound.shown(item.reason)}; left in "
+              "the exchange's inbound folder")

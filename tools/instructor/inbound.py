@@ -1,7 +1,12 @@
-"""Collect from nbgrader's exchange (`collect --exchange`): its inbound folder is a border, as
-an LMS's download is (tools/instructor/unpack.py; docs/security.md).
+"""nbgrader's exchange as collect reads it (`collect --exchange`): its inbound folder is a
+border, as an LMS's download is (tools/instructor/unpack.py; docs/security.md).
 
-    collect_inbound(root, assignment, rows, bounds, dry_run) -> Inbound
+    inbound_folder(root) -> <Exchange.root>/<course id>/inbound/
+    check_owner(root) -> whether the course keeps nbgrader's owner check
+    read(inbound, assignment, roster, places, bounds, owners)
+        -> ({student: the Folder to collect}, [(a folder's name, why it is refused)])
+
+tools/instructor/collect.py writes what read gives into submitted/ and prints it.
 
 A student's `nbgrader submit` copies their whole assignment folder into the exchange,
 <Exchange.root>/<course id>/inbound/<student id>+<assignment>+<time>[+<random>]: a folder
@@ -56,18 +61,17 @@ import pwd
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from tools.course.bounds import BOUNDS
 from tools.course.settings import config
-from tools.instructor import collect, roster, unpack
-from tools.lms import downloads
+from tools.instructor import roster, unpack
 
+TIMESTAMP = "timestamp.txt"  # nbgrader submit's (the student's time: never read)
 SECRET = "submission_secret.txt"  # nbgrader submit's: 128 hex digits
 SECRET_BYTES = 1024
 RANDOM = re.compile(r"[A-Za-z0-9_=-]{1,64}")  # base64.urlsafe_b64encode(os.urandom(9))
-TIME = re.compile(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) [A-Za-z0-9:_-]{1,32}")
 SOURCE = "exchange's inbound folder (its files' last change)"
+TIME = re.compile(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) [A-Za-z0-9:_-]{1,32}")
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,6 @@ class Folder:
     when: datetime.datetime
     files: dict
     left: int
-
-
-class Inbound(NamedTuple):
-    """What collect_inbound did (or, dry, would do)."""
-    outcome: dict  # {student: "new" | "replaced" | "unchanged"}
-    rejected: list  # [collect.Rejected]
-    kept: dict  # {student: Folder}
 
 
 def inbound_folder(root):
@@ -148,7 +145,7 @@ def _folder(path, student, where, owner, bounds):
     files = unpack._kept(unpack.readers(path, walked.files, bounds), bounds, where)
     if isinstance(files, str):
         return files
-    ours = [n for n in (collect.TIMESTAMP, SECRET) if n in walked.files]
+    ours = [n for n in (TIMESTAMP, SECRET) if n in walked.files]
     if SECRET in walked.files:
         try:
             files[SECRET] = unpack.read_regular(path, SECRET, SECRET_BYTES)
@@ -159,8 +156,18 @@ def _folder(path, student, where, owner, bounds):
                   len(walked.files) - len(files) - len(ours) + (SECRET in files))
 
 
-def _read_all(inbound, assignment, rows, where, bounds, check_owner):
-    """([Folder] that passed, [Rejected]) of the assignment's folders in inbound."""
+def check_owner(root):
+    """Whether the course keeps nbgrader's owner check (ExchangeCollect.check_owner, or its
+    old name CollectApp's; on by default)."""
+    settings = config(root)
+    return settings.ExchangeCollect.get("check_owner",
+                                        settings.CollectApp.get("check_owner", True))
+
+
+def read(inbound, assignment, rows, where, bounds=BOUNDS, owners=True):
+    """({student: the Folder of theirs to collect: the one whose files changed last},
+    [(a folder's name, why it is refused)]) of the assignment's folders in inbound (rows:
+    the roster, or None; where: the assignment's unpack.Places; owners: check_owner's)."""
     by_student, rejected = {}, []
     for path in sorted(inbound.iterdir()):
         parts = path.name.split("+")
@@ -168,22 +175,22 @@ def _read_all(inbound, assignment, rows, where, bounds, check_owner):
             continue  # (another assignment's)
         why = _name_problem(parts, assignment) or roster.exchange_problem(parts[0], rows)
         if why:
-            rejected.append(collect.Rejected(path.name, why))
+            rejected.append((path.name, why))
         else:
             by_student.setdefault(parts[0], []).append(path)
     passed = []
     for student, paths in sorted(by_student.items()):
         if len(paths) > bounds.submits:
-            rejected += collect._refuse([p.name for p in paths], (
-                f"{len(paths)} folders of {student}: more than {bounds.submits} submissions "
-                "of one assignment (delete the older ones in the exchange)"))
+            rejected += [(p.name, f"{len(paths)} folders of {student}: more than "
+                                  f"{bounds.submits} submissions of one assignment (delete "
+                                  "the older ones in the exchange)") for p in paths]
             continue
-        owner, why = _owner(student) if check_owner else (None, None)
+        owner, why = _owner(student) if owners else (None, None)
         for path in paths:
             item = why or _folder(path, student, where, owner, bounds)
-            (rejected.append(collect.Rejected(path.name, item)) if isinstance(item, str)
+            (rejected.append((path.name, item)) if isinstance(item, str)
              else passed.append(item))
-    return passed, rejected
+    return _last(passed), rejected
 
 
 def _last(folders):
@@ -192,60 +199,3 @@ def _last(folders):
     for folder in sorted(folders, key=lambda f: (f.when, f.entry)):
         kept[folder.student] = folder
     return kept
-
-
-def collect_inbound(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
-    """Collect the exchange's inbound folders of an assignment into submitted/ (see the
-    module's docstring; dry_run: decide, and write nothing). Returns Inbound."""
-    settings = config(root)
-    check_owner = settings.ExchangeCollect.get("check_owner",  # (CollectApp: nbgrader's old name)
-                                               settings.CollectApp.get("check_owner", True))
-    inbound = inbound_folder(root)
-    passed, rejected = _read_all(inbound, assignment, rows, collect.places(root, assignment),
-                                 bounds, check_owner)
-    clashes = collect._collisions(passed, root, assignment)
-    rejected += clashes
-    passed = [f for f in passed if f.entry not in {c.entry for c in clashes}]
-    outcome, kept = {}, {}
-    for student, folder in _last(passed).items():
-        found = collect.Found(folder.entry, (folder.entry,), student,
-                              downloads.Name("exchange", student), folder.when, SOURCE,
-                              folder.files, {})
-        target = Path(root) / "submitted" / student / assignment
-        state = collect._keep(target, found)
-        if isinstance(state, list):
-            rejected += state
-            continue
-        if not dry_run and state[0] != "unchanged":
-            try:
-                collect._place(target, collect._wanted(folder.files, folder.when))
-            except OSError as error:
-                rejected.append(collect.Rejected(folder.entry, "its files cannot be written "
-                                                 f"here ({type(error).__name__}: "
-                                                 f"{error.strerror})"))
-                continue
-        outcome[student], kept[student] = state[0], folder
-    return Inbound(outcome, rejected, kept)
-
-
-def report(name, done, due, dry_run=False):
-    """Print what became of the assignment's inbound folders (dry_run: what would)."""
-    outcome, rejected, kept = done
-    would = "would be " if dry_run else ""
-    left = sum(f.left for f in kept.values())
-    print(f"{'DRY RUN (nothing written): ' if dry_run else ''}collected {name} from the "
-          f"exchange: {len(kept)} submission{'s' * (len(kept) != 1)}" + (
-              f" ({left} file{'s' * (left != 1)} left out: only notebooks and the "
-              "assignment's exercise files are collected, grading takes the rest from the "
-              "course)" if left else ""))
-    for state in ("new", "replaced", "unchanged"):
-        students = sorted(s for s, v in outcome.items() if v == state)
-        if students:
-            print(f"  {would}{state}: {', '.join(students)}")
-    late = {s: collect.late_by(f.when, False, due) for s, f in kept.items()}
-    late = {s: words for s, words in late.items() if words}
-    if late:
-        print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
-    for item in rejected:
-        print(f"  REJECTED {shown(item.entry)}: {shown(item.reason)}; left in the exchange's "
-              "inbound folder")
