@@ -462,3 +462,9 @@ def test_a_file_is_read_only_as_it_was_checked(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(ValueError, match="no file"):
         read_regular(tmp_path, "fifo", 100)
+
+
+def test_an_exchange_without_the_courses_inbound_folder_stops_collect_saying_so(inbound):
+    shutil.rmtree(inbound.folder)
+    with pytest.raises(SystemExit, match=f"collect --exchange: no inbound folder {inbound.folder} "):
+        inbound.collect()
