@@ -142,7 +142,7 @@ def _folder(path, student, where, owner, bounds):
     if isinstance(walked, str):
         return walked + (f", not {student}: another user wrote it" if " owned by " in walked
                          else "")
-    files = unpack._kept(unpack.readers(path, walked.files, bounds), bounds, where)
+    files = unpack.kept_files(path, walked.files, bounds, where)
     if isinstance(files, str):
         return files
     ours = [n for n in (TIMESTAMP, SECRET) if n in walked.files]

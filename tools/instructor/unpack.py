@@ -7,6 +7,7 @@ past its bound, and no link is followed.
     place(name, places, canvas) -> (a loose file's path in the submission, None) or (None, why)
     loose(path, bounds) -> a loose file's bytes, or a reason
     walk(folder, bounds, owner) -> Walked(files: {path: size}, changed: ctime) or a reason
+    kept_files(folder, names, bounds, places) -> {path in the submission: bytes} or a reason
     read_regular(folder, path, limit) -> a file's bytes (OSError, ValueError)
 
 The refused:
@@ -240,6 +241,12 @@ def readers(folder, names, bounds=BOUNDS):
     """{name: a function that reads the file at name (a path in folder) within bounds}
     (read_regular)."""
     return {n: (lambda n=n: read_regular(folder, n, bounds.file_bytes)) for n in names}
+
+
+def kept_files(folder, names, bounds=BOUNDS, places=Places()):
+    """{path in the submission: bytes} of the files kept of a walked folder (names: its
+    files, walk's), or why it is refused (none kept, too many, one changed since)."""
+    return _kept(readers(folder, names, bounds), bounds, places)
 
 
 def read_regular(folder, name, limit):
