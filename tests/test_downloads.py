@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.test_collect import NOTEBOOK, course, run, worksheet
 from tools.course.folder import submissions
 from tools.course.settings import read
-from tools.instructor.collect import collect, read_collected
+from tools.instructor.collect import read_collected
 
 PY = "x = 1\n"  # a student's normlib/layer_norm.py
 NB = '{"cells": []}'  # a student's notebook
@@ -604,13 +604,6 @@ def test_a_dry_run_prints_the_collect_and_touches_nothing(tmp_path):
     assert "4 entries in archive/, 2 collected (1 new, 1 replacing an older submission, 0 " \
            "unchanged), 1 rejected" in out
     assert held(root, "s1") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
-
-
-def test_a_dry_run_with_the_exchange_is_refused(tmp_path):
-    root, _ = course(tmp_path)
-    with pytest.raises(SystemExit, match="collect --dry-run reads downloaded/<assignment>/"
-                                         "archive/ alone"):
-        collect(root, ["unit1"], exchange=True, dry_run=True)
 
 
 # --- the roster's names in nbgrader's student table ---------------------------------------

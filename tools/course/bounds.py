@@ -28,6 +28,8 @@ class Bounds:
     ratio: int = 2000  # a zip listing's size over its compressed size (DEFLATE's ceiling
     # is about 1032: only a listing that lies about its size is over it)
     kept: int = 64  # files kept of a submission (its notebooks and normlib/*.py)
+    submits: int = 100  # a student's folders of one assignment in nbgrader's exchange
+    # (one a `nbgrader submit`: tools/instructor/inbound.py)
     # who sent it (tools/instructor/roster.py)
     id_chars: int = 64  # of a student id (and at most name_bytes in UTF-8: a folder's name)
     # the feedback page (tools.instructor.feedback.safe)
@@ -48,7 +50,8 @@ def id_problem(student_id, bounds=BOUNDS):
     if not isinstance(student_id, str) or not student_id:
         return "an empty student id"
     shown = repr(student_id[:40])
-    if len(student_id) > bounds.id_chars or len(student_id.encode()) > bounds.name_bytes:
+    size = len(student_id.encode(errors="surrogatepass"))  # (a name of no UTF-8's bytes)
+    if len(student_id) > bounds.id_chars or size > bounds.name_bytes:
         return f"a student id of more than {bounds.id_chars} characters ({shown}...)"
     if unicodedata.normalize("NFC", student_id) != student_id:
         return f"a student id not in Unicode's normal form NFC ({shown})"

@@ -4,7 +4,7 @@ Each step has one name: its make target, its command and its module in tools/ins
 
     python -m tools.instructor build     ROOT [--layout unit|course]
     python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange]
-    python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange | --dry-run]
+    python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
         [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
     python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]

@@ -1,5 +1,6 @@
 """Collect: the LMS's download in downloaded/<assignment>/archive/ into
-submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange).
+submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange's inbound
+folders, checked as a border too: tools/instructor/inbound.py).
 
     python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
 
@@ -85,14 +86,14 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NamedTuple
 
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import assignment_names, files_of, load_course, run, submissions
+from tools.course.folder import assignment_names, files_of, load_course
 from tools.course.late import late_words
-from tools.course.settings import config, read
-from tools.instructor import gradebook, roster, unpack
+from tools.course.settings import read
+from tools.instructor import gradebook, inbound, roster, unpack
 from tools.lms import downloads
 
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
@@ -599,29 +600,19 @@ def _when(found):
            f"{found.source}"
 
 
-def collect(root, names=(), exchange=False, dry_run=False):
+def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     """Collect every assignment named (all if none), printing what became of each entry
-    (dry_run: what would, touching nothing)."""
-    if exchange and dry_run:
-        raise SystemExit("collect --dry-run reads downloaded/<assignment>/archive/ alone: "
-                         "with --exchange nbgrader's collect copies from the exchange at "
-                         "once (run it without --dry-run)")
+    (dry_run: what would, touching nothing); exchange: from nbgrader's exchange
+    (tools/instructor/inbound.py), within bounds."""
     settings = read(root)
     rows = roster.read_roster(settings.roster) if settings.roster else None
     for name in assignment_names(root, names):
         archive = Path(root) / "downloaded" / name / "archive"
         if exchange:
-            run(root, "collect", name, "--update")
-            refused = exchange_times(root, name)
-            students = submissions(root, [name])[name]
-            left = sum(exercise_files_only(root, name, student) for student in students)
-            print(f"collected {name} from the exchange: {len(students)} submission"
-                  f"{'s' * (len(students) != 1)}" + (f" ({left} file{'s' * (left != 1)} "
-                  "left out: only notebooks and the assignment's exercise files are "
-                  "collected, grading takes the rest from the course)" if left else ""))
-            for student, reason in refused:
-                print(f"  REJECTED {student}'s submission: {reason}; removed from submitted/")
-            _name(root, rows, students)
+            done = collect_exchange(root, name, rows, bounds, dry_run)
+            report_exchange(name, done, settings.due.get(name), dry_run)
+            if not dry_run:
+                _name(root, rows, done.outcome)
             continue
         if not archive.is_dir():
             print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
@@ -642,59 +633,61 @@ def _name(root, rows, students):
           "gradebook (formgrader shows them)")
 
 
-def exercise_files_only(root, assignment, student):
-    """Remove from a submission that nbgrader's collect copied from the exchange (the
-    whole released folder: normkit/, every normlib/ file) every file but its notebooks,
-    the assignment's exercise files and nbgrader's own (timestamp.txt, and the
-    submission_secret.txt that its feedback through the exchange needs): what collect keeps
-    of an LMS's download (tools.instructor.unpack). Returns how many files it removed."""
-    folder, keep = Path(root) / "submitted" / student / assignment, places(root, assignment)
-    removed = 0
-    for path in sorted(folder.rglob("*"), reverse=True):  # (files before their folders)
-        rel = PurePosixPath(path.relative_to(folder).as_posix())
-        kept = str(rel) in (TIMESTAMP, "submission_secret.txt") or unpack.is_kept(rel, keep)
-        if path.is_dir() and not path.is_symlink():
-            if not any(path.iterdir()):
-                path.rmdir()
-        elif not kept:
-            path.unlink()
-            removed += 1
-    return removed
+class Exchanged(NamedTuple):
+    """What collect_exchange did (or, dry, would do)."""
+    outcome: dict  # {student: "new" | "replaced" | "unchanged"}
+    rejected: list  # [Rejected]
+    kept: dict  # {student: inbound.Folder}
 
 
-def exchange_times(root, assignment):
-    """After nbgrader's collect from the exchange: each submission's timestamp.txt is the
-    last time anything the student put in the exchange's inbound folder for the
-    assignment changed (the latest status change, ctime, of every file and folder of every
-    one of their submissions there, which no user can set back), never the time the
-    student's own `nbgrader submit` wrote into a folder's name and its timestamp.txt
-    (which nbgrader uses to choose the one it copies). A submission whose inbound folders
-    hold a link is removed (nbgrader copies what a link points to). Returns [(student, why
-    removed)]."""
-    settings = config(root)
-    from nbgrader.exchange.default import Exchange  # (its default root: nbgrader's)
-
-    exchange = Path(settings.Exchange.get("root", Exchange.class_traits()["root"].default_value))
-    inbound = exchange / settings.CourseDirectory.get("course_id", "") / "inbound"
-    refused = []
-    for student in submissions(root, [assignment])[assignment]:
-        folders = list(inbound.glob(f"{student}+{assignment}+*"))
-        if not folders:
+def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
+    """Collect the exchange's inbound folders of an assignment that pass its border
+    (tools/instructor/inbound.py) into submitted/, as an LMS's download (dry_run: decide,
+    and write nothing). Returns Exchanged."""
+    found, refused = inbound.read(inbound.inbound_folder(root), assignment, rows,
+                                  places(root, assignment), bounds, inbound.check_owner(root))
+    rejected = [Rejected(entry, why) for entry, why in refused]
+    clashes = _collisions(found.values(), root, assignment)
+    rejected += clashes
+    outcome, kept = {}, {}
+    for student, folder in sorted(found.items()):
+        if folder.entry in {c.entry for c in clashes}:
             continue
-        folder, latest, link = Path(root) / "submitted" / student / assignment, 0.0, None
-        for source in folders:
-            latest = max(latest, os.lstat(source).st_ctime)
-            for top, dirs, files in os.walk(source, followlinks=False):
-                for item in dirs + files:
-                    path = os.path.join(top, item)
-                    latest = max(latest, os.lstat(path).st_ctime)
-                    if os.path.islink(path):
-                        link = os.path.relpath(path, inbound)
-        if link is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-            refused.append((student, f"a link in its inbound folder ({link}): links are not "
-                                     "followed"))
+        target = Path(root) / "submitted" / student / assignment
+        state = _keep(target, Found(folder.entry, (folder.entry,), student,
+                                    downloads.Name("exchange", student), folder.when,
+                                    inbound.SOURCE, folder.files, {}))
+        if isinstance(state, list):
+            rejected += state
             continue
-        when = datetime.datetime.fromtimestamp(latest, datetime.timezone.utc)
-        (folder / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-    return refused
+        if not dry_run and state[0] != "unchanged":
+            try:
+                _place(target, _wanted(folder.files, folder.when))
+            except OSError as error:
+                rejected.append(Rejected(folder.entry, "its files cannot be written here "
+                                         f"({type(error).__name__}: {error.strerror})"))
+                continue
+        outcome[student], kept[student] = state[0], folder
+    return Exchanged(outcome, rejected, kept)
+
+
+def report_exchange(name, done, due, dry_run=False):
+    """Print what became of an assignment's inbound folders (dry_run: what would)."""
+    outcome, rejected, kept = done
+    would, left = "would be " if dry_run else "", sum(f.left for f in kept.values())
+    print(f"{'DRY RUN (nothing written): ' if dry_run else ''}collected {name} from the "
+          f"exchange: {len(kept)} submission{'s' * (len(kept) != 1)}" + (
+              f" ({left} file{'s' * (left != 1)} left out: only notebooks and the "
+              "assignment's exercise files are collected, grading takes the rest from the "
+              "course)" if left else ""))
+    for state in ("new", "replaced", "unchanged"):
+        students = sorted(s for s, v in outcome.items() if v == state)
+        if students:
+            print(f"  {would}{state}: {', '.join(students)}")
+    late = {s: late_by(f.when, False, due) for s, f in kept.items()}
+    late = {s: words for s, words in late.items() if words}
+    if late:
+        print(f"  late: {', '.join(f'{s} ({v})' for s, v in sorted(late.items()))}")
+    for item in rejected:
+        print(f"  REJECTED {inbound.shown(item.entry)}: {inbound.shown(item.reason)}; left in "
+              "the exchange's inbound folder")

@@ -9,7 +9,9 @@ nbgrader_config.py makes Listing nbgrader's lister for the course: where Exchang
 nbgrader's default and that folder does not exist, the exchange is simply absent (a debug
 line, and the ExchangeError formgrader expects). A root the course configures
 (c.Exchange.root) that cannot be written is still nbgrader's CRITICAL, and every transfer
-(release, collect, fetch, submit: ARGS=--exchange) still fails as nbgrader's does.
+(release, fetch, submit: ARGS=--exchange) still fails as nbgrader's does; collect, which
+reads the exchange itself (tools/instructor/inbound.py), stops naming the inbound folder
+it lacks.
 """
 
 import os

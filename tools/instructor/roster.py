@@ -6,6 +6,7 @@ tools.course.bounds.id_problem's.
 
     read_roster(path) -> [row]
     student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
+    exchange_problem(student_id, roster) -> why an id from nbgrader's exchange is refused
 
 A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
 letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
@@ -204,6 +205,19 @@ def student_of(names, assignment, roster=None, times=None):
         why = f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
         return why + (TWO_WAYS if {n.lms for n in found.values()} == {"blackboard"} else "")
     return reasons[0]
+
+
+def exchange_problem(student_id, roster=None):
+    """Why a student id that nbgrader's exchange gives (the first part of an inbound
+    folder's name, which the submitting user writes) is refused, or None: it keeps the
+    allow-list every id keeps, and with a roster it is one of its student ids."""
+    problem = id_problem(student_id)
+    if problem or roster is None:
+        return problem
+    if any(r["student_id"] == student_id for r in roster):
+        return None
+    return f"student id {student_id!r} is not in the roster (c.Grading.roster): the exchange " \
+           "names a student by the submitting user's name, which must be a student_id there"
 
 
 def split_name(row):

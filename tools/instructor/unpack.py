@@ -6,6 +6,9 @@ past its bound, and no link is followed.
     files(entry, bounds, places) -> {path in the submission: bytes} or a reason (str)
     place(name, places, canvas) -> (a loose file's path in the submission, None) or (None, why)
     loose(path, bounds) -> a loose file's bytes, or a reason
+    walk(folder, bounds, owner) -> Walked(files: {path: size}, changed: ctime) or a reason
+    kept_files(folder, names, bounds, places) -> {path in the submission: bytes} or a reason
+    read_regular(folder, path, limit) -> a file's bytes (OSError, ValueError)
 
 The refused:
 - a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
@@ -17,9 +20,13 @@ The refused:
   listed: a listing is never inflated past its listed size), and a kept file that fails
   its CRC;
 - a folder: one holding a link (to anything: a folder is walked without following links,
-  as `../` in a zip), a special file, more than BOUNDS.listings files and folders, a name
-  over BOUNDS.name_bytes, deeper than BOUNDS.depth, a file over BOUNDS.file_bytes, more
-  than BOUNDS.entry_bytes in all;
+  as `../` in a zip), a special file (a FIFO, a device, a socket), more than
+  BOUNDS.listings files and folders, a name over BOUNDS.name_bytes, deeper than
+  BOUNDS.depth, a file over BOUNDS.file_bytes, more than BOUNDS.entry_bytes in all (sizes
+  as the files say and on disk, st_blocks: a preallocated file has blocks beyond its
+  size); its kept files are read without following a link at any step, and only if they
+  are still regular files within the bounds (read_regular: nbgrader's exchange, whose
+  folders a student may change after the walk, tools/instructor/inbound.py);
 - either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file);
 - a loose file (one the student uploaded as it is, tools/instructor/collect.py): a link, a special
   file, one over BOUNDS.file_bytes, or one that is neither a notebook nor one of the
@@ -41,11 +48,13 @@ holding more than one zip (which holds the submission is not for collect to gues
 """
 
 import os
+import pwd
 import re
 import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from tools.course.bounds import BOUNDS
 
@@ -74,10 +83,11 @@ def files(entry, bounds=BOUNDS, places=Places()):
     if entry.is_symlink():
         return f"a link ({entry.name} -> {os.readlink(entry)}): links are not followed"
     if entry.is_dir():
-        found = _walk(entry, bounds)
-        if isinstance(found, str):
-            return found
-        beside = {n: (lambda p=entry / n: p.read_bytes()) for n in found}
+        walked = walk(entry, bounds)
+        if isinstance(walked, str):
+            return walked
+        found = walked.files
+        beside = readers(entry, found, bounds)
         zips = sorted(n for n in found if n.lower().endswith(".zip") and "/" not in n)
         if len(zips) > 1:
             return f"{len(zips)} zips in the folder ({', '.join(zips)}): which holds the " \
@@ -150,10 +160,33 @@ def loose(path, bounds=BOUNDS):
         f"a file of more than {bounds.file_bytes >> 20} MiB"
 
 
-def _walk(folder, bounds):
-    """{path: size} of the files under folder, walked without following links; or why
-    it is refused (a link, a special file, too many, too deep, too large)."""
-    found, total, listed, stack = {}, 0, 0, [(folder, ())]
+class Walked(NamedTuple):
+    """What walk found in a folder: {path: apparent size} of its files, and the latest
+    status change (ctime, which no user sets back) of the folder or anything in it."""
+    files: dict
+    changed: float
+
+
+def walk(folder, bounds=BOUNDS, owner=None):
+    """Walked of the files under folder, walked without following links; or why it is
+    refused: a link, a special file (FIFO, device, socket), too many, too deep, a name too
+    long, too large (a file or all of them, as their sizes say and on disk: st_blocks,
+    which a preallocated file has beyond its size), or (owner: a uid) a file or folder
+    that another user owns."""
+    try:
+        return _walk(folder, bounds, owner)
+    except OSError as error:  # (a folder its owner made unreadable, one gone since)
+        return f"a file or folder that cannot be read ({type(error).__name__}: " \
+               f"{error.strerror})"
+
+
+def _walk(folder, bounds, owner):
+    """walk's (OSError where a folder cannot be listed)."""
+    itself = os.lstat(folder)
+    if owner is not None and itself.st_uid != owner:
+        return f"the folder is owned by {_user(itself.st_uid)}"
+    found, total, real, listed, stack = {}, 0, 0, 0, [(folder, ())]
+    changed = itself.st_ctime
     while stack:
         top, parts = stack.pop()
         with os.scandir(top) as listing:
@@ -168,21 +201,81 @@ def _walk(folder, bounds):
                 listed += 1  # (folders too: a million empty ones cost a walk as long)
                 if listed > bounds.listings:
                     return f"more than {bounds.listings} files and folders"
-                if len(item.name.encode()) > bounds.name_bytes:
+                if len(item.name.encode(errors="surrogateescape")) > bounds.name_bytes:
                     return f"a name longer than {bounds.name_bytes} bytes ({name[:60]!r}...)"
+                if owner is not None and info.st_uid != owner:
+                    return f"{name} is owned by {_user(info.st_uid)}"
+                changed = max(changed, info.st_ctime)
                 if stat.S_ISDIR(info.st_mode):
                     stack.append((item.path, rel))
                     continue
                 if not stat.S_ISREG(info.st_mode):
-                    return f"a special file ({name}), not a file or a folder"
-                size = info.st_size
-                if size > bounds.file_bytes:
-                    return f"a file of more than {bounds.file_bytes >> 20} MiB ({name})"
-                total += size
-                if total > bounds.entry_bytes:
-                    return f"more than {bounds.entry_bytes >> 20} MiB in all"
+                    return f"a special file ({name}: {_kind(info.st_mode)}), not a file or a folder"
+                size, disk = info.st_size, info.st_blocks * 512
+                if max(size, disk) > bounds.file_bytes:
+                    return f"a file of more than {bounds.file_bytes >> 20} MiB " \
+                           f"({name}{'' if size > bounds.file_bytes else ', on disk'})"
+                total, real = total + size, real + disk
+                if max(total, real) > bounds.entry_bytes:
+                    return f"more than {bounds.entry_bytes >> 20} MiB in all" + \
+                        ("" if total > bounds.entry_bytes else " on disk")
                 found[name] = size
-    return found
+    return Walked(found, changed)
+
+
+def _kind(mode):
+    """What a special file is, in words."""
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+        "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "of no known kind"
+
+
+def _user(uid):
+    """A uid's user name, or the uid."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def readers(folder, names, bounds=BOUNDS):
+    """{name: a function that reads the file at name (a path in folder) within bounds}
+    (read_regular)."""
+    return {n: (lambda n=n: read_regular(folder, n, bounds.file_bytes)) for n in names}
+
+
+def kept_files(folder, names, bounds=BOUNDS, places=Places()):
+    """{path in the submission: bytes} of the files kept of a walked folder (names: its
+    files, walk's), or why it is refused (none kept, too many, one changed since)."""
+    return _kept(readers(folder, names, bounds), bounds, places)
+
+
+def read_regular(folder, name, limit):
+    """The bytes of the file at name (a path in folder, "/"-separated), opened without
+    following a link at any step (O_NOFOLLOW, each folder from the one before), read only
+    where the open file is a regular file of at most limit bytes (as its size says and on
+    disk): what was walked may have changed since (a student can still write a folder of
+    nbgrader's exchange). OSError or ValueError otherwise."""
+    *folders, last = PurePosixPath(name).parts
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in folders:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        file = os.open(last, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                       dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(file, "rb") as f:
+        info = os.fstat(f.fileno())
+        disk = info.st_blocks * 512 - info.st_blksize  # (a small file takes a block)
+        if not stat.S_ISREG(info.st_mode) or max(info.st_size, disk) > limit:
+            raise ValueError(f"{name} changed since it was checked: no file of at most "
+                             f"{limit} bytes")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{name} grew past {limit} bytes as it was read")
+    return data
 
 
 def _zip(path, bounds, places=Places()):
