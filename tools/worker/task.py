@@ -45,6 +45,7 @@ is not this machine's).
 """
 
 import atexit
+import dataclasses
 import functools
 import hashlib
 import io
@@ -246,11 +247,7 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
                             "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
                             "assignment_id": assignment, "student_id": student},  # the env)
         "Judged": {"verdicts": str(root / "verdicts.json")},
-        "Grading": {"timeout": limits.timeout, "notebook_timeout": limits.notebook_timeout,
-                    "startup_timeout": limits.startup_timeout,
-                    "compile_timeout": limits.compile_timeout,
-                    "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
-                    "protected": list(limits.protected)},
+        "Grading": {**dataclasses.asdict(limits), "protected": list(limits.protected)},
         "GradingExecute": {"enabled": execute, "sandboxed": sandboxed}}))
     text = io.StringIO()
     log = logging.getLogger(f"normlib.grading.{assignment}.{student}")
