@@ -15,8 +15,10 @@ own gradebook; it keeps the newest kit's alone.
 
 The task is one submission: its files (bytes), the digest they were chosen under and the
 limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
-(tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
-gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
+(tools/judge/client.py), then nbgrader's autograde of the staged notebooks (each read
+within its bytes and cells: tools/worker/stage.py) into the scratch gradebook, in this
+process, within record_seconds (tools/course/deadline.py: past it, nothing of it is
+recorded and the status says so). It returns an Outcome: the verdicts, nbgrader's scores and
 comments of every cell, the autograded folder's files and nbgrader's log. The scratch
 course forgets the submission after; the instructor's process alone writes the course's
 gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed)
