@@ -16,11 +16,13 @@ message over max_message as it arrives (ZMQ_MAXMSGSIZE, BoundedKernelClient), an
 arrives GradingExecute keeps at most Limits.output_bytes per output (a cell's stdout in
 all is one output), cell_output_bytes per cell and notebook_output_bytes per notebook
 (what a cell's clear_output clears is given back). Past them, an output is dropped as it
-arrives (a stream's text cut to what fits) and the cell ends with a short note on stderr
-saying how much was dropped and which bound; a message refused by its socket loses the
-connection's messages until it is made again (zmq), so the cell says that its outputs
-did not all arrive. Widgets are not kept (their comm messages are dropped): a page shows
-none. The worker holds at most the notebook's bound and one message at a time.
+arrives (a stream's text cut to what fits) and the cell ends with a short error output
+(OutputDropped: an error, which nbgrader's LimitOutput keeps where it cuts a stream's
+lines) saying how much was dropped and which bound; a message refused by its socket
+loses the connection's messages until it is made again (zmq), so the cell says that its
+outputs did not all arrive (OutputLost). Widgets are not kept (their comm messages are
+dropped): a page shows none. The worker holds at most the notebook's bound and one
+message at a time.
 """
 
 import json
@@ -64,6 +66,12 @@ def font_cache():
     return {f"/tmp/{name}": path} if path.is_file() else {}
 
 
+QUEUED = 8  # messages a socket to a kernel holds before they are read (zmq's RCVHWM: its
+# default, 1,000, held 100 MiB of a printing loop waiting here); past it zmq reads no more
+# and the kernel's end drops what it cannot send (a cell that floods loses its last
+# messages: OutputLost)
+
+
 def max_message(limits):
     """The largest message (one zmq frame) the worker takes from a kernel: an output at
     its bound as JSON writes it (at most 6 bytes a character: a control character's
@@ -82,6 +90,7 @@ class BoundedKernelClient(AsyncKernelClient):
         context = super()._context_default()
         if self.max_message:
             context.setsockopt(zmq.MAXMSGSIZE, self.max_message)
+            context.setsockopt(zmq.RCVHWM, QUEUED)
         return context
 
 
@@ -205,14 +214,13 @@ class GradingExecute(Execute):
         cell, resources = self._run_cell(cell, resources, index)
         run = self.code_cells_executed > launched
         if self._dropped.bytes or self._dropped.updates:
-            cell.outputs.append(_note(self._dropped.say(self.limits)))
+            self._error(cell, "OutputDropped", self._dropped.say(self.limits))
         if run and not self._idle and not any(o.output_type == "error" and o.ename in (
                 "CellTimeoutError", "DeadKernelError", "NotebookTimeoutError")
                 for o in cell.outputs):
-            cell.outputs.append(_note(
-                "this cell's outputs did not all arrive: a message over "
-                f"{_megabytes(max_message(self.limits))} is refused as it arrives, and the "
-                "kernel's messages after it are lost"))
+            self._error(cell, "OutputLost", "this cell's outputs did not all arrive: a "
+                        f"message over {_megabytes(max_message(self.limits))} is refused as it "
+                        "arrives, and the kernel's messages after it are lost")
         return cell, resources
 
     def _run_cell(self, cell, resources, index):
@@ -375,10 +383,6 @@ def cut_stream(output, room):
     if not text:
         return None, 0
     return NotebookNode(output_type="stream", name=output.name, text=text), size
-
-
-def _note(text):
-    return NotebookNode(output_type="stream", name="stderr", text=f"[grading: {text}]\n")
 
 
 def _megabytes(size):
