@@ -250,10 +250,12 @@ class GradingExecute(Execute):
     def process_message(self, msg, cell, cell_index):
         """nbclient's, but a widget's comm message is dropped (no widget is kept), and the
         cell's last message (the kernel idle) is noted."""
-        kind, content = msg.get("msg_type"), msg.get("content") or {}
+        kind, content = msg.get("msg_type"), msg.get("content")
+        if not isinstance(kind, str) or not isinstance(content, dict):
+            return None  # (a message no kernel of ipykernel's sends)
         if kind == "status" and content.get("execution_state") == "idle":
             self._idle = True
-        if isinstance(kind, str) and kind.startswith("comm"):
+        if kind.startswith("comm"):
             return None
         return super().process_message(msg, cell, cell_index)
 
@@ -266,9 +268,9 @@ class GradingExecute(Execute):
             self.clear_before_next_output = False
         try:
             out = output_from_msg(msg)
+            size = stored_size(out)
         except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # (not an output: nothing to keep)
-        size = stored_size(out)
+            return None  # (not an output nbformat can store: nothing to keep)
         stream = out.get("name") if out.output_type == "stream" else None
         room = self._room(stream)
         kept, kept_size = (cut_stream(out, room) if stream and size > room else (out, size))
@@ -320,9 +322,9 @@ class GradingExecute(Execute):
         try:
             out = output_from_msg({**msg, "msg_type": "display_data",
                                    "header": {**msg["header"], "msg_type": "display_data"}})
+            size = stored_size(out)
         except (ValueError, KeyError, TypeError, AttributeError):
             return
-        size = stored_size(out)
         for cell_idx, indices in self._display_id_map.get(display_id, {}).items():
             outputs = self.nb["cells"][cell_idx]["outputs"]
             for i in indices:
