@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
@@ -226,3 +227,59 @@ def test_the_page_has_no_empty_bar_and_no_stale_header(score):
     assert summary.startswith("n : 1.0 / 2.0 points so far" + (
         " (1 written answer not yet graded)." if score is None else "."))
     assert summary.endswith(f"q1_1_why_eps : {said.removeprefix('Score: ')}")
+
+
+class Endless(Preprocessor):
+    """A step that does not end (standing for nbgrader's steps over a long notebook)."""
+
+    def preprocess(self, nb, resources):
+        while True:
+            pass
+
+
+def test_a_page_past_its_time_is_refused_naming_its_student(tmp_path):
+    """c.Grading.feedback_timeout bounds a page's making, its reading included: past it,
+    PageTooSlow, which names the student, the assignment and the notebook."""
+    import time
+
+    from tools.instructor.feedback import PageTooSlow
+
+    config = feedback_app().config
+    config.Grading.feedback_timeout = 1
+    exporter = FeedbackExporter(config=config)
+    exporter.register_preprocessor(Endless(), enabled=True)
+    nbformat.write(notebook(), tmp_path / "n.ipynb")
+    resources = {"nbgrader": {"student": "s2", "assignment": "unit1", "notebook": "n",
+                              "score": 1.0, "max_score": 2.0, "late_penalty": 0.0}}
+    start = time.monotonic()
+    with pytest.raises(PageTooSlow, match=r"^s2 unit1 n: its page took more than 1 s to make "
+                                          r"\(c\.Grading\.feedback_timeout\)$"):
+        exporter.from_filename(str(tmp_path / "n.ipynb"), resources)
+    assert time.monotonic() - start < 10
+
+
+def test_feedback_goes_on_past_a_refused_page_and_says_so(tmp_path, monkeypatch):
+    """`generate` reads nbgrader's log: each refused page (PageRefused, its student named)
+    is reported, the other students' pages stand; any other failure stops the command
+    with nbgrader's log."""
+    import subprocess
+
+    from tools.instructor import feedback
+
+    def failing(*lines):
+        log = "".join(f"[GenerateFeedback | ERROR] {line}\n" for line in lines)
+        return lambda *args, **kw: subprocess.CompletedProcess(args, 1, "", log)
+
+    ours = ["There was an error processing assignment: /c/autograded/s2/unit1",
+            "Traceback (most recent call last):\n  File \"x\", line 1, in y\n"
+            "tools.instructor.feedback.PageTooSlow: s2 unit1 01_layernorm_forward: its page "
+            "took more than 60 s to make (c.Grading.feedback_timeout)",
+            "There was an error processing assignment 'unit1' for student 's2'"]
+    monkeypatch.setattr(feedback, "nbgrader", failing(*ours))
+    assert feedback.generate(tmp_path, "unit1") == {("unit1", "s2"): (
+        "01_layernorm_forward: its page took more than 60 s to make "
+        "(c.Grading.feedback_timeout)")}
+    monkeypatch.setattr(feedback, "nbgrader", failing(
+        *ours, "There was an error processing assignment 'unit1' for student 's3'"))
+    with pytest.raises(SystemExit, match="nbgrader generate_feedback unit1 failed:\n"):
+        feedback.generate(tmp_path, "unit1")

@@ -67,3 +67,118 @@ def test_the_judges_folder_is_made_once_per_assignment_without_student_code(tmp_
     assert "normlib/layer_norm.py" in student_files([1])
     assert judged & set(student_files([1])) == set()
     assert (root / "source" / "unit1" / "normlib" / "layer_norm.py").is_file()  # (it had one)
+
+
+# --- what nbgrader reads of a submission, and its time (issue 58, point 3) ---------------
+
+def test_a_deadline_stops_python_work_in_its_thread_and_nothing_after():
+    """tools/course/deadline.py: a loop past its seconds gets TimeUp, in the main thread and
+    in another (a Dask worker's); work that ends in time gets none, then or later."""
+    import threading
+    import time
+
+    from tools.course.deadline import TimeUp, deadline
+
+    def spin():
+        with deadline(0.3):
+            while True:
+                pass
+
+    start = time.monotonic()
+    with pytest.raises(TimeUp):
+        spin()
+    found = []
+    thread = threading.Thread(target=lambda: found.append(pytest.raises(TimeUp, spin)))
+    thread.start()
+    thread.join(10)
+    assert found and not thread.is_alive() and time.monotonic() - start < 5
+    with deadline(0.3):
+        total = sum(range(1000))
+    end = time.monotonic() + 0.6
+    while time.monotonic() < end:  # (Python instructions past the deadline: none raises)
+        total += 1
+    assert total > 1000
+
+
+def test_a_notebook_over_a_bound_is_not_read(tmp_path):
+    """tools/worker/stage.read_bounded: a notebook over its bytes is refused before it is
+    read, one over its cells before nbformat validates them; a file that is not JSON
+    keeps nbformat's error."""
+    import nbformat
+
+    from tools.course.bounds import Bounds
+    from tools.worker.stage import NotebookTooLarge, read_bounded
+
+    def write(cells):
+        nbformat.write(nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell("") for _ in range(cells)]), path)
+
+    path = tmp_path / "n.ipynb"
+    write(4)
+    assert len(read_bounded(path, Bounds(notebook_cells=4)).cells) == 4
+    write(5)
+    with pytest.raises(NotebookTooLarge, match=r"^5 cells, more than the 4 a notebook may "):
+        read_bounded(path, Bounds(notebook_cells=4))
+    size = path.stat().st_size
+    with pytest.raises(NotebookTooLarge, match=f"^{size:,} bytes, more than the 100 a "):
+        read_bounded(path, Bounds(file_bytes=100))
+    path.write_text('{"cells": [')
+    with pytest.raises(nbformat.reader.NotJSONError):
+        read_bounded(path)
+
+
+def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_one(
+        tmp_path, monkeypatch):
+    """The attack: the unit's notebook with 5,000 empty cells more (nbgrader's autograde
+    took 13 minutes over 100,000, its feedback 5). It is not read: its code is graded by
+    the judge, its notebook is replaced by a stand-in (its checks with the judge's verdicts,
+    its written answers 0) and its status says why; the honest student beside it is graded
+    in full. Then nbgrader's autograde past its time (record_seconds made 0.01 s): the
+    submission fails saying so, nothing of its notebook recorded, the judge's scores kept."""
+    import contextlib
+    import hashlib
+    import io
+
+    from tests.synthetic import both, edit_notebook, reference_submission, write_submission
+    from tools.course.exercises import exercises
+    from tools.course.settings import read
+    from tools.instructor import autograde
+    from tools.instructor.build import build_course
+    from tools.instructor.release import release
+
+    root = build_course(tmp_path / "course", layout="unit")
+    with contextlib.redirect_stdout(io.StringIO()):
+        release(root, ["unit1"])
+    pad = [{"cell_type": "code", "id": f"pad-{i}", "metadata": {}, "source": "",
+            "outputs": [], "execution_count": None} for i in range(5000)]
+    cases = {"honest": reference_submission(1),
+             "cells": both(reference_submission(1), lambda f: edit_notebook(f, lambda c: c.extend(pad)))}
+    for student in cases:
+        write_submission(root, "unit1", student, root / "submitted" / student / "unit1", cases)
+    kit = autograde.kit(root, ["unit1"])
+
+    def grade(*students):
+        todo, digests, _ = autograde.pending(root, ["unit1"], students)
+        return {one.student: autograde.save(root, task.grade(kit, one)) for one in
+                autograde.tasks(root, todo, digests, read(root).limits, False, True)}
+
+    found = grade("honest", "cells")
+    points = sum(e.points for e in exercises() if e.unit == 1)
+    path = root / "submitted" / "cells" / "unit1" / "01_layernorm_forward.ipynb"
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    assert found["cells"][0] == (
+        "graded; 01_layernorm_forward.ipynb: not a readable notebook (NotebookTooLarge: "
+        f"5,031 cells, more than the 1,000 a notebook may have; file {sha}): its written "
+        "answers score 0 (a grader may change that in formgrader)")
+    assert found["honest"][0] == "graded"
+    assert found["cells"][1].startswith(f"{points:g} / ")  # (the judge's, for its code)
+    assert found["honest"][1].startswith(f"{points:g} / ")
+    autograded = root / "autograded" / "cells" / "unit1" / "01_layernorm_forward.ipynb"
+    assert len(autograded.read_bytes()) < 100_000  # (the stand-in)
+
+    monkeypatch.setattr(task, "record_seconds", lambda *args: 0.01)
+    status, score = grade("honest")["honest"]
+    assert status == "failed: nbgrader's autograde ran over its 0.01 s limit (c.Grading." \
+                     "record_timeout): nothing of its notebooks was recorded"
+    assert score.startswith(f"{points:g} / ")
+    assert not (root / "autograded" / "honest" / "unit1").exists()

@@ -1,5 +1,6 @@
 """tools/worker/execute.py on its own (autograde --execute): a grading kernel in the OS sandbox (BoxedKernelManager), the
-notebook's time limit, and the check cells run without their hidden tests.
+notebook's time limit, the outputs bounded as the worker receives them, and the check cells
+run without their hidden tests.
 
 One notebook is run by GradingExecute as nbgrader runs it at autograde. Its cells report
 what the kernel sees, then spend the notebook's time limit: the cells after it are not
@@ -63,13 +64,17 @@ SOCKETS = "import os\nfrom ipykernel.connect import get_connection_file\n" \
 
 
 def run(tmp_path, cells, **limits):
+    return run_notebook(tmp_path, cells, **limits).cells
+
+
+def run_notebook(tmp_path, cells, **limits):
     notebook = new_notebook(cells=[new_code_cell(c) for c in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
     execute = GradingExecute(config=Config({"Grading": limits}), enabled=True,
                              sandboxed=bubblewrap.bwrap() is not None)
     out, _ = execute.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
-    return out.cells
+    return out
 
 
 @pytest.mark.skipif(bubblewrap.bwrap() is None, reason="bubblewrap is not installed: "
@@ -122,6 +127,95 @@ def test_a_notebook_has_a_time_limit_of_its_own(tmp_path):
     assert "the notebook's 3 s limit" in cells[0].outputs[-1].evalue
     assert all("not run" in c.outputs[-1].evalue for c in cells[1:])
     assert time.monotonic() - start < 30
+
+
+KiB = 1 << 10
+BOUNDS = {"output_bytes": 64 * KiB, "cell_output_bytes": 128 * KiB,
+          "notebook_output_bytes": 256 * KiB}
+HONEST = ["print('honest')",
+          "from IPython.display import HTML, display\ndisplay(HTML('<b>' + 'h' * 20000 + '</b>'))"]
+FLOOD = ["for i in range(16 * KiB):\n    print('x' * 1023)\n"  # 16 MiB, a line at a time
+         "import sys\nsys.stderr.write('y' * (8 << 20))"] * 2 + [  # and 8 MiB in one write
+    "print('late')",  # past the notebook's bound: dropped
+    # a message past the worker's bound, sent around the kernel's chunking of its streams
+    "get_ipython().display_pub.publish({'text/plain': 'w' * (8 << 20)})"]
+
+
+def resident(reset=False):
+    """(peak, now) of this process's resident memory, bytes (/proc/self/status: VmHWM,
+    VmRSS); reset: the peak reset to now first (/proc/self/clear_refs)."""
+    import re
+
+    if reset:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    status = open("/proc/self/status").read()
+    return tuple(int(re.search(rf"{key}:\s+(\d+) kB", status)[1]) << 10
+                 for key in ("VmHWM", "VmRSS"))
+
+
+def test_outputs_are_bounded_as_the_worker_receives_them(tmp_path):
+    """Two cells printing 24 MiB each: the first keeps its cell's bound of outputs (each
+    stream at the output's bound), the second what the notebook's bound leaves, the one
+    after them nothing, each with a note saying what was dropped and why; a message past
+    the worker's bound is refused as it arrives, said so. The honest outputs are whole.
+    The notebook stores the bound and the notes, and the worker's memory grows by no more
+    than the bounds allow: in Python (tracemalloc's peak, against an honest run of the
+    honest cells), the notebook's outputs and a few copies of one message (its frame, its
+    decoded text, the output made of it, its measure: six at most); resident (its peak,
+    /proc/self/status), zmq's queue too (before the bounds: 88 MiB and 76 MiB)."""
+    import tracemalloc
+
+    from tools.worker.execute import QUEUED, max_message, stored_size
+
+    tracemalloc.start()
+    try:
+        honest = run_notebook(tmp_path, HONEST, **BOUNDS)
+        quiet = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        before = resident(reset=True)
+        out = run_notebook(tmp_path, HONEST + [f"KiB = {KiB}\n" + c for c in FLOOD], **BOUNDS)
+        grown = resident()[0] - before[1]
+        loud = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    cells, limits = out.cells, Limits(**BOUNDS)
+    assert [c.outputs for c in cells[:2]] == [c.outputs for c in honest.cells]
+    assert cells[0].outputs[0].text == "honest\n" and len(cells[1].outputs) == 1
+    notes = [[o for o in c.outputs if o.output_type == "error" and
+              o.ename in ("OutputDropped", "OutputLost")] for c in cells]
+    kept = [sum(stored_size(o) for o in c.outputs if o not in n) for c, n in zip(cells, notes)]
+    streams = [{name: sum(stored_size(o) for o in c.outputs if o.get("name") == name and
+                          o not in n) for name in ("stdout", "stderr")}
+               for c, n in zip(cells, notes)]
+    # the first flood: each stream at the output's bound, both the cell's
+    assert cells[2].outputs[0].text.startswith("x" * 1023 + "\n")
+    assert all(0.95 * limits.output_bytes < size <= limits.output_bytes
+               for size in streams[2].values()), streams[2]
+    assert 0.95 * limits.cell_output_bytes < kept[2] <= limits.cell_output_bytes
+    assert len(notes[2]) == 1 and "of this cell's output dropped as it arrived: grading " \
+        "keeps 0.1 MiB per output, 0.1 MiB per cell, 0.2 MiB per notebook" in notes[2][0].evalue
+    # the second: what the notebook's bound leaves; the cell after them: nothing, said so
+    assert 0.95 * limits.notebook_output_bytes < sum(kept[:4]) <= limits.notebook_output_bytes
+    assert kept[4] == 0 and len(notes[4]) == 1 and len(cells[4].outputs) == 1
+    # the message past the worker's bound: refused as it arrived, and said so
+    assert kept[5] == 0 and [n.evalue for n in notes[5]] == [
+        "this cell's outputs did not all arrive: a message over "
+        f"{max_message(limits) / (1 << 20):.1f} MiB is refused as it arrives, and the "
+        "kernel's messages after it are lost"]
+    # what is stored: the bound and the notes; the worker's memory: the bounds' worth
+    stored = len(nbformat.writes(out).encode())
+    for c in out.cells:
+        c.outputs = []
+    said = sum(stored_size(n) for ns in notes for n in ns)
+    assert stored - len(nbformat.writes(out).encode()) <= sum(kept) + said + KiB
+    assert loud - quiet < limits.notebook_output_bytes + 6 * max_message(limits), \
+        (loud - quiet) / (1 << 20)
+    # resident: what the worker keeps, zmq's queue of messages not yet read (QUEUED at
+    # most, each within the worker's bound), the copies of the one being read, and a
+    # kernel client's own (its threads, zmq's buffers: 4 MiB)
+    held = limits.notebook_output_bytes + (QUEUED + 6) * max_message(limits) + (4 << 20)
+    assert grown < held, (grown / (1 << 20), held / (1 << 20))
 
 
 def test_check_cells_run_without_their_hidden_tests():

@@ -1,8 +1,9 @@
 """The bounds on what a student sends: one typed object (Bounds), the numbers that
 docs/security.md promises. Each is checked before the work it bounds (nothing is inflated,
 walked further or rendered past its bound), and a submission over one is refused with its
-reason, in seconds: collect (tools/instructor/unpack.py, tools/instructor/roster.py) and the
-feedback page (tools.instructor.feedback.safe) read them from BOUNDS. A student id keeps the rule of
+reason, in seconds: collect (tools/instructor/unpack.py, tools/instructor/roster.py), grading
+(tools/worker/stage.py: a notebook's bytes and cells) and the feedback page
+(tools.instructor.feedback.safe) read them from BOUNDS. A student id keeps the rule of
 id_problem (its reasons: tools/instructor/roster.py).
 
 An honest submission is far inside each: a unit's notebook with its figures is about
@@ -30,6 +31,10 @@ class Bounds:
     kept: int = 64  # files kept of a submission (its notebooks and normlib/*.py)
     submits: int = 100  # a student's folders of one assignment in nbgrader's exchange
     # (one a `nbgrader submit`: tools/instructor/inbound.py)
+    # a submitted notebook at grading (tools/worker/stage.py), read only within file_bytes
+    notebook_cells: int = 1000  # its cells, counted before nbformat and nbgrader read them
+    # (the course's largest notebook has 81; nbgrader's autograde took 13 minutes over
+    # 100,000 cells, its feedback 5; a page shows `cells` of them)
     # who sent it (tools/instructor/roster.py)
     id_chars: int = 64  # of a student id (and at most name_bytes in UTF-8: a folder's name)
     # the feedback page (tools.instructor.feedback.safe)

@@ -51,6 +51,20 @@ class Grading(Configurable):
                         "(the judge's runner, a kernel), MiB").tag(config=True)
     file_mb = Integer(_DEFAULT.file_mb, help="Largest file a grading process may write, "
                       "MiB").tag(config=True)
+    output_bytes = Integer(_DEFAULT.output_bytes, help="With --execute, bytes of one output "
+                           "(a cell's stdout, an image) the grading worker keeps as they "
+                           "arrive; the rest is dropped, with a note").tag(config=True)
+    cell_output_bytes = Integer(_DEFAULT.cell_output_bytes, help="With --execute, bytes of "
+                                "one cell's outputs kept").tag(config=True)
+    notebook_output_bytes = Integer(_DEFAULT.notebook_output_bytes, help="With --execute, "
+                                    "bytes of a notebook's outputs kept").tag(config=True)
+    record_timeout = Integer(_DEFAULT.record_timeout, help="Seconds nbgrader's autograde may "
+                             "take to record one submission (with --execute, its runs' "
+                             "limits on top); past it, the submission is failed, saying "
+                             "so").tag(config=True)
+    feedback_timeout = Integer(_DEFAULT.feedback_timeout, help="Seconds generate_feedback "
+                               "may take for one page; past it, the page is not written, "
+                               "saying so").tag(config=True)
     protected = List(Unicode(), help="Folders student code may not read: the course "
                      "directory, solutions/ (the course's nbgrader_config.py sets them)"
                      ).tag(config=True)
@@ -95,9 +109,9 @@ class Grading(Configurable):
                        ).tag(config=True)
 
     def limits(self):
-        return Limits(self.timeout, self.notebook_timeout, self.startup_timeout,
-                      self.memory_mb, self.file_mb, tuple(self.protected),
-                      self.compile_timeout)
+        """The Limits these settings set (every field of Limits is a setting here)."""
+        return Limits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Limits)
+                         if f.name != "protected"}, protected=tuple(self.protected))
 
 
 @dataclasses.dataclass(frozen=True)

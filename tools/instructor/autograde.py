@@ -49,6 +49,7 @@ from tools.worker import task
 from tools.worker.stage import answers
 
 JOBS = os.cpu_count() or 1
+MiB = 1 << 20
 
 
 def pending(root, names=(), students=(), force=False):
@@ -227,7 +228,10 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     todo, digests, unchanged = pending(root, names, students, force)
     limits = settings.limits
     print(f"limits: {limits.timeout} s per check, {limits.memory_mb} MiB per process, "
-          f"files up to {limits.file_mb} MiB")
+          f"files up to {limits.file_mb} MiB, nbgrader's record {limits.record_timeout} s" + (
+              f"; outputs kept up to {limits.output_bytes / MiB:g} MiB each, "
+              f"{limits.cell_output_bytes / MiB:g} MiB a cell, "
+              f"{limits.notebook_output_bytes / MiB:g} MiB a notebook" if execute else ""))
     total = sum(map(len, todo.values()))
     print(f"{total} submission{'s' * (total != 1)} to grade" + (
         f"; {unchanged} unchanged since graded (--force grades them again)" if unchanged

@@ -40,7 +40,8 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from tools.course.bounds import BOUNDS
-from tools.course.folder import assignment_names, run, targets
+from tools.course.deadline import TimeUp, deadline
+from tools.course.folder import assignment_names, nbgrader, run, targets
 from tools.worker.judged import FoldHiddenTests, is_check
 
 NO_ALT = 'alt="No description has been provided for this image"'  # (nbconvert's words)
@@ -196,8 +197,22 @@ def safe(nb, bounds=BOUNDS, strict=False):
                         metadata=NotebookNode(language_info=NotebookNode(language)))
 
 
-class PageTooLarge(ValueError):
+class PageRefused(ValueError):
+    """A page not written (nbgrader's generate_feedback then writes none of its student's
+    assignment, and goes on with the others). Its message begins with the student, the
+    assignment and the notebook, which `feedback` reads in nbgrader's log to say so."""
+
+
+class PageTooLarge(PageRefused):
     """A notebook whose feedback page stays over BOUNDS.page_bytes, however cut."""
+
+
+class PageTooSlow(PageRefused):
+    """A notebook whose feedback page took more than c.Grading.feedback_timeout to make."""
+
+
+REFUSED = re.compile(r"^tools\.instructor\.feedback\.Page\w+: (\S+) (\S+) (\S+): (.*)$", re.M)
+_FAILED = "There was an error processing assignment '"  # (nbgrader's log, once a failure)
 
 
 class FeedbackExporter(HTMLExporter):
@@ -207,6 +222,20 @@ class FeedbackExporter(HTMLExporter):
     over half of a page's time (0.65 s of CPU; a class of 300 has 1,800 pages), and the
     feedback template (nbconvert's classic, through nbgrader's) has no such cell: the alt
     text is added here, where an image has none."""
+
+    def from_filename(self, filename, resources=None, **kw):
+        """nbconvert's (the notebook read, then from_notebook_node), within
+        c.Grading.feedback_timeout seconds (tools/course/deadline.py): PageTooSlow past
+        them."""
+        from tools.course.settings import Grading
+
+        seconds = Grading(config=self.config).feedback_timeout
+        try:
+            with deadline(seconds):
+                return super().from_filename(filename, resources, **kw)
+        except TimeUp:
+            raise PageTooSlow(f"{_whose(resources)}: its page took more than {seconds} s to "
+                              "make (c.Grading.feedback_timeout)") from None
 
     def from_notebook_node(self, nb, resources=None, **kw):
         """(html, resources) of the notebook nb as `safe` keeps it, with the filters
@@ -219,8 +248,8 @@ class FeedbackExporter(HTMLExporter):
             self._strict = True
             page, kept = self._page(nb, resources, **kw)
         if len(page.encode()) > BOUNDS.page_bytes:
-            raise PageTooLarge(f"its feedback page is over {_megabytes(BOUNDS.page_bytes)} "
-                               "even with every output cut")
+            raise PageTooLarge(f"{_whose(resources)}: its page is over "
+                               f"{_megabytes(BOUNDS.page_bytes)} even with every output cut")
         return page, kept
 
     def _preprocess(self, nb, resources):
@@ -241,6 +270,25 @@ class FeedbackExporter(HTMLExporter):
         return re.sub(r"<img\b(?![^>]*\balt=)", f"<img {NO_ALT}", page), resources
 
 
+def _whose(resources):
+    """'student assignment notebook' of a page's resources (nbgrader's), for PageRefused."""
+    info = (resources or {}).get("nbgrader", {})
+    return " ".join(str(info.get(k, "?")) for k in ("student", "assignment", "notebook"))
+
+
+def generate(root, target):
+    """nbgrader's generate_feedback of target (an assignment, or "*"), every submission's
+    pages made again; returns {(assignment, student): why} of those it refused a page
+    (PageRefused: they have none), read in its log. Any other failure of nbgrader's stops
+    the command, with its log."""
+    result = nbgrader(root, "generate_feedback", target, "--force", check=False)
+    log = result.stdout + result.stderr
+    refused = {(a, s): f"{notebook}: {why}" for s, a, notebook, why in REFUSED.findall(log)}
+    if result.returncode != 0 and log.count(_FAILED) != len(refused):
+        raise SystemExit(f"nbgrader generate_feedback {target} failed:\n{log}")
+    return refused
+
+
 def feedback(root, names=(), exchange=False, lms=None):
     """The feedback of these assignments (all if none), released ones alone (a unit not yet
     given out has none: named, it is said so): the pages, one zip per student, and with
@@ -257,8 +305,13 @@ def feedback(root, names=(), exchange=False, lms=None):
             print(f"{name}: not released yet (make release A={name}): no feedback")
     names = [name for name in asked if name in given]
     graded = [name for name in names if any(root.glob(f"autograded/*/{name}"))]
+    refused = {}
     for target in targets(root, graded) if graded else []:
-        run(root, "generate_feedback", target, "--force")
+        refused.update(generate(root, target))
+    for (name, student), why in sorted(refused.items()):
+        (root / "feedback_zips" / name / f"{student}.zip").unlink(missing_ok=True)
+        print(f"feedback for {name} {student}: NONE ({why}): a grader may look at "
+              f"autograded/{student}/{name}/ in formgrader")
     for name in names:
         if name not in graded:
             print(f"feedback for {name}: no submission graded yet (make autograde)")

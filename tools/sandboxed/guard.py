@@ -78,7 +78,7 @@ def cpu_seconds(notebook_timeout):
 
 
 def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
-            readonly=(), tasks=None):
+            readonly=(), tasks=None, chunk=None):
     """Limit this process (and what it starts) to grading one submission in workdir:
     no reading the protected folders, memory_mb MiB of address space, files of file_mb MiB.
     source: a folder copied into workdir first (in the OS sandbox of tools/sandbox/bubblewrap.py,
@@ -86,7 +86,11 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
     readonly: folders under the temporary directory it may not write (a kernel's
     sockets). If any of it fails (a submission too large for its folder), the process
     ends (exit status 70) rather than run student code unguarded. In the OS sandbox (source
-    given, or tasks true), it may run at most TASKS processes and threads (`limit`)."""
+    given, or tasks true), it may run at most TASKS processes and threads (`limit`).
+    chunk: in a grading kernel, the characters of its stdout's and stderr's messages
+    (chunk_streams)."""
+    if chunk:
+        chunk_streams(chunk)
     try:
         boxed = source is not None if tasks is None else tasks
         limit(memory_mb, file_mb, cpu_s, TASKS if boxed else None)
@@ -96,6 +100,40 @@ def install(workdir, protected, memory_mb, file_mb, source=None, cpu_s=None,
         _guard(workdir, protected, readonly)
     except BaseException:
         os._exit(70)
+
+
+def chunk_streams(chunk):
+    """In a kernel (ipykernel's OutStream): sys.stdout and sys.stderr send their text in
+    messages of at most chunk characters, so that the grading worker, which refuses a
+    message past its bound as it arrives (tools/worker/execute.py: max_message, six bytes
+    a character and more), keeps the first of a long print and counts what it drops
+    (else one flush of a print loop can be a message of 30 MB). It is a hook of each
+    stream's (its IO thread's: ipykernel keeps hooks per thread), which splits a message
+    as it is sent. A courtesy, not a wall: student code may undo it, and then its message
+    is refused whole."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "register_hook") and hasattr(stream, "pub_thread"):
+            hook = _splitter(stream, chunk)
+            stream.pub_thread.schedule(lambda stream=stream, hook=hook:
+                                       stream.register_hook(hook))
+
+
+def _splitter(stream, chunk):
+    """A stream's hook (chunk_streams): a message of more than chunk characters is sent
+    as pieces of chunk characters, the last returned to be sent as ipykernel sends it."""
+
+    def split(msg):
+        text = msg.get("content", {}).get("text")
+        if not isinstance(text, str) or len(text) <= chunk:
+            return msg
+        for start in range(0, len(text) - chunk, chunk):
+            piece = {**msg["content"], "text": text[start:start + chunk]}
+            stream.session.send(stream.pub_thread, stream.session.msg(
+                "stream", piece, parent=msg["parent_header"]), ident=stream.topic)
+        msg["content"] = {**msg["content"], "text": text[(len(text) - 1) // chunk * chunk:]}
+        return msg
+
+    return split
 
 
 def _guard(workdir, protected, readonly):

@@ -19,6 +19,18 @@ class Limits:
     protected: tuple = ()  # folders student code may not read: the course, solutions/
     compile_timeout: int = 60  # seconds for a check's compile step (Numba's kernels), before
     # its own clock starts (tools/judge/judge.py, Judge._compile)
+    # with --execute, the outputs the grading worker keeps as they arrive from a kernel
+    # (tools/worker/execute.py); what is past them is dropped with a note. An honest
+    # notebook is far inside: the largest output of the course's solutions is a figure of
+    # 0.22 MB, its largest cell's outputs 0.22 MB, its largest notebook's 0.82 MB (unit 4's);
+    # a feedback page shows 1 MiB per output and 3 MiB in all (tools/course/bounds.py)
+    output_bytes: int = 1 << 20  # one output (a cell's stdout or stderr in all: one output)
+    cell_output_bytes: int = 2 << 20  # one cell's outputs together
+    notebook_output_bytes: int = 10 << 20  # a notebook's outputs together: ten times the
+    # largest honest one's, and well under a file a submission may hold (32 MiB: bounds.py)
+    record_timeout: int = 120  # seconds nbgrader's autograde may take to record a submission
+    # (its notebooks' cells, beside the judge; with --execute, the runs' own limits on top)
+    feedback_timeout: int = 60  # seconds nbgrader's generate_feedback may take for one page
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self))

@@ -1,15 +1,45 @@
 """A submission's notebooks staged for nbgrader's autograde in a worker's scratch course
 (tools/worker/task.py): each notebook the student submitted, read within the bounds of
-tools/course/bounds.py, or a stand-in where it cannot be read (its written answers score
-0, with the reason), and the written answers of an autograded folder as the head compares
+tools/course/bounds.py (read_bounded: its bytes and its cells, before nbformat or nbgrader
+reads it), or a stand-in where it cannot be read or is over a bound (its written answers
+score 0, with the reason), and the written answers of an autograded folder as the head compares
 them (tools/instructor/autograde.py).
 """
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
+from tools.course.bounds import BOUNDS
 from tools.course.exercises import of_notebooks, questions_of
+
+
+class NotebookTooLarge(ValueError):
+    """A submitted notebook over a bound of tools/course/bounds.py (its bytes, its cells):
+    not read, as a notebook that cannot be read."""
+
+
+def read_bounded(path, bounds=BOUNDS):
+    """The notebook at path as nbformat reads it (version 4), once it is known to be within
+    the bounds: its bytes (bounds.file_bytes) before it is read, its cells
+    (bounds.notebook_cells) counted in its JSON before nbformat validates them and nbgrader
+    grades them (what takes the time: 13 minutes of autograde for 100,000 cells).
+    NotebookTooLarge otherwise; a file that is not JSON gets nbformat's own error."""
+    import nbformat
+
+    size = path.stat().st_size
+    if size > bounds.file_bytes:
+        raise NotebookTooLarge(f"{size:,} bytes, more than the {bounds.file_bytes:,} a "
+                               "notebook may have")
+    try:
+        cells = json.loads(path.read_bytes()).get("cells")
+    except (ValueError, AttributeError):  # (not JSON, or no object: nbformat says so)
+        cells = None
+    if isinstance(cells, list) and len(cells) > bounds.notebook_cells:
+        raise NotebookTooLarge(f"{len(cells):,} cells, more than the {bounds.notebook_cells:,} "
+                               "a notebook may have")
+    return nbformat.read(path, as_version=4)
 
 
 def answers(folder, stems):
@@ -44,7 +74,7 @@ def stage(submitted, stems, staging, stand_in):
             (staging / path.relative_to(submitted)).write_bytes(path.read_bytes())
     for path in sorted(Path(submitted).glob("*.ipynb")):
         try:
-            nb = nbformat.read(path, as_version=4)
+            nb = read_bounded(path)
         except Exception as error:
             if path.stem in stems:
                 unreadable[path.stem] = why = unreadable_why(path, error)

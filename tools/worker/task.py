@@ -15,8 +15,10 @@ own gradebook; it keeps the newest kit's alone.
 
 The task is one submission: its files (bytes), the digest they were chosen under and the
 limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
-(tools/judge/client.py), then nbgrader's autograde of the staged notebooks into the scratch
-gradebook, in this process. It returns an Outcome: the verdicts, nbgrader's scores and
+(tools/judge/client.py), then nbgrader's autograde of the staged notebooks (each read
+within its bytes and cells: tools/worker/stage.py) into the scratch gradebook, in this
+process, within record_seconds (tools/course/deadline.py: past it, nothing of it is
+recorded and the status says so). It returns an Outcome: the verdicts, nbgrader's scores and
 comments of every cell, the autograded folder's files and nbgrader's log. The scratch
 course forgets the submission after; the instructor's process alone writes the course's
 gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed)
@@ -45,6 +47,7 @@ is not this machine's).
 """
 
 import atexit
+import dataclasses
 import functools
 import hashlib
 import io
@@ -58,6 +61,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.course.deadline import TimeUp, deadline
 from tools.course.exercises import REPO
 from tools.course.folder import files_of, nbgrader_in_process, put
 from tools.sandboxed.limits import Limits
@@ -97,7 +101,9 @@ class Outcome:
     digest: str
     verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
     missing: list  # the student files the submission lacks
-    error: str | None  # why the judge could not grade it (the status "failed: ...")
+    error: str | None  # why the judge could not grade it, or nbgrader's autograde ran over
+    # its time (record_seconds: nothing of it is recorded; the judge's scores stand): the
+    # status "failed: ..."
     notes: list  # what the status says beside "graded" (a renamed notebook, ...)
     unreadable: dict  # {stem: why} of the notebooks that could not be read
     scores: dict  # {(notebook, grade_id): auto_score}: nbgrader's, for every graded cell
@@ -151,7 +157,11 @@ def _grade(root, kit, task, where):
                               functools.partial(stand_in, root, a))
     (root / "verdicts.json").write_text(json.dumps(
         {a: {s: {g: list(v) for g, v in found.items()}}}))
-    log = _autograde(root, kit, a, s, staging, limits, task.execute, task.sandboxed)
+    log, late = _autograde(root, kit, a, s, staging, limits, task.execute, task.sandboxed,
+                           len(stems))
+    if late:  # nothing half recorded: the judge's scores stand, said so
+        _forget_record(root, a, s)
+        error = "; ".join(filter(None, [error, late]))
     folder = root / "autograded" / s / a
     if not folder.is_dir():
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
@@ -229,10 +239,20 @@ def _scratch(kit):
     return courses[kit.digest]
 
 
-def _autograde(root, kit, assignment, student, staging, limits, execute, sandboxed):
+def record_seconds(limits, notebooks, execute):
+    """Seconds nbgrader's autograde may take for a submission of this many notebooks:
+    limits.record_timeout, and with --execute each notebook's runs on top (its time limit
+    and two kernel starts: the first, and one restart under way as it ends)."""
+    runs = limits.notebook_timeout + 2 * limits.startup_timeout if execute else 0
+    return limits.record_timeout + notebooks * runs
+
+
+def _autograde(root, kit, assignment, student, staging, limits, execute, sandboxed,
+               notebooks=1):
     """nbgrader's autograde of one staged submission into the scratch gradebook, in this
     process (a command would import nbgrader again for every task: 2 s), with the course's
-    settings (kit.config); its log."""
+    settings (kit.config), within record_seconds (tools/course/deadline.py); (its log, why
+    it did not end in time or None)."""
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
@@ -246,11 +266,7 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
                             "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
                             "assignment_id": assignment, "student_id": student},  # the env)
         "Judged": {"verdicts": str(root / "verdicts.json")},
-        "Grading": {"timeout": limits.timeout, "notebook_timeout": limits.notebook_timeout,
-                    "startup_timeout": limits.startup_timeout,
-                    "compile_timeout": limits.compile_timeout,
-                    "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
-                    "protected": list(limits.protected)},
+        "Grading": {**dataclasses.asdict(limits), "protected": list(limits.protected)},
         "GradingExecute": {"enabled": execute, "sandboxed": sandboxed}}))
     text = io.StringIO()
     log = logging.getLogger(f"normlib.grading.{assignment}.{student}")
@@ -258,11 +274,17 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
     log.setLevel(logging.INFO)
     app = Autograde(coursedir=CourseDirectory(config=settings), config=settings, log=log)
     app.force, app.create_student = True, True
+    seconds, late = record_seconds(limits, notebooks, execute), None
     try:
-        app.start()
+        with deadline(seconds):
+            app.start()
+    except TimeUp:
+        late = (f"nbgrader's autograde ran over its {seconds} s limit (c.Grading."
+                "record_timeout): nothing of its notebooks was recorded")
+        log.error("autograde stopped: %s", late)
     except Exception as error:  # (nbgrader's failures are its own: the submission's status)
         log.error("autograde failed: %s: %s", type(error).__name__, error)
-    return text.getvalue()
+    return text.getvalue(), late
 
 
 def _nbgrader_record(root, assignment, student):
@@ -286,15 +308,23 @@ def _nbgrader_record(root, assignment, student):
     return grades, comments, penalties
 
 
-def _forget(root, assignment, student):
-    """The submission out of the scratch course: its folders and its gradebook record."""
+def _forget_record(root, assignment, student):
+    """What nbgrader's autograde recorded of the submission in the scratch course (its
+    autograded folder, its gradebook record), as if it had recorded nothing."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    for folder in ("submitted", "autograded", "staging"):
-        shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
-    (root / "verdicts.json").unlink(missing_ok=True)
+    shutil.rmtree(root / "autograded" / student / assignment, ignore_errors=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         try:
             gb.remove_submission(assignment, student)
         except MissingEntry:
             pass
+
+
+def _forget(root, assignment, student):
+    """The submission out of the scratch course: its folders and its gradebook record."""
+
+    for folder in ("submitted", "staging"):
+        shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
+    (root / "verdicts.json").unlink(missing_ok=True)
+    _forget_record(root, assignment, student)
