@@ -5,6 +5,7 @@ LMS wrote, never from what the student wrote (issue 39: cases 3, 4, 5, 6, 9, 14 
 the hostile class, each beside honest students, and the rules they broke)."""
 
 import contextlib
+import csv
 import datetime
 import io
 import os
@@ -440,6 +441,92 @@ def test_a_moodle_class_in_folders_is_late_by_its_worksheet_alone(tmp_path, extr
     assert times == {"ada-lovelace": "2026-10-05 19:14:00.000000 UTC",
                      "alan-turing": "2026-10-05 21:58:00.000000 UTC",
                      "grace-hopper": "2026-10-05 23:05:00.000000 UTC"}
+
+
+def php_fputcsv(values):
+    """A line as PHP's fputcsv writes it with its default escape character (php-src
+    ext/standard/file.c, php_fputcsv; Moodle's csv_export_writer): a field holding
+    ',', '"', '\\', a space, tab, CR or LF is enclosed, and each '"' in it doubled unless a
+    backslash comes before it."""
+    out = []
+    for text in values:
+        if not any(c in text for c in ',"\\ \t\r\n'):
+            out.append(text)
+            continue
+        field, escaped = '"', False
+        for c in text:
+            if c == "\\":
+                escaped = True
+            elif c == '"' and not escaped:
+                field += '"'
+            else:
+                escaped = False
+            field += c
+        out.append(field + '"')
+    return ",".join(out) + "\n"
+
+
+def moodle_worksheet(rows):
+    """The grading worksheet as Moodle writes it (fputcsv), rows of (number, full name,
+    last modified)."""
+    return php_fputcsv(next(csv.reader([WORKSHEET_HEADER]))) + "".join(php_fputcsv(
+        [f"Participant {n}", name, f"{n}@example.edu", "Submitted for grading", "", "100.00",
+         "Yes", when, "-", ""]) for n, name, when in rows)
+
+
+def moodle_class(tmp_path, extra):
+    """A Moodle class in folders (MOODLE_CLASS and the students of extra: {number: (full
+    name, the name of its entry, last modified)}), due 2026-10-05 23:59 in Berlin."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n'
+                                     'c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}\n')
+    people = {n: (name, name, when) for n, (name, when) in MOODLE_CLASS.items()} | extra
+    for n, (_, entry, _) in people.items():
+        for rel, text in GOOD.items():
+            (archive / f"{entry}_{n}_assignsubmission_file" / rel).parent.mkdir(
+                parents=True, exist_ok=True)
+            (archive / f"{entry}_{n}_assignsubmission_file" / rel).write_text(text)
+    return root, archive, [(n, name, when) for n, (name, _, when) in people.items()]
+
+
+def test_a_full_name_holding_backslash_quote_keeps_the_worksheets_columns(tmp_path):
+    """Issue 58: Moodle writes its worksheet with PHP's fputcsv, which leaves a '"' after a
+    backslash alone; read as Python's csv reads it, a full name 'Eve \\",-,-,...' ends
+    at that quote and its dashes fill the columns after it, the time's among them ("-":
+    time unknown, no penalty). Read as fputcsv writes it, Eve is late by her row's time, and
+    the class beside her is graded by theirs."""
+    eve = 'Eve \\",-,-,-,-,-,-,-'
+    root, archive, rows = moodle_class(tmp_path, {
+        1004: (eve, "Eve", "Wednesday, 7 October 2026, 10:00 AM")})
+    (archive.parent / "Grades-unit1.csv").write_text(moodle_worksheet(rows))
+    assert next(csv.reader(io.StringIO(moodle_worksheet(rows)).readlines()[4:]))[7] == "-"
+    out = run(root, "unit1")
+    assert "TIMES UNKNOWN" not in out and "REJECTED" not in out
+    assert "late: eve (1 d 10 h 1 min late), grace-hopper (1 h 6 min late)" in out
+    times = {s: (root / "submitted" / s / "unit1" / "timestamp.txt").read_text()
+             for s in ("ada-lovelace", "alan-turing", "grace-hopper", "eve")}
+    assert times == {"ada-lovelace": "2026-10-05 19:14:00.000000 UTC",
+                     "alan-turing": "2026-10-05 21:58:00.000000 UTC",
+                     "grace-hopper": "2026-10-05 23:05:00.000000 UTC",
+                     "eve": "2026-10-07 08:00:00.000000 UTC"}
+
+
+def test_a_worksheet_row_whose_columns_are_off_refuses_that_entry_alone(tmp_path):
+    """Issue 58: a row of the worksheet with a column more than its header (not what
+    fputcsv writes) is refused alone, its entry with it, saying why; the rest of the class
+    is collected and dated by its rows (it stopped collect, reading "Yes" as the time)."""
+    root, archive, rows = moodle_class(tmp_path, {
+        1005: ("Mallory Other", "Mallory Other", "Friday, 9 October 2026, 10:00 AM")})
+    lines = moodle_worksheet(rows).splitlines(keepends=True)
+    lines[-1] = lines[-1].replace('"Submitted for grading",', '"Submitted for grading",' * 2)
+    text = "".join(lines)
+    (archive.parent / "Grades-unit1.csv").write_text(text)
+    out = run(root, "unit1")
+    assert rejected(out, "Mallory Other_1005_assignsubmission_file").endswith(
+        ": participant 1005's row: line 5 of Grades-unit1.csv cannot be read: 11 columns "
+        "where the header has 10; moved to downloaded/unit1/rejected/")
+    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing",
+                                                      "grace-hopper"]}
+    assert "late: grace-hopper (1 h 6 min late)" in out and "TIMES UNKNOWN" not in out
 
 
 # --- what an entry holds: bounds checked before any work, no link followed -------------

@@ -129,8 +129,12 @@ def _moodle(name, roster, times):
                       "(it writes a space): not a name Moodle wrote")
     blind = name.name == downloads.BLIND
     if times is not None and times.kind == downloads.WORKSHEET:
+        if name.key in times.unread:
+            raise Refused(f"participant {name.key}'s row: {times.unread[name.key]}")
         if name.key not in times.rows:
-            raise Refused(f"participant {name.key} is not in {times.path.name}")
+            unread = "; ".join(v for k, v in times.unread.items() if k.startswith("line "))
+            raise Refused(f"participant {name.key} is not in {times.path.name}"
+                          + (f" (rows it does not name are unread: {unread})" if unread else ""))
         full, _, email = times.rows[name.key]
         if blind and not full:
             raise Refused(f"blind marking: {times.path.name} gives no name for participant "

@@ -60,6 +60,8 @@ import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.lms import phpcsv
+
 # (Python's strptime reads English month and day names: a worksheet in another language
 # needs its own format, or the English download)
 FORMATS = {
@@ -266,13 +268,16 @@ class Times:
     path: Path
     kind: str  # WORKSHEET or EXPORT
     rows: dict
+    unread: dict = dataclasses.field(default_factory=dict)  # {participant number, or
+    # "line <n>" where none can be read: why its row of the worksheet is not read}
 
 
 def read_times(folder, tz=None, formats=FORMATS):
     """The Times of the one CSV beside an assignment's download (downloaded/<assignment>/
     *.csv), or None if there is none. TimeError (stopping collect) for two of them, a CSV
     that is neither a Moodle grading worksheet nor an export, or a date it cannot read
-    (naming its line)."""
+    (naming its line). Moodle's worksheet is read as PHP writes it: a row that cannot
+    be read is left out alone (Times.unread), its entry refused with why."""
     found = sorted(Path(folder).glob("*.csv"))
     if not found:
         return None
@@ -281,27 +286,51 @@ def read_times(folder, tz=None, formats=FORMATS):
                         f"({', '.join(p.name for p in found)}): keep the one that gives the "
                         "submission times (Moodle's grading worksheet, or an export)")
     path = found[0]
+    text = path.read_text(encoding="utf-8-sig")
+    header = set(phpcsv.records(text.split("\n", 1)[0])[0].values) if text else set()
+    if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name" under
+        return _worksheet(path, text, tz, formats)  # blind marking: gradingtable.php)
+    if not ("submitted_at" in header and header & {"student_id", "lms_id"}):
+        raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
+                        "Last modified (submission); Full name) nor an export (student_id "
+                        "or lms_id, submitted_at)")
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        header = set(reader.fieldnames or ())
-        if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name"
-            kind, read = WORKSHEET, _worksheet_row  # under blind marking: gradingtable.php)
-        elif "submitted_at" in header and header & {"student_id", "lms_id"}:
-            kind, read = EXPORT, _export_row
-        else:
-            raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
-                            "Last modified (submission); Full name) nor an export (student_id "
-                            "or lms_id, submitted_at)")
-        rows = {}
-        for row in reader:
-            try:
-                key, value = read(row, tz, formats)
-            except TimeError as error:
-                raise TimeError(f"{path.name}, line {reader.line_num}: {error}") from None
-            if key in rows:
-                raise TimeError(f"{path.name}, line {reader.line_num}: {key} is listed twice")
-            rows[key] = value
-    return Times(path, kind, rows)
+        return Times(path, EXPORT, _rows(path, ((reader.line_num, row) for row in
+                                                       reader), _export_row, tz, formats))
+
+
+def _rows(path, numbered, read, tz, formats):
+    """{key: value} of the rows (numbered: [(line, {column: value})]) read by read; TimeError
+    naming the line of a date it cannot read, or of a key listed twice."""
+    rows = {}
+    for line, row in numbered:
+        try:
+            key, value = read(row, tz, formats)
+        except TimeError as error:
+            raise TimeError(f"{path.name}, line {line}: {error}") from None
+        if key in rows:
+            raise TimeError(f"{path.name}, line {line}: {key} is listed twice")
+        rows[key] = value
+    return rows
+
+
+def _worksheet(path, text, tz, formats):
+    """The Times of Moodle's grading worksheet (text), read as PHP's fputcsv writes it
+    (tools/lms/phpcsv.py): a row that cannot be read, or whose number of columns is not
+    the header's, is left out and kept in Times.unread with why, by its participant
+    number where its first column gives one; its entry is refused, the others read."""
+    records = phpcsv.records(text)
+    header, good, unread = records[0].values, [], {}
+    for record in records[1:]:
+        if record.problem is None:
+            good.append((record.line, dict(zip(header, record.values))))
+            continue
+        ident = re.fullmatch(r"Participant (\d+)", record.values[0].strip()) \
+            if record.values else None
+        unread[ident.group(1) if ident else f"line {record.line}"] = \
+            f"line {record.line} of {path.name} cannot be read: {record.problem}"
+    return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread)
 
 
 def _worksheet_row(row, tz, formats):
