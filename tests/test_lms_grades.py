@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_collect import php_fputcsv
 from tools.course.exercises import questions_of
 from tools.course.folder import load_course
 from tools.course.late import LOG
@@ -293,6 +294,30 @@ def test_moodle(course):
            f"in Moodle is {POINTS} (scores are written out of {POINTS})" in printed.splitlines()
     again, _ = filled(root, "moodle", expected, "moodle-again.csv")  # (exported after import)
     assert again == expected
+
+
+
+def test_moodle_profile_fields_are_read_as_php_writes_them(course):
+    """Issue 58: a profile field holding '\\"' and commas (a Department 'Maths \\", x,'),
+    as PHP's fputcsv writes it (the '"' after a backslash not doubled: tests.test_collect's
+    php_fputcsv), stopped make grades for the whole class ("a quote that does not close").
+    Read as fputcsv writes it, bob's row is filled like the others, every other byte the
+    export's; a row with a column too many (not what Moodle writes) is left as it was and
+    listed with why."""
+    root, _ = course
+    bob = php_fputcsv(["Bob", "Babbage", "S002", "", 'Maths \\", x,', "bob@example.edu"])
+    assert bob == 'Bob,Babbage,S002,,"Maths \\", x,",bob@example.edu\n'
+    people = [("ada", "Ada,Lovelace,S001,,,ADA@example.edu,"), ("bob", bob[:-1] + ","),
+              ("erin", "Erin,Catto,S005,,,erin@example.edu,"),
+              ("gus", "Gus,Hopper,,,Extra,,gus@example.edu,")]  # (a column too many)
+    template = moodle_export([(p, "-", "") for _, p in people])
+    text, printed = filled(root, "moodle", template, "moodle-php.csv")
+    late = {s: f'"Late policy: {REASONS[s]}; score {final}"'
+            for s, final in (("bob", "7 - 1.65 = 5.35"), ("erin", "7"))}
+    assert text == moodle_export([(p, FINAL[s], late.get(s, "")) if s != "gus" else
+                                  (p, "-", "") for s, p in people])
+    assert "1 score filled in" not in printed and ": 3 scores filled in" in printed
+    assert "line 5 (it cannot be read: 11 columns where the header has 10)" in printed
 
 
 BLACKBOARD_HEAD = (

@@ -56,6 +56,7 @@ import re
 from pathlib import Path
 
 from tools.course import late
+from tools.lms import phpcsv
 
 LMSS = ("canvas", "moodle", "blackboard", "brightspace")
 # each LMS's id columns: {header: what of a student it holds (the roster's columns)}
@@ -102,9 +103,23 @@ class Template:
     bom: bytes
     delimiter: str
     records: list
+    unread: dict = dataclasses.field(default_factory=dict)  # {index of a record: why it
+    # cannot be read (Moodle's, read as PHP writes them: tools/lms/phpcsv.py)}
 
     def header(self):
-        return [value(f) for f in self.records[0][0]]
+        return [self.value(f) for f in self.records[0][0]]
+
+    def value(self, field):
+        """A field's value, read as its LMS writes it."""
+        return phpcsv.value(field) if self.lms == "moodle" else value(field)
+
+    def written(self, text, like):
+        """text as a field in place of like (a field as written), as its LMS writes it:
+        Moodle's as PHP's fputcsv does (quoted too where like was)."""
+        if self.lms != "moodle":
+            return written(text, like, self.delimiter)
+        out = phpcsv.field(text, self.delimiter)
+        return f'"{out}"' if like.startswith('"') and not out.startswith('"') else out
 
     def text(self):
         return "".join(self.delimiter.join(fields) + end for fields, end, _ in self.records)
@@ -168,6 +183,11 @@ def read_template(path, lms):
         except SystemExit:  # (not this delimiter)
             continue
         if set(header) & set(IDS[lms]):
+            if lms == "moodle":  # (csv_export_writer: PHP's fputcsv)
+                read = phpcsv.records(text, delimiter)
+                return Template(path, lms, encoding, bom, delimiter,
+                                [(list(r.raw), r.end, r.line) for r in read],
+                                {i: r.problem for i, r in enumerate(read) if r.problem})
             return Template(path, lms, encoding, bom, delimiter, records(text, delimiter, path))
     raise SystemExit(f"{path}: not an export of {lms.capitalize()}'s gradebook: its first line "
                      f"has none of the id columns {', '.join(IDS[lms])}")
@@ -219,7 +239,7 @@ def points_possible(table, index):
     lib/gradebook_exporter.rb writes it, I18n.n(points, precision: 2)), Blackboard's and
     Brightspace's in the header (MAXIMUM), Moodle's nowhere."""
     if table.lms == "canvas":
-        row = next((values for values in ([value(f) for f in fields]
+        row = next((values for values in ([table.value(f) for f in fields]
                                           for fields, _, _ in table.records[1:])
                     if values and "Points Possible" in values[0]), None)
         text = row[index].strip() if row and index < len(row) else ""
@@ -366,7 +386,10 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
     results = {(r.assignment, r.student): r for r in rows}
     lines, strangers, filled = {}, [], 0
     for index, (fields, _, line) in enumerate(table.records[1:], start=1):
-        values = [value(f) for f in fields]
+        if index in table.unread:
+            strangers.append(f"line {line} (it cannot be read: {table.unread[index]})")
+            continue
+        values = [table.value(f) for f in fields]
         if _special(lms, values):
             continue
         students, said = _who(lms, header, values, known)
@@ -392,12 +415,12 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
         fields = table.records[matched[student]][0]
         score, feedback = filling.columns[name]
         fields.extend([""] * (max(score, feedback or 0) + 1 - len(fields)))
-        fields[score] = written(late.number(row.decision.final), fields[score], table.delimiter)
+        fields[score] = table.written(late.number(row.decision.final), fields[score])
         if feedback is not None:  # (the grader's text is Moodle's own: written back as it is)
-            was = value(fields[feedback])
+            was = table.value(fields[feedback])
             now = _feedback(was, row.decision)
             if now != was:
-                fields[feedback] = written(now, fields[feedback], table.delimiter)
+                fields[feedback] = table.written(now, fields[feedback])
         filled += 1
         if row.decision.penalty:
             penalized.append(f"{name} {student}")

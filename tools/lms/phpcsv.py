@@ -140,7 +140,8 @@ def records(text, delimiter=",", columns=None):
         if right:
             raw, end = right[0]
         else:
-            raw, end = readings[0] if readings and not spent else ((), _next_line(text, pos))
+            raw, end = readings[0] if readings and not spent else (None, _next_line(text, pos))
+            raw = raw or (text[pos:end],)  # (kept as written, in one piece)
             problem = _why(readings, spent, columns)
         stop = next((e for e in ENDS if text.startswith(e, end)), "")
         out.append(Record(raw, tuple(value(f) for f in raw), stop, line, problem))
