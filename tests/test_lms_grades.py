@@ -312,8 +312,8 @@ def test_moodle_profile_fields_are_read_as_php_writes_them(course):
               ("gus", "Gus,Hopper,,,Extra,,gus@example.edu,")]  # (a column too many)
     template = moodle_export([(p, "-", "") for _, p in people])
     text, printed = filled(root, "moodle", template, "moodle-php.csv")
-    late = {s: f'"Late policy: {REASONS[s]}; score {final}"'
-            for s, final in (("bob", "7 - 1.65 = 5.35"), ("erin", "7"))}
+    late = {"bob": f'Late policy: {REASONS["bob"]}; score 7 - 1.65 = 5.35',
+            "erin": f'"Late policy: {REASONS["erin"]}; score 7"'}  # (RFC 4180's quoting)
     assert text == moodle_export([(p, FINAL[s], late.get(s, "")) if s != "gus" else
                                   (p, "-", "") for s, p in people])
     assert "1 score filled in" not in printed and ": 3 scores filled in" in printed

@@ -114,9 +114,11 @@ class Template:
         return phpcsv.value(field) if self.lms == "moodle" else value(field)
 
     def written(self, text, like):
-        """text as a field in place of like (a field as written), as its LMS writes it:
-        Moodle's as PHP's fputcsv does (quoted too where like was)."""
-        if self.lms != "moodle":
+        """text as a field in place of like (a field as written), as its LMS reads it: for
+        Moodle, a text holding a backslash as PHP's fputcsv writes it (a '"' after a
+        backslash left alone, as PHP's fgetcsv reads it back; quoted too where like was),
+        any other as RFC 4180 writes it (which PHP reads alike)."""
+        if self.lms != "moodle" or "\\" not in text:
             return written(text, like, self.delimiter)
         out = phpcsv.field(text, self.delimiter)
         return f'"{out}"' if like.startswith('"') and not out.startswith('"') else out
