@@ -98,6 +98,7 @@ from tools.lms import downloads
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
 COLLECTED = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
 DATED = ("blackboard", "brightspace")  # whose names date each upload
+PEOPLE = ("moodle", "canvas", "brightspace")  # whose keys are the LMS's: two are two people
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def _newest(student, found):
     if len(found) == 1:
         return found[0], []
     names = ", ".join(e for f in found for e in f.entries)
-    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in ("moodle", "canvas")}
+    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in PEOPLE}
     if len(people) > 1:
         return None, _refuse([e for f in found for e in f.entries], (
             f"{len(found)} entries named {student} ({names}) are {len(people)} people to the "
@@ -345,6 +346,20 @@ def _newest(student, found):
     return None, _refuse([e for f in found for e in f.entries], (
         f"{len(found)} entries of {student} ({names}), and no date from the LMS tells which "
         "is the later: all refused (keep the one to grade in archive/, then collect again)"))
+
+
+def _other(record, newest):
+    """[Rejected] of newest's entries where the submission collected before for its
+    student (record: collected.json's, or None) is another person's to the LMS (another
+    participant number, user id or Brightspace id): a display name never replaces another
+    student's submission; else None."""
+    if record is None or newest.name.lms not in PEOPLE or record.get("lms") != \
+            newest.name.lms or record.get("key") == newest.name.key:
+        return None
+    return _refuse(newest.entries, (
+        f"the submission of {newest.student} collected before is {newest.name.lms} id "
+        f"{record.get('key')}'s, this entry is id {newest.name.key}'s: two people to the LMS "
+        "of one name, refused (a roster tells them apart)"))
 
 
 def _collisions(pieces, root, assignment):
@@ -421,7 +436,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
     clashes = _collisions(pieces, root, assignment)
     rejected += clashes
     pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
-    by_student = {}
+    before, by_student = read_collected(root, assignment), {}
     for p in pieces:
         by_student.setdefault(p.student, {}).setdefault(p.upload(), []).append(p)
     outcome, kept, recorded = {}, {}, {}
@@ -436,7 +451,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
         if newest is None:
             continue
         folder = Path(root) / "submitted" / student / assignment
-        state = _keep(folder, newest)
+        state = _other(before.get(student), newest) or _keep(folder, newest)
         if isinstance(state, list):
             rejected += state
             continue

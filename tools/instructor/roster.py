@@ -181,8 +181,21 @@ def _resolve(name, assignment, roster, times):
         rows = [r for r in roster if r["student_id"] == name.key]
     if not rows and name.name is not None:  # else the name the LMS shows
         rows = _by_name(roster, name.name)
+        _not_anothers(name, rows)
     what = f"{name.lms} id {name.key!r}" + (f" (name {name.name!r})" if name.name else "")
     return _one(rows, what)
+
+
+def _not_anothers(name, rows):
+    """Refused where the roster gives a row that a Name's display name matches another id
+    of its LMS than the Name's: the LMS's id decides, a display name never makes an entry
+    another student's (a student renamed as a classmate)."""
+    ids = sorted({r["lms_id"] for r in rows if r["lms_id"]} - {name.key})
+    if ids:
+        raise Refused(f"its display name {name.name!r} is the roster's "
+                      f"{', '.join(sorted(r['student_id'] for r in rows))}, whose {name.lms} id "
+                      f"is {', '.join(ids)}, not this entry's {name.key}: the LMS's id decides, "
+                      "never a display name (refused)")
 
 
 def student_of(names, assignment, roster=None, times=None):

@@ -79,7 +79,10 @@ CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
 # student chose)
 BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
                         r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
-BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} "
+# (Brightspace's date is the last " - <date>" of a folder's name, and before the file's
+# name in a file's: the display name before it may hold one too: names() refuses a file's
+# name whose date cannot be told from the display name's or the file's)
+BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+) - (?P<time>[A-Z][a-z]{2} "
                          r"\d{1,2}, \d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
 PATTERNS = {"blackboard": BLACKBOARD, "brightspace": BRIGHTSPACE}
 NEEDED = {"blackboard": {"key", "time"}, "brightspace": {"key", "name", "time"}}
@@ -189,15 +192,47 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, 
                                 board["time"], formats["blackboard"], tz, now))
     bright = patterns["brightspace"].fullmatch(entry)
     if bright:
-        found.append(_dated(Name("brightspace", bright["key"], bright["name"],
-                                 rest=_rest(bright)),
-                            brightspace_time, bright["time"], formats["brightspace"], tz, now))
+        name = _dated(Name("brightspace", bright["key"], bright["name"], rest=_rest(bright)),
+                      brightspace_time, bright["time"], formats["brightspace"], tz, now)
+        problem = _brightspace_dates(entry, bright, folder, formats["brightspace"])
+        found.append(dataclasses.replace(name, problem=problem) if problem else name)
     for ids in CANVAS_IDS.finditer(entry):
         head = CANVAS_NAME.fullmatch(entry[:ids.start()])
         if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
             found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
                               order=int(ids["order"]), rest=entry[ids.end():] or None))
     return found or [Name("plain", stem)]
+
+
+def _brightspace_dates(entry, match, folder, fmt):
+    """Why a Brightspace name's date cannot be told for Brightspace's own (None: it can).
+    Brightspace writes "<ids> - <Name> - <date>[ - <file's name>]", and the display name
+    and the file's name are the student's: either may hold " - <a date>". A folder's name
+    ends with Brightspace's date (read there, whatever its display name holds); a file's
+    name holding two dates between its ids and its file's name reads two ways."""
+    parts = entry.split(" - ")
+    dates = [i for i, part in enumerate(parts) if i >= 2 and _is_date(part, fmt)]
+    if not dates or match["time"] not in (parts[i] for i in dates):
+        return None  # (a course's own pattern, not written with " - ": read as it says)
+    if folder and match.end("time") != len(entry):
+        return (f"Brightspace writes its own date last, and this name's last part, "
+                f"{parts[-1]!r}, is not the date read ({match['time']!r}), which may be the "
+                "display name's (refused, never guessed)")
+    inner = [parts[i] for i in dates if i <= len(parts) - 2]
+    if not folder and len(inner) > 1:
+        return (f"its name holds {len(inner)} dates written as Brightspace writes its own "
+                f"({'; '.join(inner)}), and a display name or a file's name may hold one: "
+                "which is Brightspace's cannot be told (refused, never guessed)")
+    return None
+
+
+def _is_date(text, fmt):
+    """Whether text reads as a date Brightspace writes (fmt; its "914 PM" given a colon)."""
+    try:
+        brightspace_time(text, fmt, datetime.timezone.utc)
+    except TimeError:
+        return False
+    return True
 
 
 def _splits(match):
