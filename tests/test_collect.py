@@ -191,13 +191,53 @@ def test_ids_that_differ_only_in_case_or_normalization_are_refused(tmp_path):
     write_zip(archive / "alice_unit1.zip", GOOD)
     write_zip(archive / "honest1_unit1.zip", GOOD)
     out = run(root, "unit1")
-    for entry in ("Alice_unit1.zip", "alice_unit1.zip"):
-        assert "differs only in case or Unicode normalization" in rejected(out, entry)
+    for entry, other in (("Alice_unit1.zip", "alice"), ("alice_unit1.zip", "Alice")):
+        assert f"differs from {other} only in case, Unicode normalization or look-alike " \
+               "characters" in rejected(out, entry)
     assert submissions(root, ["unit1"]) == {"unit1": ["honest1"]}
     write_zip(archive / "HONEST1_unit1.zip", GOOD)  # against one collected before
     out = run(root, "unit1")
-    assert "differs only in case or Unicode normalization from honest1" in \
-        rejected(out, "HONEST1_unit1.zip")
+    assert "differs from honest1 only in case" in rejected(out, "HONEST1_unit1.zip")
+
+
+def test_look_alike_ids_and_names_are_never_two_students(tmp_path):
+    """Issue 58: a Cyrillic "\u0435" for a Latin "e" gave two rows that read as one
+    student: "Ada Lov\u0435lace"'s entry beside Ada's (Moodle's display names, no roster)
+    and a plain id "s1\u0430" beside "s1a", in this collect or in one before (another
+    assignment of the class). Ids whose confusable skeletons (UTS #39) are one are refused,
+    saying so; the honest students beside them are collected."""
+    root, archive = course(tmp_path)
+    (root / "submitted" / "s1a" / "unit0").mkdir(parents=True)  # (collected before)
+    write_zip(archive / "Ada Lovelace_11_assignsubmission_file_a.zip", GOOD)
+    write_zip(archive / "Ada Lov\u0435lace_12_assignsubmission_file_a.zip", WRONG)
+    write_zip(archive / "s1\u0430_unit1.zip", WRONG)
+    write_zip(archive / "Grace Hopper_13_assignsubmission_file_a.zip", GOOD)
+    write_zip(archive / "s1002_unit1.zip", GOOD)
+    out = run(root, "unit1")
+    for entry, who, other in (
+            ("Ada Lovelace_11_assignsubmission_file_a.zip", "ada-lovelace", "ada-lov\u0435lace"),
+            ("Ada Lov\u0435lace_12_assignsubmission_file_a.zip", "ada-lov\u0435lace",
+             "ada-lovelace"),
+            ("s1\u0430_unit1.zip", "s1\u0430", "s1a")):
+        assert rejected(out, entry).endswith(
+            f"its student id {who!r} differs from {other} only in case, Unicode normalization "
+            "or look-alike characters (Unicode's confusable skeletons, UTS #39): refused (give "
+            "them distinct ids in the roster); moved to downloaded/unit1/rejected/")
+    assert submissions(root, ["unit1"]) == {"unit1": ["grace-hopper", "s1002"]}
+
+
+def test_a_roster_with_look_alike_ids_stops_naming_the_line(tmp_path):
+    """Issue 58: two roster rows whose ids are one to a reader ("s1001", "sl00l") are two
+    students to collect: the roster is refused, naming the line, before anything is read."""
+    root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
+    (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n"
+                                     ",s1002,Alan Turing\n,sl00l,Eve Other\n")
+    write_zip(archive / "s1001_unit1.zip", GOOD)
+    with pytest.raises(SystemExit) as stopped:
+        run(root, "unit1")
+    assert str(stopped.value).endswith(
+        "roster.csv, line 4: student id 'sl00l' is also line 2's (up to case, Unicode "
+        "normalization and look-alike characters: Unicode's confusable skeletons, UTS #39)")
 
 
 def test_a_moodle_display_name_cannot_carry_another_students_number(tmp_path):

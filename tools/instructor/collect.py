@@ -88,7 +88,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from tools.course.bounds import BOUNDS, fold
+from tools.course import confusables
+from tools.course.bounds import BOUNDS
 from tools.course.folder import assignment_names, files_of, load_course, run, submissions
 from tools.course.late import late_words
 from tools.course.settings import config, read
@@ -363,20 +364,24 @@ def _other(record, newest):
 
 
 def _collisions(pieces, root, assignment):
-    """[Rejected] of the entries whose student ids differ only in case or Unicode
-    normalization from another's of this collect, or from a submission collected before."""
-    by_fold = {}
+    """[Rejected] of the entries whose student ids differ only in case, Unicode
+    normalization or look-alike characters (tools.course.confusables.key: UTS #39's
+    skeletons) from another's of this collect, or from a student of the class collected
+    before (submitted/<student>/, any assignment)."""
+    by_key = {}
     for p in pieces:
-        by_fold.setdefault(fold(p.student), set()).add(p.student)
-    for folder in Path(root).glob(f"submitted/*/{assignment}"):
-        if fold(folder.parent.name) in by_fold:
-            by_fold[fold(folder.parent.name)].add(folder.parent.name)
-    clashing = {k: ids for k, ids in by_fold.items() if len(ids) > 1}
-    return [Rejected(p.entry, f"its student id {p.student!r} differs only in case or Unicode "
-                              "normalization from "
-                              f"{', '.join(sorted(clashing[fold(p.student)] - {p.student}))}"
-                              ": refused (give them distinct ids in the roster)")
-            for p in pieces if fold(p.student) in clashing]
+        by_key.setdefault(confusables.key(p.student), set()).add(p.student)
+    for folder in Path(root).glob("submitted/*/"):
+        if confusables.key(folder.name) in by_key:
+            by_key[confusables.key(folder.name)].add(folder.name)
+    clashing = {k: ids for k, ids in by_key.items() if len(ids) > 1}
+    others = {p.student: ", ".join(sorted(clashing[confusables.key(p.student)] - {p.student}))
+              for p in pieces if confusables.key(p.student) in clashing}
+    return [Rejected(p.entry, f"its student id {p.student!r} differs from {others[p.student]}"
+                              " only in case, Unicode normalization or look-alike characters "
+                              "(Unicode's confusable skeletons, UTS #39): refused (give them "
+                              "distinct ids in the roster)")
+            for p in pieces if p.student in others]
 
 
 def _wanted(files, when):

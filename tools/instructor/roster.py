@@ -12,7 +12,9 @@ letters and digits, and "_", "." and "-" inside; it starts with a letter or a di
 never ".", "..", "-", "+", "=" or "@": no path, no option, no spreadsheet formula), has at
 most BOUNDS.id_chars characters, no whitespace, control character, path separator or
 nbgrader's exchange separator "+", and is in Unicode's normal form (NFC). Two ids of one
-collect that differ only in case or normalization are refused (tools/instructor/collect.py).
+collect, or of one roster, that differ only in case, normalization or look-alike characters
+(Unicode's confusable skeletons: tools/course/confusables.py) are refused
+(tools/instructor/collect.py).
 
 How each LMS's name maps to a student (docs/security.md lists what each trusts):
 - Moodle: its number is the assignment's participant number, not a user id. With the
@@ -47,7 +49,8 @@ import csv
 import re
 import unicodedata
 
-from tools.course.bounds import fold, id_problem
+from tools.course import confusables
+from tools.course.bounds import id_problem
 from tools.lms import downloads
 
 NEEDED = {"lms_id", "student_id", "name"}
@@ -87,10 +90,12 @@ def read_roster(path):
             problem = id_problem(row["student_id"])
             if problem:
                 raise SystemExit(f"{path}, line {reader.line_num}: {problem}")
-            key = fold(row["student_id"])
+            key = confusables.key(row["student_id"])
             if key in seen:
                 raise SystemExit(f"{path}, line {reader.line_num}: student id "
-                                 f"{row['student_id']!r} is also line {seen[key]}'s")
+                                 f"{row['student_id']!r} is also line {seen[key]}'s (up to "
+                                 "case, Unicode normalization and look-alike characters: "
+                                 "Unicode's confusable skeletons, UTS #39)")
             seen[key] = reader.line_num
             rows.append(row)
     return rows
