@@ -604,6 +604,33 @@ def test_a_date_in_a_brightspace_display_name_is_never_the_lmss(tmp_path):
     assert held(root, "ada-lovelace")["timestamp.txt"] == "2026-10-06 02:14:00.000000 UTC"
 
 
+def test_local_times_that_happen_twice_or_never_are_never_read_in_the_students_favour(
+        tmp_path):
+    """Issue 58: 02:30 on 25 October 2026 happens twice in Berlin (summer time ends at
+    03:00 CEST); read as its first occurrence (CEST, 00:30 UTC) Eve was on time for a due
+    date of 01:00 UTC, read as the later (CET, 01:30 UTC) she is 30 minutes late, and the
+    report says so. 02:30 on 29 March 2026 never happens there (summer time starts at
+    02:00): no date the LMS writes, Mallory's entry is refused, saying why. Ada, on time,
+    beside them."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n'
+                                     'c.Grading.due = {"unit1": "2026-10-25 01:00 +00:00"}\n')
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 24, 22, 0))
+    eve = brightspace_entry("39788-640695", "Eve Other", datetime.datetime(2026, 10, 25, 2, 30))
+    mallory = brightspace_entry("39789-640696", "Mallory Other",
+                                datetime.datetime(2026, 3, 29, 2, 30))
+    download(archive, {f"{e}/{NOTEBOOK}": NB for e in (ada, eve, mallory)})
+    out = run(root, "unit1")
+    assert reasons(out) == {mallory: (
+        "its date cannot be read: 2026-03-29 02:30 never happens in Europe/Berlin (the hour "
+        "skipped when summer time starts): not a time the LMS writes; is "
+        "c.Grading.lms_timezone the zone of the account that downloaded it?")}
+    assert held(root, "eve-other")["timestamp.txt"] == "2026-10-25 01:30:00.000000 UTC"
+    assert "late: eve-other (30 min late)" in out
+    assert "  times in the hour when summer time ends, which happens twice, read as its later " \
+           "occurrence (never less late): eve-other (2026-10-25 02:30 CET)" in out.splitlines()
+    assert held(root, "ada-lovelace")["timestamp.txt"] == "2026-10-24 20:00:00.000000 UTC"
+
+
 def test_localized_names_are_read_through_the_courses_patterns(tmp_path):
     """A Blackboard in German ("Versuch") and a Brightspace writing dates day first, read
     through c.Grading.lms_patterns and c.Grading.lms_formats."""

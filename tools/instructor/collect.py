@@ -567,6 +567,11 @@ def report(name, collected, due, dry_run=False):
                   f"; {_when(kept[student])}")
     if times is not None:
         print(f"  times: {times.kind} {times.path.name}")
+    twice = sorted(s for s, f in kept.items() if downloads.ambiguous(f.when))
+    if twice:
+        print("  times in the hour when summer time ends, which happens twice, read as its "
+              "later occurrence (never less late): " + ", ".join(
+                  f"{s} ({kept[s].when:%Y-%m-%d %H:%M %Z})" for s in twice))
     unknown = sorted(s for s, f in kept.items() if f.when is None)
     if unknown:
         print(f"  TIMES UNKNOWN for {len(unknown)} of {len(kept)}: {', '.join(unknown)}. No "

@@ -136,11 +136,28 @@ def local_time(text, fmt, tz):
 
 def _zoned(when, tz):
     """A naive datetime the LMS wrote, in time zone tz (a ZoneInfo; None: TimeError, the
-    LMS's zone is not known)."""
+    LMS's zone is not known). Decision (issue 58): a local time that happens twice, in the
+    hour when summer time ends, is read as its LATER occurrence (Python's fold=1), the one
+    that never makes a submission less late (collect's report says which times were so
+    read: ambiguous()); one that never happens, in the hour skipped when summer time
+    starts, is no time the LMS writes (its own clock never shows it): TimeError (the
+    zone set may not be the LMS's)."""
     if tz is None:
         raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
                         "the time zone of the account that downloaded them")
-    return when.replace(tzinfo=tz)
+    later = when.replace(tzinfo=tz, fold=1)
+    if later.astimezone(datetime.timezone.utc).astimezone(tz).replace(tzinfo=None) != when:
+        raise TimeError(f"{when:%Y-%m-%d %H:%M} never happens in {tz.key} (the hour skipped "
+                        "when summer time starts): not a time the LMS writes; is "
+                        "c.Grading.lms_timezone the zone of the account that downloaded it?")
+    return later
+
+
+def ambiguous(when):
+    """Whether an aware time's local time happens twice in its zone (the hour when summer
+    time ends): read as its later occurrence (_zoned)."""
+    return when is not None and when.tzinfo is not None and \
+        when.replace(fold=0).utcoffset() != when.replace(fold=1).utcoffset()
 
 
 def brightspace_time(text, fmt, tz):
