@@ -243,6 +243,31 @@ def test_canvas(course):
            f"{root / 'logs' / 'late.csv'}" in lines
 
 
+
+def test_a_formula_in_the_lmss_own_cells_is_kept_and_warned_of(course):
+    """Issue 58, point 7: a Canvas display name that is a formula ("=1+2, Ada", "+", "@",
+    OWASP's CSV injection) stayed in grades-canvas.csv as Canvas exported it, unsaid. Canvas's
+    import needs its own cells back as they were (they are the student's name there): they
+    are kept byte for byte and the score filled in, and make grades warns, naming each row;
+    a number's "-" and Moodle's "-" are no formula, and the scores it wrote are not listed."""
+    root, _ = course
+    rows = [('"=1+2, Ada",50001,S001,alovelace,Normalization,', "", ",-1.5,0.00,0.00,0.00"),
+            ('"+Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00", ",,,,"),
+            ('"Shaw, Carol",50003,S003,cshaw,Normalization,', "", ",,,,"),
+            ('"Cutler, Dave",50004,S004,dcutler,Normalization,', "", ",,,,"),
+            ('"@Catto, Erin",50005,S005,ecatto,Normalization,', "-", ",,,,")]
+    template = canvas_export(rows)
+    expected = canvas_export([(a, FINAL.get(s, score), rest) for (a, score, rest), s in
+                              zip(rows, ["ada", "bob", "carol", "dave", "erin"])])
+    text, printed = filled(root, "canvas", template, "canvas-formulas.csv")
+    assert text == expected
+    assert ": 4 scores filled in" in printed
+    assert "  WARNING: cells that a spreadsheet would run as a formula, left as canvas wrote " \
+           "them (its import needs them): import grades-canvas.csv as it is, never open it in " \
+           "a spreadsheet: 3: line 3 (Student '=1+2, Ada'); line 4 (Student '+Babbage, Bob'); " \
+           "line 7 (Student '@Catto, Erin')" in printed.splitlines()
+
+
 MOODLE_HEAD = ('"First name","Last name","ID number",Institution,Department,"Email address",'
                '"Assignment: unit1 (Real)","Assignment: unit1 (Feedback)",'
                '"Assignment: unit2 (Real)","Last downloaded from this course"\n')

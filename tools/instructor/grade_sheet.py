@@ -85,6 +85,8 @@ OURS = re.compile(rf"(?:\A|(?:\r?\n){{2}}){re.escape(LATE_NOTE)}[^\r\n]*\Z")  # 
 MAXIMUM = {"blackboard": re.compile(r"\[Total Pts: (?:up to )?(?P<points>[\d.,]+) "),
            "brightspace": re.compile(r"<Numeric MaxPoints:(?P<points>[\d.,]+)[ >]")}
 POINTS = re.compile(r"\d+(?:[.,]\d+)?")  # ("8.00"; "8,00": Canvas's decimal-comma locales)
+NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)?")  # (a cell starting with "-" that is no formula)
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet runs (OWASP: CSV injection)
 BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
         (codecs.BOM_UTF16_BE, "utf-16-be"))
 END = re.compile(r"\r\n|\n|\r")
@@ -386,7 +388,7 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
     header = table.header()
     known = identities(lms, roster, records)
     results = {(r.assignment, r.student): r for r in rows}
-    lines, strangers, filled = {}, [], 0
+    lines, strangers, filled, ours = {}, [], 0, set()
     for index, (fields, _, line) in enumerate(table.records[1:], start=1):
         if index in table.unread:
             strangers.append(f"line {line} (it cannot be read: {table.unread[index]})")
@@ -418,11 +420,13 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
         score, feedback = filling.columns[name]
         fields.extend([""] * (max(score, feedback or 0) + 1 - len(fields)))
         fields[score] = table.written(late.number(row.decision.final), fields[score])
+        ours.add((matched[student], score))
         if feedback is not None:  # (the grader's text is Moodle's own: written back as it is)
             was = table.value(fields[feedback])
             now = _feedback(was, row.decision)
             if now != was:
                 fields[feedback] = table.written(now, fields[feedback])
+                ours.add((matched[student], feedback))
         filled += 1
         if row.decision.penalty:
             penalized.append(f"{name} {student}")
@@ -434,7 +438,7 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
                         "grader)")
     filling.out.write_bytes(table.bom + table.text().encode(table.encoding))
     _report(filling, filled, strangers, twice,
-            sorted({r.student for r in rows} - set(lines)), left, unknown)
+            sorted({r.student for r in rows} - set(lines)), left, unknown, formulas(table, ours))
     _penalties(filling, filled, penalized, Path(grades_csv or Path(root) / "grades.csv"),
                Path(root) / "logs" / "late.csv")
 
@@ -450,7 +454,26 @@ def _penalties(filling, filled, penalized, grades_csv, log):
           + (" (the reason also in the item's feedback)" if feedback else ""))
 
 
-def _report(filling, filled, strangers, twice, missing, left, unknown):
+def formulas(table, ours=()):
+    """["line <n> (<column> '<cell>')"] of the cells of a table that make grades did not
+    write (ours: {(record index, column index)}) and a spreadsheet would run as a formula:
+    a text starting with "=", "+", "-", "@", a tab or a CR (OWASP's CSV injection), not a
+    number ("-1.5") nor "-" alone (Moodle's "no grade"). They stay as the LMS wrote them:
+    its import reads its own cells back (a Canvas display name "=HYPERLINK(...)" is the
+    student's name there), so make grades warns instead."""
+    header, found = table.header(), []
+    for i, (fields, _, line) in enumerate(table.records):
+        for j, field in enumerate(fields):
+            text = table.value(field)
+            if (i, j) in ours or not text.startswith(FORMULA) or text == "-" or \
+                    NUMBER.fullmatch(text):
+                continue
+            column = header[j] if j < len(header) and i else f"column {j + 1}"
+            found.append(f"line {line} ({column} {text[:60]!r})")
+    return found
+
+
+def _report(filling, filled, strangers, twice, missing, left, unknown, formulas=()):
     """Print what grades-<lms>.csv holds, and every row and student left as they were."""
     lms = filling.template.lms
     columns = ", ".join(f"{n} -> {filling.template.header()[s]!r}"
@@ -468,6 +491,9 @@ def _report(filling, filled, strangers, twice, missing, left, unknown):
              "or their ids to the roster)", missing),
             ("not filled, or partly", left),
             ("late, time unknown (Canvas's _LATE marker; grades.csv says what was applied)",
-             unknown)):
+             unknown),
+            (f"WARNING: cells that a spreadsheet would run as a formula, left as {lms} wrote "
+             f"them (its import needs them): import grades-{lms}.csv as it is, never open "
+             "it in a spreadsheet", formulas)):
         if items:
             print(f"  {what}: {len(items)}: {'; '.join(items)}")
