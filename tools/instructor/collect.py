@@ -328,7 +328,8 @@ def _submission(pieces, student, times, where, bounds=BOUNDS):
 def _newest(student, found):
     """(the Found of a student's uploads to keep, or None, [Rejected]): the one the LMS
     dates last; none if nothing the LMS wrote tells them apart, or if the LMS says they
-    are two people (two participant numbers, user ids of one name)."""
+    are two people (two participant numbers, user ids or Brightspace ids of one name: a
+    display name never makes two people one, issue 58)."""
     if len(found) == 1:
         return found[0], []
     names = ", ".join(e for f in found for e in f.entries)

@@ -36,7 +36,12 @@ downloads are tools/instructor/collect.py's):
   (titles()); the roster decides. Built from documentation and third-party parsers, not
   yet checked against a real download.
 - Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
-  the same without " - <name>" (a folder of the submission's files). Likewise.
+  the same without " - <name>" (a folder of the submission's files). Likewise. The display
+  name and the file's name are the student's and may hold " - <a date>": Brightspace's
+  date is read where it writes it, a folder's name's last part; a file's name holding two
+  dates before its file's name reads two ways and is refused (issue 58). The "<n>-<n>" is
+  Brightspace's id of the entry: two of one display name are two people
+  (tools/instructor/collect.py).
 - any other name: "<student id>[_<assignment>anything]", no time.
 
 Each reading of a file's name keeps the name the student gave the file (Name.rest; None
