@@ -95,6 +95,7 @@ BLIND = "Participant"  # the name Moodle writes under blind marking (get_string 
 
 
 WORKSHEET, EXPORT = "Moodle's grading worksheet", "an export"  # (Times.kind)
+WORKSHEET_ROW = re.compile(r'"Participant (\d+)",')  # (how each row of it starts: phpcsv.anchored)
 
 
 class TimeError(ValueError):
@@ -374,18 +375,17 @@ def _rows(path, numbered, read, tz, formats):
 
 def _worksheet(path, text, tz, formats):
     """The Times of Moodle's grading worksheet (text), read as PHP's fputcsv writes it
-    (tools/lms/phpcsv.py): a row that cannot be read, or whose number of columns is not
-    the header's, is left out and kept in Times.unread with why, by its participant
-    number where its first column gives one; its entry is refused, the others read."""
-    records = phpcsv.records(text)
+    (tools/lms/phpcsv.py), each row alone from its line '"Participant <n>",' to the next
+    (phpcsv.anchored): a row that cannot be read one way only with the header's number of
+    columns is left out and kept in Times.unread with why, by its participant number; its
+    entry is refused, the others read."""
+    records = phpcsv.anchored(text, WORKSHEET_ROW)
     header, good, unread = records[0].values, [], {}
     for record in records[1:]:
         if record.problem is None:
             good.append((record.line, dict(zip(header, record.values))))
             continue
-        ident = re.fullmatch(r"Participant (\d+)", record.values[0].strip()) \
-            if record.values else None
-        unread[ident.group(1) if ident else f"line {record.line}"] = \
+        unread[record.key or f"line {record.line}"] = \
             f"line {record.line} of {path.name} cannot be read: {record.problem}"
     return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread)
 

@@ -4,6 +4,7 @@ character, a backslash).
 
     field(text, delimiter) -> the field as fputcsv writes it
     records(text, delimiter, columns) -> [Record]
+    anchored(text, start, delimiter) -> [Record]   each record read alone (the worksheet)
 
 php-src ext/standard/file.c, php_fputcsv: a field holding the delimiter, '"', '\\', a
 newline, CR, tab or space is enclosed in '"'; inside, every '"' is doubled, except one that
@@ -14,21 +15,25 @@ escape character it ends the field there (the columns after it shift: a full nam
 backslash and misreads '\\\\"'. This module is the exact inverse of php_fputcsv instead.
 One case is ambiguous in what fputcsv writes (PHP's own fgetcsv misreads it): a value that
 ends in a backslash is written '...\\"', whose closing quote reads like a quote of the
-value. A record is read as PHP reads it (a '\\"' is a quote of the value) and, where that
-does not give the header's number of columns, with a '\\"' followed by the delimiter or a
-line end as a field's end, the longest reading first. A record that no reading gives the
-header's number of columns is refused alone (Record.problem), never guessed; where a value
-ending in a backslash made the record run into the next ones, those are refused with it
-(each entry whose row is not read is refused, saying so: never misread).
+value. records() reads a record as PHP reads it (a '\\"' is a quote of the value: the
+reading Moodle's own import makes of a file make grades writes) and, where that does not
+give the header's number of columns, with a '\\"' followed by the delimiter or a line end
+as a field's end, the longest reading first; a record that no reading gives the header's
+number of columns is refused alone (Record.problem). anchored() reads a file whose records
+each start a line the same way (Moodle's worksheet: '"Participant <n>",', which no line
+of a value can start with) record by record between those lines: the one reading with
+the header's columns, or the record refused alone with its key, never guessed and never
+moving another.
 """
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 ENDS = ("\r\n", "\n", "\r")
 SPECIAL = ('"', "\\", "\n", "\r", "\t", " ")
 BREAK = re.compile(r"\r\n|\n|\r")
-BUDGET = 10_000  # reading steps per record
+BUDGET = 4_000_000  # characters read (and fields copied) per record, every reading's
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Record:
     end: str
     line: int
     problem: str | None = None
+    key: str | None = None  # (anchored's: the group 1 of its start)
 
 
 def field(text, delimiter=","):
@@ -79,15 +85,16 @@ def _after(text, i, delimiter):
 
 
 def _ends(text, pos, delimiter):
-    """[end positions] of the readings of the field at pos, the longest first; [] if none."""
+    """([end positions] of the readings of the field at pos, the longest first, [] if none;
+    how many characters were read)."""
     if not text.startswith('"', pos):
         end = pos
         while end < len(text) and not text.startswith(delimiter, end) and \
                 not text.startswith(ENDS, end):
             if text[end] in '"\\':  # (never unenclosed in what fputcsv writes)
-                return []
+                return [], end - pos + 1
             end += 1
-        return [end]
+        return [end], end - pos + 1
     found, escaped, i = [], False, pos + 1
     while i < len(text):
         c = text[i]
@@ -104,29 +111,34 @@ def _ends(text, pos, delimiter):
         else:
             escaped = c == "\\"
         i += 1
-    return found[::-1]
+    return found[::-1], i - pos + 1
 
 
-def _readings(text, pos, delimiter, columns):
-    """([(raw fields, end of the record)] of the record at pos, in PHP's order (a '\\"'
-    read as a quote of the value first), up to the first with `columns` fields (None: any
-    number); whether the step budget was spent first)."""
-    found, steps, stack = [], 0, [(pos, (), False)]
-    while stack and steps < BUDGET:
-        steps += 1
+def _readings(text, pos, delimiter, columns, stop=None, want=1):
+    """([(raw fields as spans, end of the record)] of the record at pos, in PHP's order (a
+    '\\"' read as a quote of the value first), up to the `want`-th with `columns` fields
+    (None: any number) that ends at `stop` (None: anywhere); whether the step budget was
+    spent first)."""
+    found, read, stack, seen, right = [], 0, [(pos, (), False)], {}, 0
+    while stack and read < BUDGET:
         at, fields, done = stack.pop()
         if done:
             found.append((fields, at))
-            if columns is None or len(fields) == columns:
+            right += (columns is None or len(fields) == columns) and stop in (None, at)
+            if right >= want:
                 break
             continue
-        for end in reversed(_ends(text, at, delimiter)):  # (the stack pops the longest first)
-            raw = fields + (text[at:end],)
+        if at not in seen:  # (a field's readings are the same on every path to it)
+            seen[at], cost = _ends(text, at, delimiter)
+            read += cost
+        read += len(fields) + 1
+        for end in reversed(seen[at]):  # (the stack pops the longest first)
+            raw = fields + ((at, end),)
             if not text.startswith(delimiter, end):
                 stack.append((end, raw, True))
             else:
                 stack.append((end + len(delimiter), raw, False))
-    return found, steps >= BUDGET
+    return found, read >= BUDGET and right < want
 
 
 def records(text, delimiter=",", columns=None):
@@ -135,6 +147,7 @@ def records(text, delimiter=",", columns=None):
     out, pos, line = [], 0, 1
     while pos < len(text):
         readings, spent = _readings(text, pos, delimiter, columns)
+        readings = [(tuple(text[a:b] for a, b in spans), end) for spans, end in readings]
         right = [(r, e) for r, e in readings if columns is None or len(r) == columns]
         problem = None
         if right:
@@ -150,6 +163,46 @@ def records(text, delimiter=",", columns=None):
         if columns is None:
             columns = len(raw)
     return out
+
+
+def anchored(text, start, delimiter=","):
+    """[Record] of a text fputcsv wrote, its first line the header, whose every other
+    record's first line, and no other line, starts as `start` matches (a compiled pattern
+    whose group 1 is the record's key: Moodle's worksheet's '"Participant <n>",': a line
+    of a value never starts with one '"' and a letter, since fputcsv doubles a quote that
+    no backslash comes before). Each record is read alone, between its start and the
+    next: read one way only with the header's columns, or refused (Record.problem, its
+    key kept) without moving any other record."""
+    end = _next_line(text, 0)
+    stop = next((e for e in ENDS if text.startswith(e, end)), "")
+    header = records(text[:end], delimiter)[0]
+    out = [dataclasses.replace(header, end=stop)]
+    first = end + len(stop)
+    cuts = [first] + [m.start() for m in re.finditer(r"(?<=[\r\n])", text)
+                      if m.start() > first and start.match(text, m.start())] + [len(text)]
+    line = 2
+    for a, b in zip(cuts, cuts[1:]):
+        if a < b:
+            out.append(_alone(text[a:b], line, len(header.raw), start, delimiter))
+            line += len(BREAK.findall(text, a, b))
+    return out
+
+
+def _alone(chunk, line, columns, start, delimiter):
+    """The Record of one chunk of anchored's (its line end kept apart)."""
+    stop = next((e for e in ENDS if chunk.endswith(e)), "")
+    body = chunk[:len(chunk) - len(stop)]
+    readings, spent = _readings(body, 0, delimiter, columns, stop=len(body), want=2)
+    right = [r for r, e in readings if len(r) == columns and e == len(body)]
+    match = start.match(chunk)
+    key = match.group(1) if match and match.groups() else None
+    if len(right) == 1 and not spent:
+        raw = tuple(body[a:b] for a, b in right[0])
+        return Record(raw, tuple(value(f) for f in raw), stop, line, None, key)
+    why = "it reads more than one way as PHP's fputcsv writes (a value that ends in a " \
+          "backslash): refused, never guessed" if len(right) > 1 or spent else \
+        _why([(r, e) for r, e in readings if e == len(body)] or readings, False, columns)
+    return Record((body,), (body,), stop, line, why, key)
 
 
 def _next_line(text, pos):
