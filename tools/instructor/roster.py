@@ -54,6 +54,7 @@ from tools.course.bounds import id_problem
 from tools.lms import downloads
 
 NEEDED = {"lms_id", "student_id", "name"}
+KEYS = {"canvas": r"\d+", "brightspace": r"\d+-\d+"}  # the shape of the LMS's ids in names
 TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', and the "
             "download's other names do not say where the title ends: a roster "
             "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
@@ -194,8 +195,10 @@ def _resolve(name, assignment, roster, times):
 def _not_anothers(name, rows):
     """Refused where the roster gives a row that a Name's display name matches another id
     of its LMS than the Name's: the LMS's id decides, a display name never makes an entry
-    another student's (a student renamed as a classmate)."""
-    ids = sorted({r["lms_id"] for r in rows if r["lms_id"]} - {name.key})
+    another student's (a student renamed as a classmate). An lms_id not of the LMS's
+    shape (KEYS: a roster that holds another id there) says nothing of it."""
+    shape = KEYS.get(name.lms, r".+")
+    ids = sorted({r["lms_id"] for r in rows if re.fullmatch(shape, r["lms_id"])} - {name.key})
     if ids:
         raise Refused(f"its display name {name.name!r} is the roster's "
                       f"{', '.join(sorted(r['student_id'] for r in rows))}, whose {name.lms} id "
