@@ -291,3 +291,34 @@ def test_the_threat_model_names_only_tests_that_exist():
     tests = "".join(p.read_text() for p in files)
     defined = set(re.findall(r"^def (test_\w+)", tests, re.MULTILINE))
     assert len(named) > 40 and sorted(named - defined) == []
+
+
+# --- Moodle's CSV, as PHP's fputcsv writes it (tools/lms/phpcsv.py) -----------------------
+
+PHP_TEXT = st.text(alphabet='ab ",\\\n-P', max_size=8)
+
+
+@SETTINGS
+@given(st.lists(st.lists(PHP_TEXT, min_size=3, max_size=3), min_size=1, max_size=4))
+@example([['Eve \\",-,-,-', "x", "-"], ["Ada", '\\\\"', 'a"b']])
+@example([["x\\", "y", "z"], ["Ada", "b", "c"]])  # (a value that ends in a backslash)
+@example([["", ",-b,\n", "-b"], ["\\", ',-b,\n"Participant 9",', "-b--"]])
+def test_every_worksheet_row_php_writes_is_read_back_or_refused_alone(rows):
+    """Moodle's worksheet as php_fputcsv writes it (tests.test_collect's, php-src's), rows
+    "Participant <n>" and three values, read by tools.lms.phpcsv.anchored: each row is its
+    values again, or (only where a value ends in a backslash, which reads two ways)
+    refused alone with why, keeping its number; never read as other values, and never
+    another row with it."""
+    from tests.test_collect import php_fputcsv
+    from tools.lms import phpcsv
+    from tools.lms.downloads import WORKSHEET_ROW
+
+    rows = [[f"Participant {n}", *row] for n, row in enumerate(rows, start=1)]
+    text = php_fputcsv(["Identifier", "a", "b", "c"]) + "".join(map(php_fputcsv, rows))
+    found = phpcsv.anchored(text, WORKSHEET_ROW)[1:]
+    assert [r.key for r in found] == [str(n) for n in range(1, len(rows) + 1)]
+    for row, record in zip(rows, found):
+        if record.problem is None:
+            assert list(record.values) == row
+        else:
+            assert any(v.endswith("\\") for v in row), (row, record.problem)

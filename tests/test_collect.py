@@ -5,6 +5,7 @@ LMS wrote, never from what the student wrote (issue 39: cases 3, 4, 5, 6, 9, 14 
 the hostile class, each beside honest students, and the rules they broke)."""
 
 import contextlib
+import csv
 import datetime
 import io
 import os
@@ -190,13 +191,53 @@ def test_ids_that_differ_only_in_case_or_normalization_are_refused(tmp_path):
     write_zip(archive / "alice_unit1.zip", GOOD)
     write_zip(archive / "honest1_unit1.zip", GOOD)
     out = run(root, "unit1")
-    for entry in ("Alice_unit1.zip", "alice_unit1.zip"):
-        assert "differs only in case or Unicode normalization" in rejected(out, entry)
+    for entry, other in (("Alice_unit1.zip", "alice"), ("alice_unit1.zip", "Alice")):
+        assert f"differs from {other} only in case, Unicode normalization or look-alike " \
+               "characters" in rejected(out, entry)
     assert submissions(root, ["unit1"]) == {"unit1": ["honest1"]}
     write_zip(archive / "HONEST1_unit1.zip", GOOD)  # against one collected before
     out = run(root, "unit1")
-    assert "differs only in case or Unicode normalization from honest1" in \
-        rejected(out, "HONEST1_unit1.zip")
+    assert "differs from honest1 only in case" in rejected(out, "HONEST1_unit1.zip")
+
+
+def test_look_alike_ids_and_names_are_never_two_students(tmp_path):
+    """Issue 58: a Cyrillic "\u0435" for a Latin "e" gave two rows that read as one
+    student: "Ada Lov\u0435lace"'s entry beside Ada's (Moodle's display names, no roster)
+    and a plain id "s1\u0430" beside "s1a", in this collect or in one before (another
+    assignment of the class). Ids whose confusable skeletons (UTS #39) are one are refused,
+    saying so; the honest students beside them are collected."""
+    root, archive = course(tmp_path)
+    (root / "submitted" / "s1a" / "unit0").mkdir(parents=True)  # (collected before)
+    write_zip(archive / "Ada Lovelace_11_assignsubmission_file_a.zip", GOOD)
+    write_zip(archive / "Ada Lov\u0435lace_12_assignsubmission_file_a.zip", WRONG)
+    write_zip(archive / "s1\u0430_unit1.zip", WRONG)
+    write_zip(archive / "Grace Hopper_13_assignsubmission_file_a.zip", GOOD)
+    write_zip(archive / "s1002_unit1.zip", GOOD)
+    out = run(root, "unit1")
+    for entry, who, other in (
+            ("Ada Lovelace_11_assignsubmission_file_a.zip", "ada-lovelace", "ada-lov\u0435lace"),
+            ("Ada Lov\u0435lace_12_assignsubmission_file_a.zip", "ada-lov\u0435lace",
+             "ada-lovelace"),
+            ("s1\u0430_unit1.zip", "s1\u0430", "s1a")):
+        assert rejected(out, entry).endswith(
+            f"its student id {who!r} differs from {other} only in case, Unicode normalization "
+            "or look-alike characters (Unicode's confusable skeletons, UTS #39): refused (give "
+            "them distinct ids in the roster); moved to downloaded/unit1/rejected/")
+    assert submissions(root, ["unit1"]) == {"unit1": ["grace-hopper", "s1002"]}
+
+
+def test_a_roster_with_look_alike_ids_stops_naming_the_line(tmp_path):
+    """Issue 58: two roster rows whose ids are one to a reader ("s1001", "sl00l") are two
+    students to collect: the roster is refused, naming the line, before anything is read."""
+    root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
+    (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n"
+                                     ",s1002,Alan Turing\n,sl00l,Eve Other\n")
+    write_zip(archive / "s1001_unit1.zip", GOOD)
+    with pytest.raises(SystemExit) as stopped:
+        run(root, "unit1")
+    assert str(stopped.value).endswith(
+        "roster.csv, line 4: student id 'sl00l' is also line 2's (up to case, Unicode "
+        "normalization and look-alike characters: Unicode's confusable skeletons, UTS #39)")
 
 
 def test_a_moodle_display_name_cannot_carry_another_students_number(tmp_path):
@@ -440,6 +481,92 @@ def test_a_moodle_class_in_folders_is_late_by_its_worksheet_alone(tmp_path, extr
     assert times == {"ada-lovelace": "2026-10-05 19:14:00.000000 UTC",
                      "alan-turing": "2026-10-05 21:58:00.000000 UTC",
                      "grace-hopper": "2026-10-05 23:05:00.000000 UTC"}
+
+
+def php_fputcsv(values):
+    """A line as PHP's fputcsv writes it with its default escape character (php-src
+    ext/standard/file.c, php_fputcsv; Moodle's csv_export_writer): a field holding
+    ',', '"', '\\', a space, tab, CR or LF is enclosed, and each '"' in it doubled unless a
+    backslash comes before it."""
+    out = []
+    for text in values:
+        if not any(c in text for c in ',"\\ \t\r\n'):
+            out.append(text)
+            continue
+        field, escaped = '"', False
+        for c in text:
+            if c == "\\":
+                escaped = True
+            elif c == '"' and not escaped:
+                field += '"'
+            else:
+                escaped = False
+            field += c
+        out.append(field + '"')
+    return ",".join(out) + "\n"
+
+
+def moodle_worksheet(rows):
+    """The grading worksheet as Moodle writes it (fputcsv), rows of (number, full name,
+    last modified)."""
+    return php_fputcsv(next(csv.reader([WORKSHEET_HEADER]))) + "".join(php_fputcsv(
+        [f"Participant {n}", name, f"{n}@example.edu", "Submitted for grading", "", "100.00",
+         "Yes", when, "-", ""]) for n, name, when in rows)
+
+
+def moodle_class(tmp_path, extra):
+    """A Moodle class in folders (MOODLE_CLASS and the students of extra: {number: (full
+    name, the name of its entry, last modified)}), due 2026-10-05 23:59 in Berlin."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n'
+                                     'c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}\n')
+    people = {n: (name, name, when) for n, (name, when) in MOODLE_CLASS.items()} | extra
+    for n, (_, entry, _) in people.items():
+        for rel, text in GOOD.items():
+            (archive / f"{entry}_{n}_assignsubmission_file" / rel).parent.mkdir(
+                parents=True, exist_ok=True)
+            (archive / f"{entry}_{n}_assignsubmission_file" / rel).write_text(text)
+    return root, archive, [(n, name, when) for n, (name, _, when) in people.items()]
+
+
+def test_a_full_name_holding_backslash_quote_keeps_the_worksheets_columns(tmp_path):
+    """Issue 58: Moodle writes its worksheet with PHP's fputcsv, which leaves a '"' after a
+    backslash alone; read as Python's csv reads it, a full name 'Eve \\",-,-,...' ends
+    at that quote and its dashes fill the columns after it, the time's among them ("-":
+    time unknown, no penalty). Read as fputcsv writes it, Eve is late by her row's time, and
+    the class beside her is graded by theirs."""
+    eve = 'Eve \\",-,-,-,-,-,-,-'
+    root, archive, rows = moodle_class(tmp_path, {
+        1004: (eve, "Eve", "Wednesday, 7 October 2026, 10:00 AM")})
+    (archive.parent / "Grades-unit1.csv").write_text(moodle_worksheet(rows))
+    assert next(csv.reader(io.StringIO(moodle_worksheet(rows)).readlines()[4:]))[7] == "-"
+    out = run(root, "unit1")
+    assert "TIMES UNKNOWN" not in out and "REJECTED" not in out
+    assert "late: eve (1 d 10 h 1 min late), grace-hopper (1 h 6 min late)" in out
+    times = {s: (root / "submitted" / s / "unit1" / "timestamp.txt").read_text()
+             for s in ("ada-lovelace", "alan-turing", "grace-hopper", "eve")}
+    assert times == {"ada-lovelace": "2026-10-05 19:14:00.000000 UTC",
+                     "alan-turing": "2026-10-05 21:58:00.000000 UTC",
+                     "grace-hopper": "2026-10-05 23:05:00.000000 UTC",
+                     "eve": "2026-10-07 08:00:00.000000 UTC"}
+
+
+def test_a_worksheet_row_whose_columns_are_off_refuses_that_entry_alone(tmp_path):
+    """Issue 58: a row of the worksheet with a column more than its header (not what
+    fputcsv writes) is refused alone, its entry with it, saying why; the rest of the class
+    is collected and dated by its rows (it stopped collect, reading "Yes" as the time)."""
+    root, archive, rows = moodle_class(tmp_path, {
+        1005: ("Mallory Other", "Mallory Other", "Friday, 9 October 2026, 10:00 AM")})
+    lines = moodle_worksheet(rows).splitlines(keepends=True)
+    lines[-1] = lines[-1].replace('"Submitted for grading",', '"Submitted for grading",' * 2)
+    text = "".join(lines)
+    (archive.parent / "Grades-unit1.csv").write_text(text)
+    out = run(root, "unit1")
+    assert rejected(out, "Mallory Other_1005_assignsubmission_file").endswith(
+        ": participant 1005's row: line 5 of Grades-unit1.csv cannot be read: 11 columns "
+        "where the header has 10; moved to downloaded/unit1/rejected/")
+    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing",
+                                                      "grace-hopper"]}
+    assert "late: grace-hopper (1 h 6 min late)" in out and "TIMES UNKNOWN" not in out
 
 
 # --- what an entry holds: bounds checked before any work, no link followed -------------

@@ -9,6 +9,7 @@ import datetime
 import io
 import os
 import re
+import shutil
 import subprocess
 import zipfile
 
@@ -514,6 +515,120 @@ def test_brightspace_folders_and_loose_files(tmp_path):
         "alan-turing": record([f"{alan} - {NOTEBOOK}", f"{alan} - layer_norm.py"],
                               "brightspace", "39787-640694", "Alan Turing",
                               "2026-10-06T10:05:00-05:00", "Brightspace's name")}
+
+
+
+BRIGHT = "c.Grading.lms_timezone = \"America/Chicago\"\n" \
+         "c.Grading.due = {\"unit1\": \"2026-10-05 23:59 -05:00\"}\n"
+
+
+@pytest.mark.parametrize("roster", [None, "lms_id,student_id,name\n39786-640693,s1001,Ada "
+                                          "Lovelace\n39787-640694,s1002,Alan Turing\n"])
+def test_a_brightspace_display_name_never_makes_one_student_another(tmp_path, roster):
+    """Issue 58: Mallory renames herself "Ada Lovelace" and submits later: her entry
+    replaced Ada's, whose own was refused as "an older submission". Brightspace's ids
+    decide: without a roster, two ids of one display name are two people, both refused
+    with the reason; with a roster that gives Ada her id, Mallory's entry alone is refused
+    and Ada's collected. Alan is collected either way."""
+    root, archive = course(tmp_path, BRIGHT + ('c.Grading.roster = "roster.csv"\n'
+                                               if roster else ""))
+    if roster:
+        (root / "roster.csv").write_text(roster)
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 5, 21, 14))
+    alan = brightspace_entry("39787-640694", "Alan Turing", datetime.datetime(2026, 10, 5, 22, 5))
+    mallory = brightspace_entry("39790-640700", "Ada Lovelace",
+                                datetime.datetime(2026, 10, 5, 23, 0))
+    download(archive, {f"{ada}/{NOTEBOOK}": NB, f"{ada}/layer_norm.py": PY,
+                       f"{alan}/{NOTEBOOK}": NB, f"{mallory}/{NOTEBOOK}": NB,
+                       f"{mallory}/layer_norm.py": "x = 'mallory'\n"})
+    out = run(root, "unit1")
+    found = reasons(out)
+    ada_id, alan_id = ("s1001", "s1002") if roster else ("ada-lovelace", "alan-turing")
+    if roster:
+        assert list(found) == [mallory]
+        assert found[mallory] == (
+            "its display name 'Ada Lovelace' is the roster's s1001, whose brightspace id is "
+            "39786-640693, not this entry's 39790-640700: the LMS's id decides, never a "
+            "display name (refused)")
+        assert held(root, ada_id)["normlib/layer_norm.py"] == PY
+    else:
+        assert sorted(found) == sorted([ada, mallory])
+        assert found[ada] == found[mallory] == (
+            f"2 entries named ada-lovelace ({ada}, {mallory}) are 2 people to the LMS (its "
+            "numbers differ): all refused (a roster tells them apart)")
+        assert not (root / "submitted" / ada_id).exists()
+    assert held(root, alan_id) == {NOTEBOOK: NB, "timestamp.txt": "2026-10-06 03:05:00.000000 UTC"}
+
+
+def test_a_later_download_never_replaces_a_submission_by_a_display_name(tmp_path):
+    """Issue 58: Ada's submission was collected; a later download holds Mallory's, renamed
+    "Ada Lovelace", alone: it would replace Ada's. collected.json says whose id Ada's is:
+    Mallory's entry is refused, Ada's submission stays."""
+    root, archive = course(tmp_path, BRIGHT)
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 5, 21, 14))
+    download(archive, {f"{ada}/{NOTEBOOK}": NB, f"{ada}/layer_norm.py": PY})
+    assert reasons(run(root, "unit1")) == {}
+    mallory = brightspace_entry("39790-640700", "Ada Lovelace",
+                                datetime.datetime(2026, 10, 5, 23, 0))
+    shutil.rmtree(archive)  # (the next download, extracted in its place)
+    download(archive, {f"{mallory}/{NOTEBOOK}": NB, f"{mallory}/layer_norm.py": "x = 'm'\n"})
+    assert reasons(run(root, "unit1")) == {mallory: (
+        "the submission of ada-lovelace collected before is brightspace id 39786-640693's, "
+        "this entry is id 39790-640700's: two people to the LMS of one name, refused (a "
+        "roster tells them apart)")}
+    assert held(root, "ada-lovelace")["normlib/layer_norm.py"] == PY
+
+
+def test_a_date_in_a_brightspace_display_name_is_never_the_lmss(tmp_path):
+    """Issue 58: Eve writes " - Oct 5, 2026 914 PM" into her display name and submits on
+    the 9th: the name was read at its first date, hers, and she was on time. Brightspace
+    writes its own date last (a folder's name ends with it): read there, she is late. A
+    loose file's name, where a file's own name follows the date, cannot tell which date
+    is Brightspace's when it holds two: refused, saying why. Ada, on time, beside her."""
+    root, archive = course(tmp_path, BRIGHT)
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 5, 21, 14))
+    eve = brightspace_entry("39788-640695", "Eve - Oct 5, 2026 914 PM",
+                            datetime.datetime(2026, 10, 9, 10, 0))
+    loose = brightspace_entry("39789-640696", "Oscar - Oct 5, 2026 914 PM",
+                              datetime.datetime(2026, 10, 9, 10, 0), NOTEBOOK)
+    assert eve == "39788-640695 - Eve - Oct 5, 2026 914 PM - Oct 9, 2026 1000 AM"
+    download(archive, {f"{ada}/{NOTEBOOK}": NB, f"{eve}/{NOTEBOOK}": NB, loose: NB})
+    out = run(root, "unit1")
+    assert reasons(out) == {loose: (
+        "its name holds 2 dates written as Brightspace writes its own (Oct 5, 2026 914 PM; "
+        "Oct 9, 2026 1000 AM), and a display name or a file's name may hold one: which is "
+        "Brightspace's cannot be told (refused, never guessed)")}
+    assert held(root, "eve---oct-5-2026-914-pm") == {
+        NOTEBOOK: NB, "timestamp.txt": "2026-10-09 15:00:00.000000 UTC"}
+    assert "late: eve---oct-5-2026-914-pm (3 d 10 h 1 min late)" in out
+    assert held(root, "ada-lovelace")["timestamp.txt"] == "2026-10-06 02:14:00.000000 UTC"
+
+
+def test_local_times_that_happen_twice_or_never_are_never_read_in_the_students_favour(
+        tmp_path):
+    """Issue 58: 02:30 on 25 October 2026 happens twice in Berlin (summer time ends at
+    03:00 CEST); read as its first occurrence (CEST, 00:30 UTC) Eve was on time for a due
+    date of 01:00 UTC, read as the later (CET, 01:30 UTC) she is 30 minutes late, and the
+    report says so. 02:30 on 29 March 2026 never happens there (summer time starts at
+    02:00): no date the LMS writes, Mallory's entry is refused, saying why. Ada, on time,
+    beside them."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n'
+                                     'c.Grading.due = {"unit1": "2026-10-25 01:00 +00:00"}\n')
+    ada = brightspace_entry("39786-640693", "Ada Lovelace", datetime.datetime(2026, 10, 24, 22, 0))
+    eve = brightspace_entry("39788-640695", "Eve Other", datetime.datetime(2026, 10, 25, 2, 30))
+    mallory = brightspace_entry("39789-640696", "Mallory Other",
+                                datetime.datetime(2026, 3, 29, 2, 30))
+    download(archive, {f"{e}/{NOTEBOOK}": NB for e in (ada, eve, mallory)})
+    out = run(root, "unit1")
+    assert reasons(out) == {mallory: (
+        "its date cannot be read: 2026-03-29 02:30 never happens in Europe/Berlin (the hour "
+        "skipped when summer time starts): not a time the LMS writes; is "
+        "c.Grading.lms_timezone the zone of the account that downloaded it?")}
+    assert held(root, "eve-other")["timestamp.txt"] == "2026-10-25 01:30:00.000000 UTC"
+    assert "late: eve-other (30 min late)" in out
+    assert "  times in the hour when summer time ends, which happens twice, read as its later " \
+           "occurrence (never less late): eve-other (2026-10-25 02:30 CET)" in out.splitlines()
+    assert held(root, "ada-lovelace")["timestamp.txt"] == "2026-10-24 20:00:00.000000 UTC"
 
 
 def test_localized_names_are_read_through_the_courses_patterns(tmp_path):

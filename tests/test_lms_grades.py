@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_collect import php_fputcsv
 from tools.course.exercises import questions_of
 from tools.course.folder import load_course
 from tools.course.late import LOG
@@ -242,6 +243,31 @@ def test_canvas(course):
            f"{root / 'logs' / 'late.csv'}" in lines
 
 
+
+def test_a_formula_in_the_lmss_own_cells_is_kept_and_warned_of(course):
+    """Issue 58, point 7: a Canvas display name that is a formula ("=1+2, Ada", "+", "@",
+    OWASP's CSV injection) stayed in grades-canvas.csv as Canvas exported it, unsaid. Canvas's
+    import needs its own cells back as they were (they are the student's name there): they
+    are kept byte for byte and the score filled in, and make grades warns, naming each row;
+    a number's "-" and Moodle's "-" are no formula, and the scores it wrote are not listed."""
+    root, _ = course
+    rows = [('"=1+2, Ada",50001,S001,alovelace,Normalization,', "", ",-1.5,0.00,0.00,0.00"),
+            ('"+Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00", ",,,,"),
+            ('"Shaw, Carol",50003,S003,cshaw,Normalization,', "", ",,,,"),
+            ('"Cutler, Dave",50004,S004,dcutler,Normalization,', "", ",,,,"),
+            ('"@Catto, Erin",50005,S005,ecatto,Normalization,', "-", ",,,,")]
+    template = canvas_export(rows)
+    expected = canvas_export([(a, FINAL.get(s, score), rest) for (a, score, rest), s in
+                              zip(rows, ["ada", "bob", "carol", "dave", "erin"])])
+    text, printed = filled(root, "canvas", template, "canvas-formulas.csv")
+    assert text == expected
+    assert ": 4 scores filled in" in printed
+    assert "  WARNING: cells that a spreadsheet would run as a formula, left as canvas wrote " \
+           "them (its import needs them): import grades-canvas.csv as it is, never open it in " \
+           "a spreadsheet: 3: line 3 (Student '=1+2, Ada'); line 4 (Student '+Babbage, Bob'); " \
+           "line 7 (Student '@Catto, Erin')" in printed.splitlines()
+
+
 MOODLE_HEAD = ('"First name","Last name","ID number",Institution,Department,"Email address",'
                '"Assignment: unit1 (Real)","Assignment: unit1 (Feedback)",'
                '"Assignment: unit2 (Real)","Last downloaded from this course"\n')
@@ -293,6 +319,30 @@ def test_moodle(course):
            f"in Moodle is {POINTS} (scores are written out of {POINTS})" in printed.splitlines()
     again, _ = filled(root, "moodle", expected, "moodle-again.csv")  # (exported after import)
     assert again == expected
+
+
+
+def test_moodle_profile_fields_are_read_as_php_writes_them(course):
+    """Issue 58: a profile field holding '\\"' and commas (a Department 'Maths \\", x,'),
+    as PHP's fputcsv writes it (the '"' after a backslash not doubled: tests.test_collect's
+    php_fputcsv), stopped make grades for the whole class ("a quote that does not close").
+    Read as fputcsv writes it, bob's row is filled like the others, every other byte the
+    export's; a row with a column too many (not what Moodle writes) is left as it was and
+    listed with why."""
+    root, _ = course
+    bob = php_fputcsv(["Bob", "Babbage", "S002", "", 'Maths \\", x,', "bob@example.edu"])
+    assert bob == 'Bob,Babbage,S002,,"Maths \\", x,",bob@example.edu\n'
+    people = [("ada", "Ada,Lovelace,S001,,,ADA@example.edu,"), ("bob", bob[:-1] + ","),
+              ("erin", "Erin,Catto,S005,,,erin@example.edu,"),
+              ("gus", "Gus,Hopper,,,Extra,,gus@example.edu,")]  # (a column too many)
+    template = moodle_export([(p, "-", "") for _, p in people])
+    text, printed = filled(root, "moodle", template, "moodle-php.csv")
+    late = {"bob": f'Late policy: {REASONS["bob"]}; score 7 - 1.65 = 5.35',
+            "erin": f'"Late policy: {REASONS["erin"]}; score 7"'}  # (RFC 4180's quoting)
+    assert text == moodle_export([(p, FINAL[s], late.get(s, "")) if s != "gus" else
+                                  (p, "-", "") for s, p in people])
+    assert "1 score filled in" not in printed and ": 3 scores filled in" in printed
+    assert "line 5 (it cannot be read: 11 columns where the header has 10)" in printed
 
 
 BLACKBOARD_HEAD = (

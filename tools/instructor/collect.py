@@ -89,7 +89,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from tools.course.bounds import BOUNDS, fold
+from tools.course import confusables
+from tools.course.bounds import BOUNDS
 from tools.course.folder import assignment_names, files_of, load_course
 from tools.course.late import late_words
 from tools.course.settings import read
@@ -99,6 +100,7 @@ from tools.lms import downloads
 TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
 COLLECTED = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
 DATED = ("blackboard", "brightspace")  # whose names date each upload
+PEOPLE = ("moodle", "canvas", "brightspace")  # whose keys are the LMS's: two are two people
 
 
 @dataclass(frozen=True)
@@ -327,11 +329,12 @@ def _submission(pieces, student, times, where, bounds=BOUNDS):
 def _newest(student, found):
     """(the Found of a student's uploads to keep, or None, [Rejected]): the one the LMS
     dates last; none if nothing the LMS wrote tells them apart, or if the LMS says they
-    are two people (two participant numbers, user ids of one name)."""
+    are two people (two participant numbers, user ids or Brightspace ids of one name: a
+    display name never makes two people one, issue 58)."""
     if len(found) == 1:
         return found[0], []
     names = ", ".join(e for f in found for e in f.entries)
-    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in ("moodle", "canvas")}
+    people = {(f.name.lms, f.name.key) for f in found if f.name.lms in PEOPLE}
     if len(people) > 1:
         return None, _refuse([e for f in found for e in f.entries], (
             f"{len(found)} entries named {student} ({names}) are {len(people)} people to the "
@@ -348,21 +351,39 @@ def _newest(student, found):
         "is the later: all refused (keep the one to grade in archive/, then collect again)"))
 
 
+def _other(record, newest):
+    """[Rejected] of newest's entries where the submission collected before for its
+    student (record: collected.json's, or None) is another person's to the LMS (another
+    participant number, user id or Brightspace id): a display name never replaces another
+    student's submission; else None."""
+    if record is None or newest.name.lms not in PEOPLE or record.get("lms") != \
+            newest.name.lms or record.get("key") == newest.name.key:
+        return None
+    return _refuse(newest.entries, (
+        f"the submission of {newest.student} collected before is {newest.name.lms} id "
+        f"{record.get('key')}'s, this entry is id {newest.name.key}'s: two people to the LMS "
+        "of one name, refused (a roster tells them apart)"))
+
+
 def _collisions(pieces, root, assignment):
-    """[Rejected] of the entries whose student ids differ only in case or Unicode
-    normalization from another's of this collect, or from a submission collected before."""
-    by_fold = {}
+    """[Rejected] of the entries whose student ids differ only in case, Unicode
+    normalization or look-alike characters (tools.course.confusables.key: UTS #39's
+    skeletons) from another's of this collect, or from a student of the class collected
+    before (submitted/<student>/, any assignment)."""
+    by_key = {}
     for p in pieces:
-        by_fold.setdefault(fold(p.student), set()).add(p.student)
-    for folder in Path(root).glob(f"submitted/*/{assignment}"):
-        if fold(folder.parent.name) in by_fold:
-            by_fold[fold(folder.parent.name)].add(folder.parent.name)
-    clashing = {k: ids for k, ids in by_fold.items() if len(ids) > 1}
-    return [Rejected(p.entry, f"its student id {p.student!r} differs only in case or Unicode "
-                              "normalization from "
-                              f"{', '.join(sorted(clashing[fold(p.student)] - {p.student}))}"
-                              ": refused (give them distinct ids in the roster)")
-            for p in pieces if fold(p.student) in clashing]
+        by_key.setdefault(confusables.key(p.student), set()).add(p.student)
+    for folder in Path(root).glob("submitted/*/"):
+        if confusables.key(folder.name) in by_key:
+            by_key[confusables.key(folder.name)].add(folder.name)
+    clashing = {k: ids for k, ids in by_key.items() if len(ids) > 1}
+    others = {p.student: ", ".join(sorted(clashing[confusables.key(p.student)] - {p.student}))
+              for p in pieces if confusables.key(p.student) in clashing}
+    return [Rejected(p.entry, f"its student id {p.student!r} differs from {others[p.student]}"
+                              " only in case, Unicode normalization or look-alike characters "
+                              "(Unicode's confusable skeletons, UTS #39): refused (give them "
+                              "distinct ids in the roster)")
+            for p in pieces if p.student in others]
 
 
 def _wanted(files, when):
@@ -422,7 +443,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
     clashes = _collisions(pieces, root, assignment)
     rejected += clashes
     pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
-    by_student = {}
+    before, by_student = read_collected(root, assignment), {}
     for p in pieces:
         by_student.setdefault(p.student, {}).setdefault(p.upload(), []).append(p)
     outcome, kept, recorded = {}, {}, {}
@@ -437,7 +458,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
         if newest is None:
             continue
         folder = Path(root) / "submitted" / student / assignment
-        state = _keep(folder, newest)
+        state = _other(before.get(student), newest) or _keep(folder, newest)
         if isinstance(state, list):
             rejected += state
             continue
@@ -548,6 +569,11 @@ def report(name, collected, due, dry_run=False):
                   f"; {_when(kept[student])}")
     if times is not None:
         print(f"  times: {times.kind} {times.path.name}")
+    twice = sorted(s for s, f in kept.items() if downloads.ambiguous(f.when))
+    if twice:
+        print("  times in the hour when summer time ends, which happens twice, read as its "
+              "later occurrence (never less late): " + ", ".join(
+                  f"{s} ({kept[s].when:%Y-%m-%d %H:%M %Z})" for s in twice))
     unknown = sorted(s for s, f in kept.items() if f.when is None)
     if unknown:
         print(f"  TIMES UNKNOWN for {len(unknown)} of {len(kept)}: {', '.join(unknown)}. No "

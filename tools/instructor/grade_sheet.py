@@ -56,6 +56,7 @@ import re
 from pathlib import Path
 
 from tools.course import late
+from tools.lms import phpcsv
 
 LMSS = ("canvas", "moodle", "blackboard", "brightspace")
 # each LMS's id columns: {header: what of a student it holds (the roster's columns)}
@@ -84,6 +85,8 @@ OURS = re.compile(rf"(?:\A|(?:\r?\n){{2}}){re.escape(LATE_NOTE)}[^\r\n]*\Z")  # 
 MAXIMUM = {"blackboard": re.compile(r"\[Total Pts: (?:up to )?(?P<points>[\d.,]+) "),
            "brightspace": re.compile(r"<Numeric MaxPoints:(?P<points>[\d.,]+)[ >]")}
 POINTS = re.compile(r"\d+(?:[.,]\d+)?")  # ("8.00"; "8,00": Canvas's decimal-comma locales)
+NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)?")  # (a cell starting with "-" that is no formula)
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet runs (OWASP: CSV injection)
 BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
         (codecs.BOM_UTF16_BE, "utf-16-be"))
 END = re.compile(r"\r\n|\n|\r")
@@ -102,9 +105,25 @@ class Template:
     bom: bytes
     delimiter: str
     records: list
+    unread: dict = dataclasses.field(default_factory=dict)  # {index of a record: why it
+    # cannot be read (Moodle's, read as PHP writes them: tools/lms/phpcsv.py)}
 
     def header(self):
-        return [value(f) for f in self.records[0][0]]
+        return [self.value(f) for f in self.records[0][0]]
+
+    def value(self, field):
+        """A field's value, read as its LMS writes it."""
+        return phpcsv.value(field) if self.lms == "moodle" else value(field)
+
+    def written(self, text, like):
+        """text as a field in place of like (a field as written), as its LMS reads it: for
+        Moodle, a text holding a backslash as PHP's fputcsv writes it (a '"' after a
+        backslash left alone, as PHP's fgetcsv reads it back; quoted too where like was),
+        any other as RFC 4180 writes it (which PHP reads alike)."""
+        if self.lms != "moodle" or "\\" not in text:
+            return written(text, like, self.delimiter)
+        out = phpcsv.field(text, self.delimiter)
+        return f'"{out}"' if like.startswith('"') and not out.startswith('"') else out
 
     def text(self):
         return "".join(self.delimiter.join(fields) + end for fields, end, _ in self.records)
@@ -168,6 +187,11 @@ def read_template(path, lms):
         except SystemExit:  # (not this delimiter)
             continue
         if set(header) & set(IDS[lms]):
+            if lms == "moodle":  # (csv_export_writer: PHP's fputcsv)
+                read = phpcsv.records(text, delimiter)
+                return Template(path, lms, encoding, bom, delimiter,
+                                [(list(r.raw), r.end, r.line) for r in read],
+                                {i: r.problem for i, r in enumerate(read) if r.problem})
             return Template(path, lms, encoding, bom, delimiter, records(text, delimiter, path))
     raise SystemExit(f"{path}: not an export of {lms.capitalize()}'s gradebook: its first line "
                      f"has none of the id columns {', '.join(IDS[lms])}")
@@ -219,7 +243,7 @@ def points_possible(table, index):
     lib/gradebook_exporter.rb writes it, I18n.n(points, precision: 2)), Blackboard's and
     Brightspace's in the header (MAXIMUM), Moodle's nowhere."""
     if table.lms == "canvas":
-        row = next((values for values in ([value(f) for f in fields]
+        row = next((values for values in ([table.value(f) for f in fields]
                                           for fields, _, _ in table.records[1:])
                     if values and "Points Possible" in values[0]), None)
         text = row[index].strip() if row and index < len(row) else ""
@@ -364,9 +388,12 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
     header = table.header()
     known = identities(lms, roster, records)
     results = {(r.assignment, r.student): r for r in rows}
-    lines, strangers, filled = {}, [], 0
+    lines, strangers, filled, ours = {}, [], 0, set()
     for index, (fields, _, line) in enumerate(table.records[1:], start=1):
-        values = [value(f) for f in fields]
+        if index in table.unread:
+            strangers.append(f"line {line} (it cannot be read: {table.unread[index]})")
+            continue
+        values = [table.value(f) for f in fields]
         if _special(lms, values):
             continue
         students, said = _who(lms, header, values, known)
@@ -392,12 +419,14 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
         fields = table.records[matched[student]][0]
         score, feedback = filling.columns[name]
         fields.extend([""] * (max(score, feedback or 0) + 1 - len(fields)))
-        fields[score] = written(late.number(row.decision.final), fields[score], table.delimiter)
+        fields[score] = table.written(late.number(row.decision.final), fields[score])
+        ours.add((matched[student], score))
         if feedback is not None:  # (the grader's text is Moodle's own: written back as it is)
-            was = value(fields[feedback])
+            was = table.value(fields[feedback])
             now = _feedback(was, row.decision)
             if now != was:
-                fields[feedback] = written(now, fields[feedback], table.delimiter)
+                fields[feedback] = table.written(now, fields[feedback])
+                ours.add((matched[student], feedback))
         filled += 1
         if row.decision.penalty:
             penalized.append(f"{name} {student}")
@@ -409,7 +438,7 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
                         "grader)")
     filling.out.write_bytes(table.bom + table.text().encode(table.encoding))
     _report(filling, filled, strangers, twice,
-            sorted({r.student for r in rows} - set(lines)), left, unknown)
+            sorted({r.student for r in rows} - set(lines)), left, unknown, formulas(table, ours))
     _penalties(filling, filled, penalized, Path(grades_csv or Path(root) / "grades.csv"),
                Path(root) / "logs" / "late.csv")
 
@@ -425,7 +454,26 @@ def _penalties(filling, filled, penalized, grades_csv, log):
           + (" (the reason also in the item's feedback)" if feedback else ""))
 
 
-def _report(filling, filled, strangers, twice, missing, left, unknown):
+def formulas(table, ours=()):
+    """["line <n> (<column> '<cell>')"] of the cells of a table that make grades did not
+    write (ours: {(record index, column index)}) and a spreadsheet would run as a formula:
+    a text starting with "=", "+", "-", "@", a tab or a CR (OWASP's CSV injection), not a
+    number ("-1.5") nor "-" alone (Moodle's "no grade"). They stay as the LMS wrote them:
+    its import reads its own cells back (a Canvas display name "=HYPERLINK(...)" is the
+    student's name there), so make grades warns instead."""
+    header, found = table.header(), []
+    for i, (fields, _, line) in enumerate(table.records):
+        for j, field in enumerate(fields):
+            text = table.value(field)
+            if (i, j) in ours or not text.startswith(FORMULA) or text == "-" or \
+                    NUMBER.fullmatch(text):
+                continue
+            column = header[j] if j < len(header) and i else f"column {j + 1}"
+            found.append(f"line {line} ({column} {text[:60]!r})")
+    return found
+
+
+def _report(filling, filled, strangers, twice, missing, left, unknown, formulas=()):
     """Print what grades-<lms>.csv holds, and every row and student left as they were."""
     lms = filling.template.lms
     columns = ", ".join(f"{n} -> {filling.template.header()[s]!r}"
@@ -443,6 +491,9 @@ def _report(filling, filled, strangers, twice, missing, left, unknown):
              "or their ids to the roster)", missing),
             ("not filled, or partly", left),
             ("late, time unknown (Canvas's _LATE marker; grades.csv says what was applied)",
-             unknown)):
+             unknown),
+            (f"WARNING: cells that a spreadsheet would run as a formula, left as {lms} wrote "
+             f"them (its import needs them): import grades-{lms}.csv as it is, never open "
+             "it in a spreadsheet", formulas)):
         if items:
             print(f"  {what}: {len(items)}: {'; '.join(items)}")

@@ -45,7 +45,7 @@ from tools.instructor.collect import read_collected
 from tools.instructor.release import released
 from tools.instructor.roster import read_roster
 
-FORMULA = ("=", "+", "-", "@", "\t", "\r")
+FORMULA = grade_sheet.FORMULA
 
 
 def cell(value):

@@ -21,7 +21,8 @@ there); the rest of the class is collected:
   default, in any zone: "2026-12-07 10:00:00.000000 UTC"); the name's time is not used;
 - the student id: the allow-list every id keeps, and with a roster one of its student ids
   (tools.instructor.roster.exchange_problem); ids of one collect that differ only in
-  case or Unicode normalization are refused (tools.instructor.collect._collisions). It
+  case, Unicode normalization or look-alike characters (UTS #39) are refused
+  (tools.instructor.collect._collisions). It
   is never a pattern: the folders are listed and their names compared, never globbed;
 - its owner (nbgrader's ExchangeCollect.check_owner, on by default; False where the
   exchange's users are not the students' ids, as under a JupyterHub whose users share

@@ -13,7 +13,9 @@ letters and digits, and "_", "." and "-" inside; it starts with a letter or a di
 never ".", "..", "-", "+", "=" or "@": no path, no option, no spreadsheet formula), has at
 most BOUNDS.id_chars characters, no whitespace, control character, path separator or
 nbgrader's exchange separator "+", and is in Unicode's normal form (NFC). Two ids of one
-collect that differ only in case or normalization are refused (tools/instructor/collect.py).
+collect, or of one roster, that differ only in case, normalization or look-alike characters
+(Unicode's confusable skeletons: tools/course/confusables.py) are refused
+(tools/instructor/collect.py).
 
 How each LMS's name maps to a student (docs/security.md lists what each trusts):
 - Moodle: its number is the assignment's participant number, not a user id. With the
@@ -48,10 +50,12 @@ import csv
 import re
 import unicodedata
 
-from tools.course.bounds import fold, id_problem
+from tools.course import confusables
+from tools.course.bounds import id_problem
 from tools.lms import downloads
 
 NEEDED = {"lms_id", "student_id", "name"}
+KEYS = {"canvas": r"\d+", "brightspace": r"\d+-\d+"}  # the shape of the LMS's ids in names
 TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', and the "
             "download's other names do not say where the title ends: a roster "
             "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
@@ -88,10 +92,12 @@ def read_roster(path):
             problem = id_problem(row["student_id"])
             if problem:
                 raise SystemExit(f"{path}, line {reader.line_num}: {problem}")
-            key = fold(row["student_id"])
+            key = confusables.key(row["student_id"])
             if key in seen:
                 raise SystemExit(f"{path}, line {reader.line_num}: student id "
-                                 f"{row['student_id']!r} is also line {seen[key]}'s")
+                                 f"{row['student_id']!r} is also line {seen[key]}'s (up to "
+                                 "case, Unicode normalization and look-alike characters: "
+                                 "Unicode's confusable skeletons, UTS #39)")
             seen[key] = reader.line_num
             rows.append(row)
     return rows
@@ -130,8 +136,12 @@ def _moodle(name, roster, times):
                       "(it writes a space): not a name Moodle wrote")
     blind = name.name == downloads.BLIND
     if times is not None and times.kind == downloads.WORKSHEET:
+        if name.key in times.unread:
+            raise Refused(f"participant {name.key}'s row: {times.unread[name.key]}")
         if name.key not in times.rows:
-            raise Refused(f"participant {name.key} is not in {times.path.name}")
+            unread = "; ".join(v for k, v in times.unread.items() if k.startswith("line "))
+            raise Refused(f"participant {name.key} is not in {times.path.name}"
+                          + (f" (rows it does not name are unread: {unread})" if unread else ""))
         full, _, email = times.rows[name.key]
         if blind and not full:
             raise Refused(f"blind marking: {times.path.name} gives no name for participant "
@@ -178,8 +188,23 @@ def _resolve(name, assignment, roster, times):
         rows = [r for r in roster if r["student_id"] == name.key]
     if not rows and name.name is not None:  # else the name the LMS shows
         rows = _by_name(roster, name.name)
+        _not_anothers(name, rows)
     what = f"{name.lms} id {name.key!r}" + (f" (name {name.name!r})" if name.name else "")
     return _one(rows, what)
+
+
+def _not_anothers(name, rows):
+    """Refused where the roster gives a row that a Name's display name matches another id
+    of its LMS than the Name's: the LMS's id decides, a display name never makes an entry
+    another student's (a student renamed as a classmate). An lms_id not of the LMS's
+    shape (KEYS: a roster that holds another id there) says nothing of it."""
+    shape = KEYS.get(name.lms, r".+")
+    ids = sorted({r["lms_id"] for r in rows if re.fullmatch(shape, r["lms_id"])} - {name.key})
+    if ids:
+        raise Refused(f"its display name {name.name!r} is the roster's "
+                      f"{', '.join(sorted(r['student_id'] for r in rows))}, whose {name.lms} id "
+                      f"is {', '.join(ids)}, not this entry's {name.key}: the LMS's id decides, "
+                      "never a display name (refused)")
 
 
 def student_of(names, assignment, roster=None, times=None):

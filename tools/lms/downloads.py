@@ -36,7 +36,12 @@ downloads are tools/instructor/collect.py's):
   (titles()); the roster decides. Built from documentation and third-party parsers, not
   yet checked against a real download.
 - Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
-  the same without " - <name>" (a folder of the submission's files). Likewise.
+  the same without " - <name>" (a folder of the submission's files). Likewise. The display
+  name and the file's name are the student's and may hold " - <a date>": Brightspace's
+  date is read where it writes it, a folder's name's last part; a file's name holding two
+  dates before its file's name reads two ways and is refused (issue 58). The "<n>-<n>" is
+  Brightspace's id of the entry: two of one display name are two people
+  (tools/instructor/collect.py).
 - any other name: "<student id>[_<assignment>anything]", no time.
 
 Each reading of a file's name keeps the name the student gave the file (Name.rest; None
@@ -60,6 +65,8 @@ import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.lms import phpcsv
+
 # (Python's strptime reads English month and day names: a worksheet in another language
 # needs its own format, or the English download)
 FORMATS = {
@@ -77,7 +84,10 @@ CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
 # student chose)
 BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
                         r"(?P<receipt>\.txt)?(?:_(?P<rest>.*))?", re.S)
-BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+?) - (?P<time>[A-Z][a-z]{2} "
+# (Brightspace's date is the last " - <date>" of a folder's name, and before the file's
+# name in a file's: the display name before it may hold one too: names() refuses a file's
+# name whose date cannot be told from the display name's or the file's)
+BRIGHTSPACE = re.compile(r"(?P<key>\d+(?:-\d+)?) - (?P<name>.+) - (?P<time>[A-Z][a-z]{2} "
                          r"\d{1,2}, \d{4} \d{3,4} [AP]M)(?: - (?P<rest>.*))?", re.S)
 PATTERNS = {"blackboard": BLACKBOARD, "brightspace": BRIGHTSPACE}
 NEEDED = {"blackboard": {"key", "time"}, "brightspace": {"key", "name", "time"}}
@@ -85,6 +95,7 @@ BLIND = "Participant"  # the name Moodle writes under blind marking (get_string 
 
 
 WORKSHEET, EXPORT = "Moodle's grading worksheet", "an export"  # (Times.kind)
+WORKSHEET_ROW = re.compile(r'"Participant (\d+)",')  # (how each row of it starts: phpcsv.anchored)
 
 
 class TimeError(ValueError):
@@ -131,11 +142,28 @@ def local_time(text, fmt, tz):
 
 def _zoned(when, tz):
     """A naive datetime the LMS wrote, in time zone tz (a ZoneInfo; None: TimeError, the
-    LMS's zone is not known)."""
+    LMS's zone is not known). Decision (issue 58): a local time that happens twice, in the
+    hour when summer time ends, is read as its LATER occurrence (Python's fold=1), the one
+    that never makes a submission less late (collect's report says which times were so
+    read: ambiguous()); one that never happens, in the hour skipped when summer time
+    starts, is no time the LMS writes (its own clock never shows it): TimeError (the
+    zone set may not be the LMS's)."""
     if tz is None:
         raise TimeError("c.Grading.lms_timezone is not set: the LMS writes local times, in "
                         "the time zone of the account that downloaded them")
-    return when.replace(tzinfo=tz)
+    later = when.replace(tzinfo=tz, fold=1)
+    if later.astimezone(datetime.timezone.utc).astimezone(tz).replace(tzinfo=None) != when:
+        raise TimeError(f"{when:%Y-%m-%d %H:%M} never happens in {tz.key} (the hour skipped "
+                        "when summer time starts): not a time the LMS writes; is "
+                        "c.Grading.lms_timezone the zone of the account that downloaded it?")
+    return later
+
+
+def ambiguous(when):
+    """Whether an aware time's local time happens twice in its zone (the hour when summer
+    time ends): read as its later occurrence (_zoned)."""
+    return when is not None and when.tzinfo is not None and \
+        when.replace(fold=0).utcoffset() != when.replace(fold=1).utcoffset()
 
 
 def brightspace_time(text, fmt, tz):
@@ -187,15 +215,47 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, 
                                 board["time"], formats["blackboard"], tz, now))
     bright = patterns["brightspace"].fullmatch(entry)
     if bright:
-        found.append(_dated(Name("brightspace", bright["key"], bright["name"],
-                                 rest=_rest(bright)),
-                            brightspace_time, bright["time"], formats["brightspace"], tz, now))
+        name = _dated(Name("brightspace", bright["key"], bright["name"], rest=_rest(bright)),
+                      brightspace_time, bright["time"], formats["brightspace"], tz, now)
+        problem = _brightspace_dates(entry, bright, folder, formats["brightspace"])
+        found.append(dataclasses.replace(name, problem=problem) if problem else name)
     for ids in CANVAS_IDS.finditer(entry):
         head = CANVAS_NAME.fullmatch(entry[:ids.start()])
         if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
             found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
                               order=int(ids["order"]), rest=entry[ids.end():] or None))
     return found or [Name("plain", stem)]
+
+
+def _brightspace_dates(entry, match, folder, fmt):
+    """Why a Brightspace name's date cannot be told for Brightspace's own (None: it can).
+    Brightspace writes "<ids> - <Name> - <date>[ - <file's name>]", and the display name
+    and the file's name are the student's: either may hold " - <a date>". A folder's name
+    ends with Brightspace's date (read there, whatever its display name holds); a file's
+    name holding two dates between its ids and its file's name reads two ways."""
+    parts = entry.split(" - ")
+    dates = [i for i, part in enumerate(parts) if i >= 2 and _is_date(part, fmt)]
+    if not dates or match["time"] not in (parts[i] for i in dates):
+        return None  # (a course's own pattern, not written with " - ": read as it says)
+    if folder and match.end("time") != len(entry):
+        return (f"Brightspace writes its own date last, and this name's last part, "
+                f"{parts[-1]!r}, is not the date read ({match['time']!r}), which may be the "
+                "display name's (refused, never guessed)")
+    inner = [parts[i] for i in dates if i <= len(parts) - 2]
+    if not folder and len(inner) > 1:
+        return (f"its name holds {len(inner)} dates written as Brightspace writes its own "
+                f"({'; '.join(inner)}), and a display name or a file's name may hold one: "
+                "which is Brightspace's cannot be told (refused, never guessed)")
+    return None
+
+
+def _is_date(text, fmt):
+    """Whether text reads as a date Brightspace writes (fmt; its "914 PM" given a colon)."""
+    try:
+        brightspace_time(text, fmt, datetime.timezone.utc)
+    except TimeError:
+        return False
+    return True
 
 
 def _splits(match):
@@ -266,13 +326,16 @@ class Times:
     path: Path
     kind: str  # WORKSHEET or EXPORT
     rows: dict
+    unread: dict = dataclasses.field(default_factory=dict)  # {participant number, or
+    # "line <n>" where none can be read: why its row of the worksheet is not read}
 
 
 def read_times(folder, tz=None, formats=FORMATS):
     """The Times of the one CSV beside an assignment's download (downloaded/<assignment>/
     *.csv), or None if there is none. TimeError (stopping collect) for two of them, a CSV
     that is neither a Moodle grading worksheet nor an export, or a date it cannot read
-    (naming its line)."""
+    (naming its line). Moodle's worksheet is read as PHP writes it: a row that cannot
+    be read is left out alone (Times.unread), its entry refused with why."""
     found = sorted(Path(folder).glob("*.csv"))
     if not found:
         return None
@@ -281,27 +344,50 @@ def read_times(folder, tz=None, formats=FORMATS):
                         f"({', '.join(p.name for p in found)}): keep the one that gives the "
                         "submission times (Moodle's grading worksheet, or an export)")
     path = found[0]
+    text = path.read_text(encoding="utf-8-sig")
+    header = set(phpcsv.records(text.split("\n", 1)[0])[0].values) if text else set()
+    if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name" under
+        return _worksheet(path, text, tz, formats)  # blind marking: gradingtable.php)
+    if not ("submitted_at" in header and header & {"student_id", "lms_id"}):
+        raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
+                        "Last modified (submission); Full name) nor an export (student_id "
+                        "or lms_id, submitted_at)")
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        header = set(reader.fieldnames or ())
-        if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name"
-            kind, read = WORKSHEET, _worksheet_row  # under blind marking: gradingtable.php)
-        elif "submitted_at" in header and header & {"student_id", "lms_id"}:
-            kind, read = EXPORT, _export_row
-        else:
-            raise TimeError(f"{path.name}: neither Moodle's grading worksheet (Identifier, "
-                            "Last modified (submission); Full name) nor an export (student_id "
-                            "or lms_id, submitted_at)")
-        rows = {}
-        for row in reader:
-            try:
-                key, value = read(row, tz, formats)
-            except TimeError as error:
-                raise TimeError(f"{path.name}, line {reader.line_num}: {error}") from None
-            if key in rows:
-                raise TimeError(f"{path.name}, line {reader.line_num}: {key} is listed twice")
-            rows[key] = value
-    return Times(path, kind, rows)
+        return Times(path, EXPORT, _rows(path, ((reader.line_num, row) for row in
+                                                       reader), _export_row, tz, formats))
+
+
+def _rows(path, numbered, read, tz, formats):
+    """{key: value} of the rows (numbered: [(line, {column: value})]) read by read; TimeError
+    naming the line of a date it cannot read, or of a key listed twice."""
+    rows = {}
+    for line, row in numbered:
+        try:
+            key, value = read(row, tz, formats)
+        except TimeError as error:
+            raise TimeError(f"{path.name}, line {line}: {error}") from None
+        if key in rows:
+            raise TimeError(f"{path.name}, line {line}: {key} is listed twice")
+        rows[key] = value
+    return rows
+
+
+def _worksheet(path, text, tz, formats):
+    """The Times of Moodle's grading worksheet (text), read as PHP's fputcsv writes it
+    (tools/lms/phpcsv.py), each row alone from its line '"Participant <n>",' to the next
+    (phpcsv.anchored): a row that cannot be read one way only with the header's number of
+    columns is left out and kept in Times.unread with why, by its participant number; its
+    entry is refused, the others read."""
+    records = phpcsv.anchored(text, WORKSHEET_ROW)
+    header, good, unread = records[0].values, [], {}
+    for record in records[1:]:
+        if record.problem is None:
+            good.append((record.line, dict(zip(header, record.values))))
+            continue
+        unread[record.key or f"line {record.line}"] = \
+            f"line {record.line} of {path.name} cannot be read: {record.problem}"
+    return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread)
 
 
 def _worksheet_row(row, tz, formats):
