@@ -383,10 +383,11 @@ def test_a_term_with_the_lms(released, tmp_path, monkeypatch, lms):
     # feedback as `make feedback LMS=...` writes it; nbgrader's generate_feedback (which
     # needs graded notebooks) is replaced by pages made as tests/test_upload.py makes them
     ran = []
-    monkeypatch.setattr(feedback_step, "run", lambda _, *args: ran.append(args))
+    monkeypatch.setattr(feedback_step, "generate",
+                        lambda _, target: ran.append(("generate_feedback", target)) or {})
     for student in COLLECTED:
         (root / "autograded" / student / "unit1").mkdir(parents=True)
     pages = pages_of(root, COLLECTED)
     out = printed(feedback_step.feedback, root, ["unit1"], lms=lms)
-    assert ran == [("generate_feedback", "unit1", "--force")]
+    assert ran == [("generate_feedback", "unit1")]
     check_upload(root, lms, sample, pages, out)
