@@ -185,6 +185,21 @@ def test_dot_dot_as_a_name_writes_nothing_outside_submitted(tmp_path):
     assert not (root / "unit1").exists() and not (root / "submitted" / "unit1").exists()
 
 
+def test_a_name_no_line_can_show_is_printed_escaped_and_refused_alone(tmp_path):
+    """An entry's name holding a line's end, or bytes that are no UTF-8, neither stops
+    collect nor prints a line of its own (a forged `new: ...`): escaped as Python writes it
+    (issue 58; the exchange's folders are printed so too)."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "s1001_unit1.zip", {"01_layernorm_forward.ipynb": "{}"})
+    forged = "x.zip\n  new: s1666"
+    (archive / forged).write_bytes(b"not a zip")
+    os.mkdir(os.fsencode(archive) + b"/\xff\xfe_unit1")
+    out = run(root, "unit1")
+    assert "  new: s1001" in out.splitlines() and "  new: s1666" not in out.splitlines()
+    assert rejected(out, "x.zip\\n  new: s1666") and rejected(out, "\\udcff\\udcfe_unit1")
+    assert submissions(root, ["unit1"])["unit1"] == ["s1001"]
+
+
 def test_ids_that_differ_only_in_case_or_normalization_are_refused(tmp_path):
     root, archive = course(tmp_path)
     write_zip(archive / "Alice_unit1.zip", GOOD)

@@ -565,7 +565,8 @@ def report(name, collected, due, dry_run=False):
             print(f"  {state}: {', '.join(students)}")
     if dry_run:
         for student, state in sorted(outcome.items()):
-            print(f"  would collect {student} ({state}) from {', '.join(kept[student].entries)}"
+            print(f"  would collect {student} ({state}) from "
+                  f"{', '.join(map(inbound.shown, kept[student].entries))}"
                   f"; {_when(kept[student])}")
     if times is not None:
         print(f"  times: {times.kind} {times.path.name}")
@@ -588,16 +589,17 @@ def report(name, collected, due, dry_run=False):
     for student, found in sorted(kept.items()):
         for at, lost in sorted(found.superseded.items()):
             print(f"  {student}'s {at} is {lost['by']}'s (the later Canvas attachment), not "
-                  f"{', '.join(lost['entries'])}'s")
+                  f"{', '.join(map(inbound.shown, lost['entries']))}'s")
     if receipts:
         print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
               "(the times are their names')")
     for receipt in alone:
-        print(f"  RECEIPT WITHOUT FILES {receipt.entry}: no file of this attempt is in the "
+        print(f"  RECEIPT WITHOUT FILES {inbound.shown(receipt.entry)}: no file of this attempt is in the "
               "download (a text-only attempt, or one whose files were left out of the "
               f"download); {_receipt_words(receipt, kept)}")
     for item in rejected:
-        print(f"  REJECTED {item.entry}: {item.reason}; {'would move' if dry_run else 'moved'} "
+        print(f"  REJECTED {inbound.shown(item.entry)}: {inbound.shown(item.reason)}; "
+              f"{'would move' if dry_run else 'moved'} "
               f"to downloaded/{name}/rejected/")
 
 
