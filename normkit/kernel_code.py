@@ -18,6 +18,9 @@ variable (dweight_parts[p, j] in a loop over parts p), a name computed from it (
 part p), or the thread's id (numba.get_thread_id()); or when the array itself is made in
 the body (a scratch row of the iteration's own). A reduction into a scalar (total += ...)
 or a whole array (dbias += row) is one that Numba itself makes private to each thread.
+Two writes of one array must not meet either: out[r] and out[r + 1] are each a row of the
+iteration's own, yet iteration r + 1 writes the row that iteration r writes second.
+What the reader cannot prove an iteration's own, it reads as shared (_disjoint, below).
 """
 
 import ast
@@ -366,6 +369,33 @@ def _index_owned(index, owned):
     return any(_exactly(e, owned) for e in elements)
 
 
+def _owner(indices, owned, terms, defs):
+    """A write's index (its subscripts' indices) as the reader compares two writes of one
+    array: {(subscript, position): ("own", _canon) for an element that is the iteration's
+    own, in the kernel's terms (a name owned as another plus or minus a number read as that:
+    defs), or ("int", value) for a number}. Two writes of one array may meet in two
+    iterations unless they share an element of the iteration's own, or hold two different
+    numbers at one position (out[r] and out[r + 1] meet; out[p, 0] and out[r, 1] never)."""
+    found = {}
+    for level, index in enumerate(indices):
+        elements = index.elts if isinstance(index, ast.Tuple) else [index]
+        for k, e in enumerate(elements):
+            if _exactly(e, owned):
+                for _ in range(8):  # (a chain of aliases, q = r, x2 = q, read through)
+                    e = _Terms(defs).of(e)
+                found[level, k] = ("own", _canon(terms.of(e)))
+            elif isinstance(e, ast.Constant) and type(e.value) is int:
+                found[level, k] = ("int", e.value)
+    return found
+
+
+def _meet(one, other):
+    """Whether two writes' _owner may be one element in two iterations."""
+    shared = set(one) & set(other)
+    return not any(one[k] == other[k] and one[k][0] == "own" for k in shared) and \
+        not any(one[k] != other[k] and one[k][0] == other[k][0] == "int" for k in shared)
+
+
 def _written(target):
     """(the root name, its subscripts' indices) of an assignment's target a[i][j], or None
     where the target is not an element of a named array."""
@@ -550,6 +580,7 @@ class _Reader:
 
     def __init__(self, prange):
         self.prange, self.found, self.seen = prange, [], set()
+        self.owners = {}  # {(prange loop's line, array): [each way it is written, _owner]}
 
     def writes(self, module, node, scope, owned, private, aliases, loop, path):
         """Append to self.found each Race in node: the prange loop, or a function it calls
@@ -564,13 +595,23 @@ class _Reader:
             return Race(path[0][1], aliases.get(array, array)[:40], loop.lineno,
                         inner + ((path[-1][0], line),), unreadable)
 
+        defs = {n: steps[0][1] for n, steps in _bindings(node).items()  # (q = r + 1)
+                if n in owned and len(steps) == 1 and isinstance(steps[0][1], ast.expr)
+                and _exactly(steps[0][1], owned)}
         for child in _walk_body(node):
             targets = child.targets if isinstance(child, ast.Assign) else \
                 [child.target] if isinstance(child, ast.AugAssign) else []
             for written in filter(None, map(_written, targets)):
                 array, indices = written
-                if array not in private and not any(_index_owned(i, owned) for i in indices):
+                if array in private:
+                    continue
+                owner = _owner(indices, owned, scope.terms, defs)
+                earlier = self.owners.setdefault((loop.lineno, aliases.get(array, array)), [])
+                if "own" not in {kind for kind, _ in owner.values()} or any(
+                        _meet(owner, other) for other in earlier):
                     self.found.append(race(child.lineno, array))
+                elif owner not in earlier:
+                    earlier.append(owner)
             if not isinstance(child, ast.Call):
                 continue
             name, skipped = _callee_name(module, child)

@@ -112,6 +112,17 @@ RACES = {  # a write two iterations may both make
                 q = 0
             out[q] += x[r, 0]
         """,
+    "the row and the next row written (issue 58's residual)": """
+        for r in prange(x.shape[0] - 1):
+            out[r, 0] = x[r, 0]
+            out[r + 1, 0] += x[r, 1]
+        """,
+    "a row and the thread's row of one array": """
+        for r in prange(x.shape[0]):
+            t = numba.get_thread_id()
+            out[r, 0] = x[r, 0]
+            out[t, 0] += x[r, 1]
+        """,
     "a row bound by a tuple": """
         for r in prange(x.shape[0]):
             q, s = r * 0, r
@@ -165,6 +176,13 @@ OWNED = {  # writes that belong to their iteration
         for p in prange(parts):
             for r in range(p * x.shape[0] // parts, (p * x.shape[0] + x.shape[0]) // parts):
                 out[r, 1] = x[r, 0]
+        """,
+    "a row written at two columns, and through its alias": """
+        for r in prange(x.shape[0]):
+            out[r, 0] = x[r, 0]
+            out[r, 1] = x[r, 1]
+            q = r
+            out[q, 1] += x[r, 0]
         """,
     "blocks of 16, the last one cut": """
         for b in prange(parts):
