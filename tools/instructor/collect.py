@@ -594,8 +594,8 @@ def report(name, collected, due, dry_run=False):
         print(f"  {len(receipts)} Blackboard receipt{'s' * (len(receipts) != 1)} read "
               "(the times are their names')")
     for receipt in alone:
-        print(f"  RECEIPT WITHOUT FILES {inbound.shown(receipt.entry)}: no file of this attempt is in the "
-              "download (a text-only attempt, or one whose files were left out of the "
+        print(f"  RECEIPT WITHOUT FILES {inbound.shown(receipt.entry)}: no file of this "
+              "attempt is in the download (a text-only attempt, or one whose files were left out of the "
               f"download); {_receipt_words(receipt, kept)}")
     for item in rejected:
         print(f"  REJECTED {inbound.shown(item.entry)}: {inbound.shown(item.reason)}; "
