@@ -595,8 +595,8 @@ def report(name, collected, due, dry_run=False):
               "(the times are their names')")
     for receipt in alone:
         print(f"  RECEIPT WITHOUT FILES {inbound.shown(receipt.entry)}: no file of this "
-              "attempt is in the download (a text-only attempt, or one whose files were left out of the "
-              f"download); {_receipt_words(receipt, kept)}")
+              "attempt is in the download (a text-only attempt, or one whose files were left "
+              f"out of the download); {_receipt_words(receipt, kept)}")
     for item in rejected:
         print(f"  REJECTED {inbound.shown(item.entry)}: {inbound.shown(item.reason)}; "
               f"{'would move' if dry_run else 'moved'} "
