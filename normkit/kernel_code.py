@@ -132,11 +132,16 @@ INVARIANT_CALLS = {"min", "max", "len", "int", "abs"}  # (calls whose value the 
 
 def _invariant(expr, variant):
     """Whether expr has one value for the whole prange loop: constants, names the loop does
-    not bind (variant: those it does, and the iteration's own), their attributes and
-    elements (x.shape[0]), arithmetic on them and INVARIANT_CALLS (no other call: np.random
-    varies)."""
+    not bind (variant: those it does, and the iteration's own), arrays' shapes, sizes and
+    dimensions (x.shape[0]: no other element or attribute, which the loop may write),
+    arithmetic on them and INVARIANT_CALLS (no other call: np.random varies)."""
     for node in ast.walk(expr):
         if isinstance(node, ast.Name) and node.id in variant:
+            return False
+        if isinstance(node, ast.Subscript) and not (
+                isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
+            return False  # (an element of an array the loop may write: out[0])
+        if isinstance(node, ast.Attribute) and node.attr not in ("shape", "size", "ndim"):
             return False
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and
                                                node.func.id in INVARIANT_CALLS):
@@ -439,7 +444,12 @@ def _function(source, name):
         (isinstance(n, ast.Call) and getattr(n.func, "id", None) in DYNAMIC) or
         (isinstance(n, ast.Attribute) and n.attr in ("modules", "__setattr__", "__dict__"))
         for n in nodes)
-    return (tree, top[0]) if len(top) == len(named) == 1 and not rebound else None
+    builtins_changed = any(  # (builtins.min = ... changes min for every module)
+        (isinstance(n, ast.Name) and n.id == "__builtins__") or
+        (isinstance(n, ast.Import) and any(a.name == "builtins" for a in n.names)) or
+        (isinstance(n, ast.ImportFrom) and n.module == "builtins") for n in nodes)
+    return (tree, top[0]) if len(top) == len(named) == 1 and not rebound and \
+        not builtins_changed else None
 
 
 class Race(NamedTuple):
@@ -463,12 +473,34 @@ LIBRARIES = {"numpy", "numba", "math", "cmath"}  # functions imported from them 
 # no array they are given (np.dot(a, b)): not followed
 
 
+def _module_names(tree):
+    """The names a module binds for all its functions: by its own statements (not those of
+    its functions' bodies), and those a function declares global."""
+    found, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            todo.extend(n for n in ast.walk(node) if isinstance(n, ast.Global))
+            continue
+        if isinstance(node, ast.Global):
+            found.update(node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(a.asname or a.name.split(".")[0] for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
 class _Module:
     """A module's top-level functions and imported names, for following a kernel's calls;
-    resolve(module name) gives an imported module's source, or None."""
+    resolve(module name) gives an imported module's source, or None. shadowed: the
+    builtins' names it binds (its own min is no builtin: followed, and no proof)."""
 
     def __init__(self, tree, resolve=None):
         self.tree, self.resolve = tree, resolve
+        self.shadowed = frozenset(_module_names(tree) & SAFE_CALLS)
         self.defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.imports = {a.asname or a.name: (n.module, a.name) for n in tree.body
                         if isinstance(n, ast.ImportFrom) and n.module and not n.level
@@ -525,7 +557,8 @@ def _callee_name(module, call):
     method of an array or any other call on a value."""
     func = call.func
     if isinstance(func, ast.Name):
-        return func.id, func.id in SAFE_CALLS or module.library(func.id)
+        return func.id, (func.id in SAFE_CALLS and func.id not in module.shadowed) or \
+            module.library(func.id)
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
             func.value.id in module.modules:
         root = module.modules[func.value.id].split(".")[0]
@@ -546,9 +579,13 @@ class _Scope(NamedTuple):
     variant: frozenset
     bound: frozenset
     stride: tuple | None
+    shadowed: frozenset = frozenset()  # the builtins' names the module binds (_Module)
 
     def proof(self, loop, owned):
         """Whether an inner loop of the scope gives its variable to one iteration alone."""
+        if any(getattr(n.func, "id", None) in self.shadowed for n in ast.walk(loop.iter)
+               if isinstance(n, ast.Call)):
+            return False  # (its own range, min or len: nothing is proven of it)
         mine = {self.terms.name(n) for n in owned}
         return _disjoint(self.terms.of(loop.iter), self.owned | mine,
                          self.variant | ({self.terms.name(n) for n in self.bound} - mine),
@@ -564,7 +601,7 @@ class _Scope(NamedTuple):
         mine = frozenset(self.terms.name(n) for n in owned)
         return _Scope(terms, self.owned | mine, self.variant | frozenset(
             self.terms.name(n) for n in self.bound if self.terms.name(n) not in mine),
-            bound, self.stride)
+            bound, self.stride, self.shadowed)
 
 
 def _stride(loop):
@@ -663,7 +700,7 @@ def races(source, name, resolve=None):
         if not (isinstance(loop, ast.For) and _is_call_to(loop.iter, reader.prange)):
             continue
         scope = _Scope(_Terms(), frozenset(), frozenset(), frozenset(_bindings(loop)),
-                       _stride(loop))
+                       _stride(loop), module.shadowed)
         owned = _owned(loop, set(_names(loop.target)), scope.proof)
         reader.writes(module, loop, scope, owned, _private(loop, owned), {}, loop, [])
     return sorted(set(reader.found))

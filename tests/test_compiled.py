@@ -317,6 +317,32 @@ def test_a_helper_given_rows_not_the_iterations_own_is_a_race(body):
     assert found and found[0].through[-1][0] == "block", found
 
 
+@pytest.mark.parametrize("helper, body", [
+    ("@njit\ndef min(a, b):\n    return a\n",  # range(r * 0, min(h, (r + 1) * 0)): all
+     "for r in prange(x.shape[0]):\n    for j in range(r * 0, min(x.shape[1], (r + 1) * 0)):\n"
+     "        out[j] += x[r, j]\n"),
+    ("@njit\ndef abs(a, j, v):\n    a[j] += v\n    return 0\n",  # its own abs writes
+     "for r in prange(x.shape[0]):\n    for j in range(x.shape[1]):\n"
+     "        abs(out, j, x[r, j])\n"),
+    ("import builtins\nbuiltins.len = lambda a: 1\n", "for r in prange(x.shape[0]):\n"
+     "    out[r] = x[r, 0]\n"),  # (every module's len changed: no reading)
+])
+def test_a_builtins_name_the_module_binds_is_no_builtin(helper, body):
+    """A review's attacks: a module's own min or abs is not Python's (its call is followed,
+    and no range is proven through it); a module that changes builtins is not read."""
+    assert code_cause(helper + kernel(body), "k") != ""
+
+
+@pytest.mark.parametrize("body", [
+    "for p in prange(parts):\n    for r in range(p * out[0], (p + 1) * out[0]):\n"
+    "        out[r] += x[p, 0]\n",  # (out[0], written by iteration 0, is no constant)
+    "for p in prange(parts):\n    for r in range(p * x.T.shape[0], (p + 1) * x.T.shape[0]):\n"
+    "        out[r] += x[p, 0]\n",
+])
+def test_a_range_through_an_element_or_attribute_proves_nothing(body):
+    assert races(kernel(body), "k")
+
+
 def test_calls_that_fan_out_are_read_in_bounded_time():
     """Each helper calls the next twice: 2 ** 20 paths, each function read once per way it
     is called."""
