@@ -493,7 +493,17 @@ COMPILE_ATTACKS = {  # (issue 58) code of the student's that would run during th
         "    return _run(self, state)\n\n\n"
         "_passes.NopythonTypeInference.run_pass = _typing\n",
         "made code of its own run while Numba compiled"),
+    "a global Numba types by running code no function holds (a review's)": (
+        SCRATCH + "import functools\nfrom numba.core import types as _types\n"
+        "_G = (lambda: 0).__globals__  # (no name the code reader refuses: compile, eval)\n"
+        "_code = _G['__builtins__']['comp' + 'ile']('(KEEP.append(np.ones(1 << 22)), "
+        "_types.none)[1]', '<s>', 'eval')\n\n\nclass G(dict):\n    _numba_type_ = property("
+        "functools.partial(_G['__builtins__']['ev' + 'al'], _code, _G))\n\n\nG_ = G()\n",
+        "names a value Numba could only type"),
 }
+USES_G = ("    y = np.empty_like(x)  # (R, H): the one full-size allocation\n",
+          "    y = np.empty_like(x)  # (R, H): the one full-size allocation\n"
+          "    if G_ is None:\n        y = np.empty_like(x)\n")
 
 
 @needs_bwrap
@@ -504,6 +514,7 @@ def test_no_code_of_the_students_runs_while_its_kernel_compiles(tmp_path, attack
     memory check in the judge's words (before issue 58, each passed 4/4)."""
     code, words = COMPILE_ATTACKS[attack]
     text = REFERENCE.replace("\nFAST =", "\n" + code + "\n\nFAST =")
+    text = text.replace(*USES_G) if "G_ =" in code else text
     verdict = judged(tmp_path, text, numbers=("6.7",))[by_number()["6.7"].grade_id]
     assert not verdict[0] and words in verdict[1], verdict
 

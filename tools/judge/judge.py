@@ -172,6 +172,10 @@ COMPILE_REFUSED = {  # (tools/sandboxed/compile_step.py's keys, in the judge's w
     "extension": _STEP + "extends Numba's compiler (@overload, @intrinsic, @register_jitable, "
                          "a typeof or lowering of its own), whose typing runs code of yours: "
                          "a graded kernel is plain @njit code",
+    "global": _STEP + "names a value Numba could only type by running code of yours (an "
+                      "object of a class of your own, a function that is not Numba's or "
+                      "NumPy's): a graded kernel uses NumPy, Numba, numbers and its own "
+                      "@njit functions",
     "ran": _STEP + "made code of its own run while Numba compiled the kernel (a function of "
                    "Numba's or NumPy's replaced, a global whose type Numba asks your code "
                    "for): a graded kernel is plain @njit code",

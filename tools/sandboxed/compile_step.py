@@ -7,20 +7,25 @@ buffer a profile hook allocates while Numba compiles, which the kernel then uses
     before = state()        in the runner, once Numba is loaded, before any student code
     why = refusal(before)   after the student's module is imported: what it installed
                             that would run during the step (or None)
+    why = foreign(kernel, dispatcher_class, before)   a value the kernel names that Numba
+                            could only type by running the student's code (or None)
     why = compile_quietly(compile, function, signature, before)   the step itself
 
-Two walls. First, what the module may have installed to run during the step is refused
+Three walls. First, what the module may have installed to run during the step is refused
 (a key of REFUSED): a profile or trace hook (sys's, threading's), a garbage collector
 callback, a signal handler or timer, an import hook (sys.meta_path, sys.path_hooks), or
 an extension of Numba's compiler (@overload, @intrinsic, @register_jitable,
 @overload_method, a typeof, lowering, boxing or data model of its own: a typing hook runs
 while Numba compiles). (Numba 0.68 has no @generated_jit: test_compiled checks.) Second,
-the step runs under cProfile, and any Python code that ran in it and that neither existed
-before the student's code ran (Numba's, NumPy's, Python's) nor was made during the step
-(Numba's generated wrappers, a module Numba first imports then) is refused ("ran"): that
-catches a trigger nobody listed (a function of Numba's replaced by the student's, a global
-whose _numba_type_ is a property, a finalizer). The judge words
-each key itself (tools/judge/judge.py): nothing the runner says reaches the student.
+every value the kernel names is of a class that existed before the student's code ran
+("global": an object whose _numba_type_ is a property of the student's is typed by
+running it, and so may a code object that no function holds, run by a C function such
+as functools.partial(eval, code)). Third, the step runs under cProfile, and any Python
+code that ran in it and that neither existed before the student's code ran (Numba's,
+NumPy's, Python's) nor was made during the step (Numba's generated wrappers, a module
+Numba first imports then) is refused ("ran"): that catches a trigger nobody listed (a
+function of Numba's replaced by the student's, a finalizer). The judge words each key
+itself (tools/judge/judge.py): nothing the runner says reaches the student.
 """
 
 import cProfile
@@ -31,7 +36,8 @@ import threading
 import types
 from typing import NamedTuple
 
-REFUSED = ("hook", "callback", "signal", "import", "extension", "ran")
+HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (a class statement's)
+REFUSED = ("hook", "callback", "signal", "import", "extension", "global", "ran")
 
 
 class State(NamedTuple):
@@ -43,21 +49,34 @@ class State(NamedTuple):
     signals: tuple  # every signal's handler
     finders: tuple  # sys.meta_path, then sys.path_hooks
     extensions: tuple  # the sizes of Numba's registries of extensions
+    types: dict  # {id: class} of every class alive, kept alive here too
 
 
-def _codes():
-    """{id: code object} of every code object that a live function holds, and of the code
-    objects they nest (a def's code in its module's). (Frozen objects, gc.freeze(), are
-    left out of gc.get_objects(): thawed first, and frozen again after.)"""
+def _alive():
+    """Every object the garbage collector tracks (frozen ones too, gc.freeze(): thawed for
+    the listing, frozen again after)."""
     gc.unfreeze()
-    found, todo = {}, [f.__code__ for f in gc.get_objects() if type(f) is types.FunctionType]
+    found = gc.get_objects()
+    gc.freeze()
+    return found
+
+
+def _codes(objects):
+    """{id: code object} of every code object that a function of objects holds, and of the
+    code objects they nest (a def's code in its module's)."""
+    found, todo = {}, [f.__code__ for f in objects if type(f) is types.FunctionType]
     while todo:
         code = todo.pop()
         if id(code) not in found:
             found[id(code)] = code
             todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    gc.freeze()
     return found
+
+
+def _trusted(cls, before):
+    """Whether a class existed before the student's code ran: one of Python's static types
+    (built in C, never the student's), or a class alive then."""
+    return not cls.__flags__ & HEAP_TYPE or id(cls) in before.types
 
 
 def _signals():
@@ -82,8 +101,54 @@ def _extensions():
 
 def state():
     """The State of this process now (Numba loaded)."""
-    return State(_codes(), tuple(gc.callbacks), _signals(),
-                 (*sys.meta_path, None, *sys.path_hooks), _extensions())
+    objects = _alive()
+    classes = {id(o): o for o in objects if issubclass(type(o), type)}
+    return State(_codes(objects), tuple(gc.callbacks), _signals(),
+                 (*sys.meta_path, None, *sys.path_hooks), _extensions(), classes)
+
+
+def foreign(function, dispatcher, before):
+    """"global" if a Numba kernel (function, of class dispatcher) names a value whose type
+    Numba could only learn by running code of the student's (typeof asks an object of a
+    class of the student's for its _numba_type_, a property), else None: every value its
+    code names (its globals, its closure's and its defaults, the attributes of the modules
+    it names, and the same of each kernel of the dispatcher's class it calls) must be of a
+    class that existed before the student's code ran, a function of trusted code (Numba's,
+    NumPy's), or such a kernel."""
+    todo, seen = [function], set()
+    while todo:
+        kernel = todo.pop()
+        if id(kernel) in seen:
+            continue
+        seen.add(id(kernel))
+        python = kernel.py_func
+        code, names = python.__code__, set()
+        for nested in _nested(code):
+            names.update(nested.co_names)
+        scope = python.__globals__
+        values = [scope[n] for n in names if n in scope]
+        values += [c.cell_contents for c in python.__closure__ or ()]
+        values += list(python.__defaults__ or ())
+        modules = [v for v in values if type(v) is types.ModuleType]
+        values += [vars(m)[n] for m in modules for n in names if n in vars(m)]
+        for value in values:
+            if type(value) is dispatcher:
+                todo.append(value)
+            elif not _trusted(type(value), before) or (
+                    issubclass(type(value), type) and not _trusted(value, before)) or (
+                    type(value) is types.FunctionType and
+                    id(value.__code__) not in before.codes):
+                return "global"
+    return None
+
+
+def _nested(code):
+    """code and the code objects it nests (a comprehension's, a lambda's)."""
+    found, todo = [], [code]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(c for c in found[-1].co_consts if isinstance(c, types.CodeType))
+    return found
 
 
 def refusal(before):
@@ -114,7 +179,7 @@ def compile_quietly(compile_, function, signature, before):
     """compile_(function, signature) (Numba's own method, kept before any student code
     ran), profiled: "ran" if Python code of the student's ran during it (see the module's
     docstring), else None."""
-    alive = _codes()  # (the student's code included: made before the step)
+    alive = _codes(_alive())  # (the student's code included: made before the step)
     profile = cProfile.Profile()
     profile.enable()
     try:

@@ -421,9 +421,10 @@ class Peer:
         found = sys.modules.get(str(module))
         function = vars(found).get(str(name)) if type(found) is types.ModuleType else None
         if NUMBA and type(function) is NUMBA[0] and function._can_compile:
-            _, compile_, typeof, before = NUMBA
+            dispatcher, compile_, typeof, before = NUMBA
             signature = tuple(typeof(a) for a in self.staged)
             refused = compile_step.refusal(before) or \
+                compile_step.foreign(function, dispatcher, before) or \
                 compile_step.compile_quietly(compile_, function, signature, before)
             return {"value": refused}
         return {"value": None}
