@@ -236,23 +236,34 @@ def test_look_alike_ids_and_names_are_never_two_students(tmp_path):
             ("s1\u0430_unit1.zip", "s1\u0430", "s1a")):
         assert rejected(out, entry).endswith(
             f"its student id {who!r} differs from {other} only in case, Unicode normalization "
-            "or look-alike characters (Unicode's confusable skeletons, UTS #39): refused (give "
-            "them distinct ids in the roster); moved to downloaded/unit1/rejected/")
+            "or look-alike characters (Unicode's confusable skeletons, UTS #39): refused (if "
+            "they are two students, list both ids in the roster, c.Grading.roster); moved to "
+            "downloaded/unit1/rejected/")
     assert submissions(root, ["unit1"]) == {"unit1": ["grace-hopper", "s1002"]}
 
 
-def test_a_roster_with_look_alike_ids_stops_naming_the_line(tmp_path):
-    """Issue 58: two roster rows whose ids are one to a reader ("s1001", "sl00l") are two
-    students to collect: the roster is refused, naming the line, before anything is read."""
+def test_look_alike_ids_a_roster_lists_are_two_students_and_it_says_so(tmp_path):
+    """Issue 58, after a review: two roster rows whose ids are one to a reader ("s1001",
+    "sl00l": honest ids can be, "user1" and "userl") are the instructor's to list. The roster
+    is read with a warning naming both lines; both students are collected (an unlisted id is
+    refused, as every id the roster lacks). Two rows of one id up to case still stop
+    collect, naming the line."""
     root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n')
     (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n"
                                      ",s1002,Alan Turing\n,sl00l,Eve Other\n")
-    write_zip(archive / "s1001_unit1.zip", GOOD)
+    for student in ("s1001", "sl00l", "s100l"):
+        write_zip(archive / f"{student}_unit1.zip", GOOD)
+    out = run(root, "unit1")
+    assert "WARNING: roster.csv, line 4: student id 'sl00l' looks like line 2's 's1001'" in \
+        out.replace(str(root) + "/", "")
+    assert submissions(root, ["unit1"])["unit1"] == ["s1001", "sl00l"]
+    assert "no student of the roster has this id 's100l'" in rejected(out, "s100l_unit1.zip")
+    (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n"
+                                     ",S1001,Eve Other\n")
     with pytest.raises(SystemExit) as stopped:
         run(root, "unit1")
-    assert str(stopped.value).endswith(
-        "roster.csv, line 4: student id 'sl00l' is also line 2's (up to case, Unicode "
-        "normalization and look-alike characters: Unicode's confusable skeletons, UTS #39)")
+    assert str(stopped.value).endswith("roster.csv, line 3: student id 'S1001' is also line "
+                                       "2's (up to case and Unicode normalization)")
 
 
 def test_a_moodle_display_name_cannot_carry_another_students_number(tmp_path):

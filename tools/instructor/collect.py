@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tools.course import confusables
-from tools.course.bounds import BOUNDS
+from tools.course.bounds import BOUNDS, fold
 from tools.course.folder import assignment_names, files_of, load_course
 from tools.course.late import late_words
 from tools.course.settings import read
@@ -365,24 +365,29 @@ def _other(record, newest):
         "of one name, refused (a roster tells them apart)"))
 
 
-def _collisions(pieces, root, assignment):
+def _collisions(pieces, root, assignment, rows=None):
     """[Rejected] of the entries whose student ids differ only in case, Unicode
     normalization or look-alike characters (tools.course.confusables.key: UTS #39's
     skeletons) from another's of this collect, or from a student of the class collected
-    before (submitted/<student>/, any assignment)."""
+    before (submitted/<student>/, any assignment). Ids that differ in look-alike characters
+    alone and that the roster (rows) lists both are two students: the roster tells them
+    apart (`user1`, `userl`)."""
+    listed = {r["student_id"] for r in rows or ()}
     by_key = {}
     for p in pieces:
         by_key.setdefault(confusables.key(p.student), set()).add(p.student)
     for folder in Path(root).glob("submitted/*/"):
         if confusables.key(folder.name) in by_key:
             by_key[confusables.key(folder.name)].add(folder.name)
-    clashing = {k: ids for k, ids in by_key.items() if len(ids) > 1}
+    clashing = {k: ids for k, ids in by_key.items() if len(ids) > 1 and not (
+        ids <= listed and len({fold(i) for i in ids}) == len(ids))}
     others = {p.student: ", ".join(sorted(clashing[confusables.key(p.student)] - {p.student}))
               for p in pieces if confusables.key(p.student) in clashing}
     return [Rejected(p.entry, f"its student id {p.student!r} differs from {others[p.student]}"
                               " only in case, Unicode normalization or look-alike characters "
-                              "(Unicode's confusable skeletons, UTS #39): refused (give them "
-                              "distinct ids in the roster)")
+                              "(Unicode's confusable skeletons, UTS #39): refused (if they "
+                              "are two students, list both ids in the roster, "
+                              "c.Grading.roster)")
             for p in pieces if p.student in others]
 
 
@@ -440,7 +445,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
         item = _piece(entry, assignment, settings, rows, times, where, titles)
         (rejected if isinstance(item, Rejected) else pieces).append(item)
     entries = len(pieces) + len(rejected)
-    clashes = _collisions(pieces, root, assignment)
+    clashes = _collisions(pieces, root, assignment, rows)
     rejected += clashes
     pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
     before, by_student = read_collected(root, assignment), {}
@@ -675,7 +680,7 @@ def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
     found, refused = inbound.read(inbound.inbound_folder(root), assignment, rows,
                                   places(root, assignment), bounds, inbound.check_owner(root))
     rejected = [Rejected(entry, why) for entry, why in refused]
-    clashes = _collisions(found.values(), root, assignment)
+    clashes = _collisions(found.values(), root, assignment, rows)
     rejected += clashes
     outcome, kept = {}, {}
     for student, folder in sorted(found.items()):

@@ -51,7 +51,7 @@ import re
 import unicodedata
 
 from tools.course import confusables
-from tools.course.bounds import id_problem
+from tools.course.bounds import fold, id_problem
 from tools.lms import downloads
 
 NEEDED = {"lms_id", "student_id", "name"}
@@ -80,25 +80,35 @@ def letters(name):
 def read_roster(path):
     """The roster's rows: [{"lms_id", "student_id", "name", (OPTIONAL's)}]; SystemExit naming
     the line of a missing column, a student id the allow-list refuses, or two rows of one
-    student id (up to case and normalization)."""
+    student id (up to case and normalization). Two ids that differ only in look-alike
+    characters (`user1`, `userl`) are the instructor's to list: a warning names both lines
+    (collect then tells them apart: tools/instructor/collect.py, _collisions)."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         if not NEEDED <= set(reader.fieldnames or ()):
             raise SystemExit(f"{path}: the roster's columns must be {', '.join(sorted(NEEDED))} "
                              f"(it has {', '.join(reader.fieldnames or ())})")
-        rows, seen = [], {}
+        rows, seen, looks = [], {}, {}
         for row in reader:
             row = {k: (v or "").strip() for k, v in row.items() if k is not None}
             problem = id_problem(row["student_id"])
             if problem:
                 raise SystemExit(f"{path}, line {reader.line_num}: {problem}")
-            key = confusables.key(row["student_id"])
+            key = fold(row["student_id"])
             if key in seen:
                 raise SystemExit(f"{path}, line {reader.line_num}: student id "
                                  f"{row['student_id']!r} is also line {seen[key]}'s (up to "
-                                 "case, Unicode normalization and look-alike characters: "
-                                 "Unicode's confusable skeletons, UTS #39)")
+                                 "case and Unicode normalization)")
+            alike = looks.get(confusables.key(row["student_id"]))
+            if alike:
+                print(f"WARNING: {path}, line {reader.line_num}: student id "
+                      f"{row['student_id']!r} looks like line {alike[0]}'s {alike[1]!r} "
+                      "(Unicode's confusable skeletons, UTS #39): two students, as the "
+                      "roster lists them? (collect tells listed ids apart, and refuses an "
+                      "unlisted id that looks like one)")
             seen[key] = reader.line_num
+            looks.setdefault(confusables.key(row["student_id"]),
+                             (reader.line_num, row["student_id"]))
             rows.append(row)
     return rows
 
