@@ -26,7 +26,7 @@ LAB_ARGS ?=
 # make test's system packages must come first (GNU make 4.3, Debian 12's, has no .WAIT).
 .NOTPARALLEL:
 
-.PHONY: lab check bench test system-packages student outputs screenshots clean \
+.PHONY: lab check bench test system-packages student outputs notebook-times screenshots clean \
 	build release collect autograde feedback grades rubric grading-bench formgrader \
 	scheduler worker score system-packages-bubblewrap
 
@@ -108,6 +108,14 @@ student: $(INSTALLED)
 # Authors: re-execute the solution notebooks so their stored outputs are current.
 outputs: $(INSTALLED)
 	cd solutions && ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace [0-9]*.ipynb
+
+# Authors: each solution notebook run in full as Run All runs it, one at a time in a fresh
+# kernel, its wall and CPU time printed against the course's rule of a minute (run it on a
+# quiet machine). NB=07 for one (or NB="04 05"); NB_ARGS=--student for the student edition.
+NB ?=
+NB_ARGS ?=
+notebook-times: $(INSTALLED)
+	$(PY) -m tools.maintainer.notebook_times $(NB_ARGS) $(NB)
 
 # Instructors, one command per step (README, "For instructors and maintainers"; tools/instructor/):
 # the nbgrader course in COURSE_DIR, built from solutions/ ...
