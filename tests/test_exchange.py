@@ -297,6 +297,21 @@ def test_a_folder_name_nbgrader_submit_never_writes_is_refused_alone(inbound, na
     assert inbound.collected_right("s1001", before)
 
 
+def test_a_courses_own_timestamp_format_is_the_one_read(inbound):
+    """A course that sets c.Exchange.timestamp_format (nbgrader submit writes its folders'
+    times so) has its students' folders read, and a time of another form refused (a
+    review's: every folder was refused)."""
+    before = datetime.datetime.now(datetime.timezone.utc)
+    config = inbound.root / "nbgrader_config_local.py"
+    config.write_text(config.read_text() + "c.Exchange.timestamp_format = '%Y%m%d-%H%M%S'\n")
+    inbound.put("s1001", stamp="20261207-100000")
+    inbound.put("s1002")  # (nbgrader's default form: not this course's)
+    out = inbound.collect()
+    assert inbound.collected_right("s1001", before)
+    assert rejected(out, inbound.folder / f"s1002+unit1+{STAMP}+AbCdEf_-1234",
+                    "is no date written as '%Y%m%d-%H%M%S'")
+
+
 def test_names_that_are_no_utf8_or_hold_a_lines_end_are_refused_and_shown(inbound):
     """A folder's name of bytes that are no UTF-8, and a file's name holding them and a
     line's end: refused, each name shown escaped on its line (printed as it is, the first

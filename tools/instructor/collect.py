@@ -678,7 +678,8 @@ def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
     (tools/instructor/inbound.py) into submitted/, as an LMS's download (dry_run: decide,
     and write nothing). Returns Exchanged."""
     found, refused = inbound.read(inbound.inbound_folder(root), assignment, rows,
-                                  places(root, assignment), bounds, inbound.check_owner(root))
+                                  places(root, assignment), bounds, inbound.check_owner(root),
+                                  inbound.timestamp_format(root))
     rejected = [Rejected(entry, why) for entry, why in refused]
     clashes = _collisions(found.values(), root, assignment, rows)
     rejected += clashes

@@ -18,7 +18,8 @@ there); the rest of the class is collected:
 
 - its name: nbgrader submit's, "<student id>+<assignment>+<time>" and its random string
   (URL-safe base64), the time a date as nbgrader writes it (Exchange.timestamp_format's
-  default, in any zone: "2026-12-07 10:00:00.000000 UTC"); the name's time is not used;
+  default, in any zone: "2026-12-07 10:00:00.000000 UTC", or the course's own format);
+  the name's time is not used;
 - the student id: the allow-list every id keeps, and with a roster one of its student ids
   (tools.instructor.roster.exchange_problem); ids of one collect that differ only in
   case, Unicode normalization or look-alike characters (UTS #39) are refused
@@ -110,12 +111,20 @@ def shown(text):
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _name_problem(parts, assignment):
-    """Why a folder's name (split at "+") is not one nbgrader submit writes, or None."""
+def _name_problem(parts, assignment, stamp=None):
+    """Why a folder's name (split at "+") is not one nbgrader submit writes, or None. stamp:
+    the course's own c.Exchange.timestamp_format (None: nbgrader's default)."""
     if len(parts) not in (3, 4) or parts[1] != assignment or \
             (len(parts) == 4 and not RANDOM.fullmatch(parts[3])):
         return "not a folder's name as nbgrader submit writes it (<student id>+" \
                f"{assignment}+<time>[+<random>])"
+    if stamp is not None:
+        try:
+            datetime.datetime.strptime(parts[2], stamp)
+        except ValueError:
+            return f"not a folder's name as nbgrader submit writes it: its time " \
+                   f"{parts[2]!r} is no date written as {stamp!r} (c.Exchange.timestamp_format)"
+        return None
     time = TIME.fullmatch(parts[2])
     try:
         datetime.datetime.fromisoformat(time["when"] if time else "")
@@ -165,16 +174,23 @@ def check_owner(root):
                                         settings.CollectApp.get("check_owner", True))
 
 
-def read(inbound, assignment, rows, where, bounds=BOUNDS, owners=True):
+def timestamp_format(root):
+    """The course's c.Exchange.timestamp_format where it sets one, else None (nbgrader's
+    default, read by TIME: any zone's name)."""
+    return config(root).Exchange.get("timestamp_format")
+
+
+def read(inbound, assignment, rows, where, bounds=BOUNDS, owners=True, stamp=None):
     """({student: the Folder of theirs to collect: the one whose files changed last},
     [(a folder's name, why it is refused)]) of the assignment's folders in inbound (rows:
-    the roster, or None; where: the assignment's unpack.Places; owners: check_owner's)."""
+    the roster, or None; where: the assignment's unpack.Places; owners: check_owner's;
+    stamp: timestamp_format's)."""
     by_student, rejected = {}, []
     for path in sorted(inbound.iterdir()):
         parts = path.name.split("+")
         if assignment not in parts[1:]:
             continue  # (another assignment's)
-        why = _name_problem(parts, assignment) or roster.exchange_problem(parts[0], rows)
+        why = _name_problem(parts, assignment, stamp) or roster.exchange_problem(parts[0], rows)
         if why:
             rejected.append((path.name, why))
         else:
