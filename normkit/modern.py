@@ -489,7 +489,7 @@ def norm_points(model, corpus, names=None, points=3000, seed=0):
     return result
 
 
-SATURATED = 2.0  # |alpha x| beyond which tanh's slope, 1 - tanh^2, is below 0.07
+SATURATED = 2.0  # |alpha x| beyond which tanh's slope, 1 - tanh^2, is below 0.071
 
 
 def saturation(model, corpus):
