@@ -7,13 +7,15 @@ validation loss) written out so that each choice of today's models is one option
 
 - `norm`: "layer" (LayerNorm), "rms" (RMSNorm) or "dyt" (Dynamic Tanh, Zhu et al. 2025:
   gamma * tanh(alpha * x) + beta, alpha one learned scalar initialized to 0.5 as in the
-  authors' code, facebookresearch/DynamicTanh);
+  authors' code, jiachenzhu/DyT's dynamic_tanh.py);
 - `qk_norm`: an RMSNorm over each head's dimension, with a learned gain, on the queries and
-  the keys before their dot product (Dehghani et al. 2023; Wortsman et al. 2023);
+  the keys before their dot product, as in Gemma 3 and Qwen3 (Dehghani et al. 2023 and
+  Wortsman et al. 2023 used a LayerNorm there);
 - `placement`: where the norms sit around each sublayer F (PLACEMENTS): "pre" (x + F(N(x))),
-  "post" (N(x + F(x))), "peri" (x + N(F(N(x))), Gemma 2 and 3), "reordered"
-  (x + N(F(x)), OLMo 2) and "deepnorm" (N(alpha x + F(x)) with DeepNet's initialization,
-  Wang et al. 2022). Each is one line of PLACEMENTS.
+  "post" (N(x + F(x))), "peri" (x + N(F(N(x))), CogView's Sandwich-LN, Gemma 2 and 3),
+  "reordered" (x + N(F(x)), OLMo 2's placement, here without OLMo 2's QK-norm) and
+  "deepnorm" (N(alpha x + F(x)) with DeepNet's initialization, Wang et al. 2022). Each is
+  one line of PLACEMENTS.
 
 Each attention records the largest |logit| of its last forward, so that `train` logs the
 largest attention logit of every step beside the loss. Three experiments, each with the
@@ -171,7 +173,7 @@ class Config:
     def label(self):
         """A legend's name, e.g. "Pre-LN, LayerNorm, QK-norm"."""
         places = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN",
-                  "reordered": "Reordered", "deepnorm": "DeepNorm"}
+                  "reordered": "Reordered (no QK-norm)", "deepnorm": "DeepNorm"}
         names = {"layer": "LayerNorm", "rms": "RMSNorm", "dyt": "DyT"}
         return f"{places[self.placement]}, {names[self.norm]}" + \
             (", QK-norm" if self.qk_norm else "")
@@ -487,7 +489,7 @@ def norm_points(model, corpus, names=None, points=3000, seed=0):
     return result
 
 
-SATURATED = 2.0  # |alpha x| beyond which tanh's slope, 1 - tanh^2, is below 0.07
+SATURATED = 2.0  # |alpha x| beyond which tanh's slope, 1 - tanh^2, is below 0.071
 
 
 def saturation(model, corpus):

@@ -88,7 +88,7 @@ class DyTFunction(torch.autograd.Function):
 class DyT(torch.nn.Module):
     """Dynamic Tanh in place of a LayerNorm over the last dim (provided): parameters alpha
     (1,), initialized to alpha_init_value, weight (C,) ones and bias (C,) zeros, named as in
-    the authors' code (facebookresearch/DynamicTanh, DynamicTanh with channels_last=True);
+    the authors' code (jiachenzhu/DyT, dynamic_tanh.py: DynamicTanh with channels_last=True);
     forward(input) (*B, C) -> (*B, C) through DyTFunction."""
 
     def __init__(self, normalized_shape, alpha_init_value=0.5, device=None, dtype=None):
