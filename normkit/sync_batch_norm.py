@@ -8,7 +8,8 @@ standard deviation, gathers those few numbers from every device (an all_gather: 
 may differ in size, so a plain sum would not do) and combines them
 (torch/nn/modules/_functions.py, torch.batch_norm_gather_stats_with_counts). The
 combination is Chan, Golub and LeVeque's merge of two partial results (1979), folded over
-the devices: Exercise 6.2's welford_merge.
+the devices: Exercise 6.2's welford_merge. (The backward all_reduces 2C more sums; both
+collectives block, once per SyncBatchNorm layer and step: the cost is latency, not bytes.)
 
 merged_statistics(slices) does the same on one machine: each slice's state (count, mean,
 m2) per channel, then the states merged one device after another. It uses your

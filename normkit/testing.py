@@ -302,8 +302,8 @@ def stats_mistakes(x, axes, eps=1e-5):
     n = math.prod(x.shape[a] for a in _group_axes(x, axes))
     centred = t - t.mean(dim=axes, keepdim=True)  # (*x.shape)
     var = t.var(dim=axes, unbiased=False, keepdim=True)  # (groups, kept as 1)
-    eps_on_std = ("eps is added to the std; it belongs under the square root, added to the "
-                  "variance (Unit 1, section 1)")
+    eps_on_std = ("eps is added to the std; torch's contract, which this course's kernels "
+                  "follow, adds it to the variance, under the square root (Unit 1, section 1)")
     found = {"x_hat": {eps_on_std: centred / (var.sqrt() + eps)},
              "var": {}, "rstd": {eps_on_std: 1 / (var.sqrt() + eps),
                                  "this is the std, not its reciprocal": (var + eps).sqrt()}}

@@ -3,9 +3,11 @@ same kernel as the compiled CPU one, where a CUDA device and Triton are present.
 
     python -m normkit.triton_layer_norm     the table of report(), or one line saying why not
 
-The structure is that of llm.c's CUDA kernels and Triton's "Layer Normalization" tutorial
-(https://github.com/karpathy/llm.c, dev/cuda/layernorm_forward.cu and
-layernorm_backward.cu; https://triton-lang.org/main/getting-started/tutorials/05-layer-norm.html):
+The forward is structured as the Triton "Layer Normalization" tutorial's (one program per
+row; triton-lang/triton, python/tutorials/05-layer-norm.py; llm.c's CUDA kernels give a row
+one warp: karpathy/llm.c, llmc/layernorm.cuh). The backward is not the tutorial's, whose
+programs (one per row) share GROUP_SIZE_M partial rows under a lock; it is closer to llm.c's
+layernorm_backward_kernel10 (a partial sum per block, then their sum):
 - forward: one program per row; the row is loaded once into a block of BLOCK values (the
   next power of two >= H, masked past H), its mean and centred variance are two sums over
   that block in registers, and y is written once: 2|x| of memory traffic;

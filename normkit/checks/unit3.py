@@ -464,8 +464,8 @@ def rms_norm_mistakes(x, normalized_shape, weight, eps):
     centred = x64 - x64.mean(axis=axes, keepdims=True)  # (*B, *S)
     ms = (x64 * x64).mean(axis=axes, keepdims=True)  # (*B, 1..1)
     rrms = {CENTRED: 1 / np.sqrt((centred * centred).mean(axis=axes, keepdims=True) + e),
-            "eps is added to the root mean square; it belongs under the square root, added "
-            "to the mean square": 1 / (np.sqrt(ms) + e)}
+            "eps is added to the root mean square; torch's contract, which this course's kernels "
+            "follow, adds it to the mean square, under the square root": 1 / (np.sqrt(ms) + e)}
     if eps is None:
         rrms[f"eps=None means the machine epsilon of x's dtype (np.finfo(x.dtype).eps = "
              f"{e:.3g}), as in torch, not 1e-5"] = 1 / np.sqrt(ms + 1e-5)

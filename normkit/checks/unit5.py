@@ -481,7 +481,7 @@ def gain_mistakes(stream, eps):
             1 / (var + eps),
         "eps is left out: it counts wherever a token's variance is not far above eps":
             torch.rsqrt(var),
-        "eps is added to the std, not where LayerNorm adds it (Unit 1, section 1)":
+        "eps is added to the std, not where torch's LayerNorm adds it (Unit 1, section 1)":
             1 / (var.sqrt() + eps)}
     return {cause: v.to(stream.dtype).numpy() for cause, v in found.items()}
 

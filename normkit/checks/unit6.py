@@ -256,8 +256,8 @@ def layer_norm_mistakes(dtype, normalized_shape):
         f"the mean was rounded to {name}: its {bits} significant bits leave it off by up "
         "to half a unit in the last place of x's offset, and x - mean carries that error: "
         "keep it in float32": mean_rounded,
-        "eps is added to the std; it belongs under the square root, added to the variance "
-        "(notebook 06, section 3)": eps_on_std}
+        "eps is added to the std; torch's contract, which this course's kernels follow, adds "
+        "it to the variance, under the square root (notebook 06, section 3)": eps_on_std}
     if last_axis_cause(normalized_shape):
         found[last_axis_cause(normalized_shape)] = last_axis
     return found
@@ -317,8 +317,8 @@ def rms_norm_mistakes(dtype, normalized_shape):
         f"eps=None was read as {name}'s eps ({eps16:.2g}); torch's kernel adds float32's "
         f"({eps32:.2g}), the eps of the dtype it computes in (see the docstring)":
             eps_of_dtype,
-        "eps is added to the RMS; it belongs under the square root, added to the mean "
-        "square (notebook 06, section 3)": eps_on_rms}
+        "eps is added to the RMS; torch's contract, which this course's kernels follow, adds "
+        "it to the mean square, under the square root (notebook 06, section 3)": eps_on_rms}
     if last_axis_cause(normalized_shape):
         found[last_axis_cause(normalized_shape)] = last_axis
     return found

@@ -335,7 +335,7 @@ WRONG = {
         "subtracts the mean": Mistake(_rms_norm("subtracts the mean"), 'the mean is subtracted: RMSNorm does not centre'),
         "adds a bias": Mistake(_rms_norm("adds a bias"), "something is added after the weight"),
         "eps=None taken as 1e-5": Mistake(_rms_norm("eps 1e-5 when None"), "eps=None means the machine epsilon"),
-        "eps outside the sqrt": Mistake(_rms_norm("eps outside sqrt"), "it belongs under the square root, added to the mean square"),
+        "eps outside the sqrt": Mistake(_rms_norm("eps outside sqrt"), "adds it to the mean square, under the square root"),
         "last axis only": Mistake(_rms_norm("last axis only"), "reduced over axes (2,) where normalized_shape=(3, 4)"),
         "no keepdims": Mistake(_rms_norm("no keepdims"), "keep them as size 1 with keepdims=True"),
     },
