@@ -41,7 +41,7 @@ LR = 0.02  # at batch size 32; batch size B trains at LR * B / 32
 MOMENTUM = 0.9
 LAST = 512  # the training loss at the end: over the last LAST samples seen
 CHANCE = math.log(CLASSES)  # the loss of a uniform guess (an accuracy of 1 / CLASSES)
-GROUPS = 4  # GroupNorm's groups (LayerNorm over (C, H, W) is GroupNorm with one)
+GROUPS = 4  # GroupNorm's groups (LayerNorm's statistics over (C, H, W): GroupNorm with one)
 
 
 def bars(n, seed=0, noise=0.2, contrast=0.5, brightness=1.0):
@@ -67,7 +67,9 @@ def bars(n, seed=0, noise=0.2, contrast=0.5, brightness=1.0):
 
 def norm_layer(norm, channels):
     """The norm after a convolution of `channels` outputs: BatchNorm2d, GroupNorm with
-    GROUPS groups, or LayerNorm over (C, H, W), which is GroupNorm with one group."""
+    GROUPS groups, or LayerNorm over (C, H, W), run as GroupNorm with one group: the
+    statistics of nn.LayerNorm((C, H, W)), with a per-channel affine (C gammas and betas)
+    where nn.LayerNorm((C, H, W)) has one per element, tied to one map size."""
     if norm not in NORMS:
         raise ValueError(f"norm_layer: norm must be one of {NORMS}, got {norm!r}")
     return {"BatchNorm": lambda: torch.nn.BatchNorm2d(channels),

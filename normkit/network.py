@@ -136,11 +136,15 @@ def weight_norms(weight_decay, steps=600, seed=0, decayed=("linear.weight",), fo
 def weight_decay_claims(runs):
     """{claim: whether it holds} of weight_norms' runs {weight decay: (norms, gammas,
     final)}, decay 0 and 0.03 among them: without decay a weight behind a norm only grows
-    (each step adds lr^2 |g|^2 to its squared norm: the gradient is orthogonal to it); with
+    (each step adds lr^2 |g|^2 to its squared norm: the gradient of a scale-invariant
+    weight is orthogonal to it); with
     decay 0.03 its norm ends below a third of that (measured over seeds 0 to 9: 0.16 to
     0.17 of it; without decay each step adds at least 4e-5 to the squared norm, about 128,
-    far above its rounding), so its effective learning rate lr / |W|^2 ends about 35 times
-    larger."""
+    far above its rounding), so its effective learning rate lr / |W|^2 ends more than nine
+    times larger (35 to 41 times: 1 / 0.17^2 to 1 / 0.156^2; seed 0, notebook 04's run, 41,
+    which its cell prints). The
+    weight is scale-invariant: a bias sits between it and the norm, but BatchNorm removes
+    it; behind LayerNorm such a bias would break the orthogonality."""
     plain, decayed = runs[0.0][0], runs[0.03][0]
     return {"without weight decay the weight's norm grows at every step":
                 bool(np.all(np.diff(plain) > 0)),
@@ -153,10 +157,13 @@ def instruments(norm, gain=0.5, depth=6, width=64, steps=100, lr=0.1, seed=0, ev
     layers of width) whose weights start at gain times He's. After every step, for each
     hidden layer: the std of its weight's gradient and log10 of its update-to-data ratio,
     std(lr * dW) / std(W); after every `every` steps, on that step's batch (in torch,
-    BatchNorm in training mode): its activations' mean and std and the fraction of its
-    ReLUs at zero. Returns ({"grad", "update": (steps, depth); "mean", "std", "dead":
-    (steps // every, depth)}, the final loss)."""
-    found = {name: [] for name in ("grad", "update", "mean", "std", "dead")}
+    BatchNorm in training mode): its activations' mean and std, the fraction of its ReLU
+    outputs at zero ("zero", over units and examples: makemore's "saturated" percentage,
+    for a ReLU) and the fraction of its units that are dead on the batch ("dead": zero for
+    every example of it, so that no gradient reaches their weights). Returns ({"grad",
+    "update": (steps, depth); "mean", "std", "zero", "dead": (steps // every, depth)},
+    the final loss)."""
+    found = {name: [] for name in ("grad", "update", "mean", "std", "zero", "dead")}
 
     def watch(batch, params, grads):
         found["grad"].append([g["linear.weight"].std() for g in grads[:depth]])
@@ -167,7 +174,8 @@ def instruments(norm, gain=0.5, depth=6, width=64, steps=100, lr=0.1, seed=0, ev
             h = [tensors[k, "h"].numpy() for k in range(depth)]  # (B, width) each
             found["mean"].append([a.mean() for a in h])
             found["std"].append([a.std() for a in h])
-            found["dead"].append([(a == 0).mean() for a in h])
+            found["zero"].append([(a == 0).mean() for a in h])
+            found["dead"].append([(a == 0).all(axis=0).mean() for a in h])  # over units
 
     *_, final = train_by_hand(norm, steps, lr, sizes=(2,) + (width,) * depth + (3,),
                               seed=seed, forward=forward, backward=backward, watch=watch,

@@ -5,16 +5,18 @@
 - Unit 5, section 6: a tiny transformer, Post-LN and Pre-LN, trained by Adam with and
   without a learning-rate warm-up (`warmup_runs`).
 
-Training near the edge of stability is chaotic: the last bit of one weight, which another
-CPU's rounding changes, can decide whether a run diverges. So each experiment takes
-`jitter`, a seed: every initial weight is multiplied by (1 + 1e-6 * noise), noise standard
-normal. Each experiment's claims (`sweep_claims`, `warmup_claims`, `edge_claims`) are what
+Training near the largest learning rate that trains is chaotic: the last bit of one weight,
+which another CPU's rounding changes, can decide whether a run diverges. So each experiment
+takes `jitter`, a seed: every initial weight is multiplied by (1 + 1e-6 * noise), noise
+standard normal. Each experiment's claims (`sweep_claims`, `warmup_claims`, `edge_claims`) are what
 its notebook asserts, and each must hold by a wide margin: tests/test_training.py asserts
 them under two of the five jitters (JITTERS): jitter 0 on this machine's kernels, and jitter
-1 on torch's generic ones (through tests/test_machines.py); the edge of stability under all
-five, as notebook 04 shows, in both. An outcome that does not hold that way (which runs
-diverge at the edge of stability) is printed and explained in the notebook; only its
-spread is asserted.
+1 on torch's generic ones (through tests/test_machines.py); the runs at that edge
+(`sweep_edge`) under all five, as notebook 04 shows, in both. An outcome that does not hold
+that way (which runs diverge at the edge) is printed and explained in the notebook; only
+its spread is asserted. (That edge is the largest learning rate that trains, not Cohen et
+al. 2021's "edge of stability", where full-batch gradient descent's sharpness hovers at
+2 / lr: nothing here measures sharpness.)
 """
 
 import functools
@@ -67,7 +69,7 @@ CHANCE = math.log(4)  # the loss of a uniform guess over the 4 classes
 def outcome(loss, chance):
     """"learns" where a final loss is below half of chance's (a uniform guess's), "fails"
     where it is above nine tenths of it or the run diverged (inf), else "between". The
-    thresholds lie far from where runs end on either side of the edge of stability, so
+    thresholds lie far from where runs end on either side of the largest rate that trains, so
     that a last-bit difference does not move a run from one to the other."""
     return "learns" if loss < chance / 2 else "fails" if loss > 0.9 * chance else "between"
 
@@ -184,7 +186,7 @@ def sweep_claims(final):
     return claims
 
 
-EDGE_LRS = (0.3, 1.0, 3.0)  # inside, at and beyond the edge of stability without a norm
+EDGE_LRS = (0.3, 1.0, 3.0)  # below, at and beyond the largest rate that trains without a norm
 
 
 def sweep_edge(jitters=(None, *JITTERS)):

@@ -8,7 +8,7 @@ mistake (DIAGNOSIS: the cause is matched within the tolerance, so the match must
 any CPU too); the first (FARTHEST from this machine's) also
 the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main
 run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
-seconds; and the edge of stability with its own jitters) and the capstone's
+seconds; and the runs at the largest learning rate that trains with their own jitters) and the capstone's
 (tests/test_language_model.py, its light settings, perturbed by jitter 1) and Unit 7's
 (tests/test_modern.py and tests/test_conditioning.py, light settings, jitter 1):
 
@@ -61,9 +61,9 @@ CAPABILITIES = ("default", "avx2", "avx512")  # torch's x86 kernels, from the le
 # deselection (as `-k "not jitter"` once deselected the "unjittered" runs too)
 EXPERIMENTS = [f"tests/test_training.py::{test}" for test in (
     "test_the_sweep_claims_hold[jitter1]", "test_the_warmup_claims_hold[jitter1]",
-    "test_the_edge_of_stability_is_chaotic_and_only_there")] + [
+    "test_the_edge_of_training_is_chaotic_and_only_there")] + [
     "tests/test_convnet.py::test_the_convnet_claims_hold[jitter1]"]
-# the experiments (Unit 4's training runs: the sweep, the warm-up, the edge of stability,
+# the experiments (Unit 4's training runs: the sweep, the warm-up, the runs at the edge,
 # the ConvNet), in the configuration farthest from this machine's alone (their seconds
 # count; the notebooks run them on its own)
 FARTHEST = "torch generic, NumPy baseline, 1 thread"

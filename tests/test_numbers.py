@@ -52,7 +52,7 @@ VISIBLE = re.compile(rf"@exercise\(\"({NUMBER})\".*\)\ndef visible_(\d+)_(\d+)\(
 NOTEBOOK = re.compile(r"\b(0[1-9]_[a-z]+(?:_[a-z]+)+)\b")
 UNIT_NAME = re.compile(r"\bunit([0-9]+)\b")
 # a notebook's section by number or title: "notebook 06, section 4", "Unit 4, section 3",
-# 'notebook 04, "The edge of stability"'
+# 'notebook 04, "Near the largest learning rate that trains"'
 SECTION = re.compile(r"\b(?:[Nn]otebook 0|[Uu]nit )([1-9]),? (?:section (\d+)\b|\"([^\"]+)\")")
 
 
@@ -205,7 +205,7 @@ def test_the_texts_read_are_the_courses():
     ("make score A=unit8", "no Unit 8"),
     ('"id": "ex4_4-text"', "no Exercise 4.4"),
     ("the capstone (notebook 05, section 9)", "has no section 9"),
-    ('spread is asserted (notebook 03, "The edge of stability")', "has no heading"),
+    ('spread is asserted (notebook 03, "Near the largest learning rate that trains")', "has no heading"),
     ('@exercise("5.4", "transformer.final_norm_gain")\ndef visible_4_4():', "named visible_5_4"),
 ])
 def test_an_old_number_is_found(text, why):
@@ -223,7 +223,7 @@ def test_an_old_number_is_found(text, why):
     '@exercise("6.2", "variance.welford_merge") and check("6.2")',
     "Questions 4.1 and 4.2, Q5.1, q4_1_gamma_beta_undo, ex6_2_welford_merge, unit6",
     "float16 at 5.5 and 2.5 hours for Unit 4; Moodle 4.1+",
-    'notebook 06, section 4; Unit 4, section 3; notebook 04, "The edge of stability"',
+    'notebook 06, section 4; Unit 4, section 3; notebook 04, "Near the largest learning rate that trains"',
     '"ex5_4-text", "q5_1-answer"; @exercise("6.5", "layer_norm_fast.layer_norm_forward_fast")\ndef visible_6_5():',
 ])
 def test_a_right_number_is_not(text):

@@ -8,9 +8,10 @@ once, in one of three settings:
 - perturbed by jitter 1, on torch's generic kernels and NumPy's baseline, one thread:
   tests/test_machines.py runs this file in that configuration (COURSE_CONFIGURATION set),
   where the jitter-1 runs are the ones collected, as for the capstone
-  (tests/test_language_model.py). The edge of stability runs in both, with all its jitters.
+  (tests/test_language_model.py). The runs at the largest learning rate that
+  trains (sweep_edge) run in both, with all their jitters.
 
-Training near the edge of stability is chaotic: notebook 04's sweep once asserted that a
+Training near the largest learning rate that trains is chaotic: notebook 04's sweep once asserted that a
 seed diverges at lr 1, which held on one CPU and not on the next. The claims asserted now
 were chosen from runs over more seeds, dozens of jitters and 3 CPU configurations, far from
 their thresholds (normkit/training.py gives the numbers); the chaotic case is shown as such,
@@ -36,7 +37,7 @@ def test_the_sweep_claims_hold(jitter):
     assert failed(training.sweep_claims(final)) == [], training.outcomes(final)
 
 
-def test_the_edge_of_stability_is_chaotic_and_only_there():
+def test_the_edge_of_training_is_chaotic_and_only_there():
     finals = training.sweep_edge()  # (1 + jitters, lrs 0.3 1 3, seeds)
     assert finals.shape == (1 + len(training.JITTERS), len(training.EDGE_LRS), SWEEP[2])
     assert failed(training.edge_claims(finals)) == [], finals
