@@ -229,3 +229,21 @@ def test_a_malformed_written_question_is_refused(course_copy, change, message):
     path.write_text(json.dumps(notebook))
     with pytest.raises(ValueError, match=message):
         questions(course_copy)
+
+
+def test_question_7_1_grades_the_explanation_after_the_runs_not_the_prediction():
+    """Issue 59, point 4: the student predicts before the placements' runs (not graded),
+    and the graded question, after them, asks for the mechanism: its rubric gives the
+    points for the explanation whatever the prediction was (before, it graded whether the
+    prediction was right, which rewarded running the cells first)."""
+    cells = json.loads((SOLUTIONS / "07_normalization_today.ipynb").read_text())["cells"]
+    ids = [c.get("id") for c in cells]
+    answer = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get(
+        "grade_id") == "q7_1_placements_at_depth")
+    runs = ids.index("u7-place-run")
+    predict = "".join(cells[ids.index("u7-q7_1")]["source"])
+    assert ids.index("u7-q7_1") < ids.index("u7-q7_1-prediction") < runs < answer
+    assert "predict" in predict and "not graded" in predict
+    assert "### Question 7.1" in "".join(cells[answer - 1]["source"])
+    assert "the prediction before the runs earns no\npoint and costs none" in \
+        "".join(cells[answer]["source"])
