@@ -19,6 +19,12 @@ waits for its check: normkit.notebook.revealed).
 
 DEFINITIONS names the exercises whose formula is the definition the student implements,
 taught before them on purpose, with the reason. Every exercise is in exactly one of the two.
+
+STEPS gives the derivations that are not graded exercises (the student derives, writes the
+result in a "your turn" cell, and a code cell checks it against a run) by the id of that
+check cell, with the same patterns and the same rules: no cell before it holds the answer
+(nor normkit/, which the notebooks send the student to read), and after it, in the rest of
+its section, only a collapsed block does.
 """
 
 import json
@@ -119,6 +125,15 @@ DEFINITIONS = {
     "7.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
     "7.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
            "argument) is the specification, as in 2.5",
+}
+STEPS = {  # derivation: (notebook, the id of its check cell, patterns of its answer)
+    "SGD's equilibrium norm behind a norm, and its effective learning rate": (
+        "04_why_normalization_helps.ipynb", "decay-equilibrium-check", [
+            r"lr\*c\*\*2/\(2\*weight_decay\)", r"sqrt\(2\*lr\*weight_decay\)/c",
+            r"\|W\|\^4=lrc\^2/\(2wd\)", r"sqrt\(2lrwd\)/c",
+            r"\\frac\{\\text\{lr\}c\^2\}\{2\\lambda\}",
+            r"\\frac\{\\sqrt\{2\\text\{lr\}\\lambda\}\}\{c\}",
+        ]),
 }
 EDITION = REPO / "notebooks"
 STUBS = REPO / "normlib"
@@ -386,3 +401,87 @@ def test_an_answer_in_a_stub_docstring_is_found(tmp_path):
                                        "count_b / count\n")
     found = {n for n, _, _ in leaks(EDITION, stubs)}
     assert found == {"2.2", "3.2", "3.7", "6.2"}
+
+
+# the derivations that are not exercises (STEPS) -------------------------------------------
+
+
+def step_cells(folder, step, read=lambda cell: "".join(cell["source"])):
+    """(before, after) of a STEPS derivation in folder's notebooks: [(where, text)] of every
+    cell a student reads before its check cell (earlier notebooks whole, then its own up to
+    the check), and of the cells after it in the rest of its section (up to the next "## "
+    heading); text: read(cell)."""
+    notebook, check_id, _ = STEPS[step]
+    before, after = [], []
+    for path in notebooks(folder):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if path.name != notebook:
+            before += [(f"{path.name} cell {i}", read(c)) for i, c in enumerate(cells)]
+            if path.name > notebook:
+                break
+            continue
+        k = next(i for i, c in enumerate(cells) if c.get("id") == check_id)
+        before += [(f"{path.name} cell {i}", read(c)) for i, c in enumerate(cells[:k])]
+        for i, c in enumerate(cells[k + 1:], k + 1):
+            if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## "):
+                break
+            after.append((f"{path.name} cell {i}", read(c)))
+        break
+    return before, after
+
+
+def step_found(text, step):
+    return [p for p in STEPS[step][2] if re.search(p, flat(text))]
+
+
+def step_leaks(folder=EDITION):
+    """(step, where, pattern) of every STEPS answer shown too early: in the student
+    edition before its check (sources, hints included, and the solutions' stored outputs
+    there), in normkit/'s files, or after its check outside a collapsed block."""
+    found = []
+    for step in STEPS:
+        before, _ = step_cells(folder, step)
+        stored, _ = step_cells(SOLUTIONS, step, read=outputs)
+        _, after = step_cells(SOLUTIONS, step, read=unopened)
+        for where, text in before + stored + after:
+            found += [(step, where, p) for p in step_found(text, step)]
+        for path in sorted((REPO / "normkit").rglob("*.py")):
+            found += [(step, path.name, p) for p in step_found(path.read_text(), step)]
+    return found
+
+
+def test_a_derivation_shows_no_answer_before_its_check():
+    assert step_leaks() == []
+
+
+def test_each_derivation_is_answered_after_its_check_in_the_solutions():
+    """The patterns are live: each matches the model derivation (its collapsed block) or
+    the solutions' "your turn" cell, and the check cell exists in both editions."""
+    for step, (notebook, check_id, patterns) in STEPS.items():
+        for folder in (SOLUTIONS, EDITION):
+            cells = json.loads((folder / notebook).read_text(encoding="utf-8"))["cells"]
+            assert [c.get("id") for c in cells].count(check_id) == 1, (folder, step)
+        texts = [flat("".join(c["source"])) for c in json.loads(
+            (SOLUTIONS / notebook).read_text(encoding="utf-8"))["cells"]]
+        assert all(any(re.search(p, t) for t in texts) for p in patterns[:1] + patterns[4:6]), \
+            step
+
+
+@pytest.mark.parametrize("source", [
+    "$$\\lVert W\\rVert^4 = \\frac{\\text{lr}\\, c^2}{2\\lambda}$$",
+    "the rate is then $\\frac{\\sqrt{2\\,\\text{lr}\\,\\lambda}}{c}$",
+    "    norm = (lr * c**2 / (2 * weight_decay)) ** 0.25",
+])
+def test_a_derivation_planted_before_its_check_is_found(tmp_path, source):
+    step = next(iter(STEPS))
+    notebook, check_id, _ = STEPS[step]
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for path in notebooks(EDITION):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if path.name == notebook:
+            k = next(i for i, c in enumerate(nb["cells"]) if c.get("id") == check_id)
+            nb["cells"].insert(k, {"cell_type": "markdown", "metadata": {}, "source": source})
+        (folder / path.name).write_text(json.dumps(nb))
+    before, _ = step_cells(folder, step)
+    assert [w for w, text in before if step_found(text, step)], source

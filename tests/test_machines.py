@@ -81,6 +81,7 @@ MEASUREMENTS = [
     "test_the_pre_ln_stream_grows_through_the_component_all_tokens_share",
     "tests/test_network.py::test_every_kind_learns_the_spiral_from_other_seeds",
     "tests/test_network.py::test_weight_decay_claims_hold_from_other_seeds",
+    "tests/test_network.py::test_the_equilibrium_claims_hold_from_other_seeds",
     "tests/test_network.py::test_the_instruments_claims_hold_from_other_seeds"]
 # every notebook runs on the farthest configuration's kernels (every assert of every cell,
 # not their outputs' last digits, which differ between CPUs): whole, but notebooks 04, 05

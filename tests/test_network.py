@@ -99,6 +99,54 @@ def test_each_weight_decay_claim_can_fail(norms, refuted):
     assert found and all(refuted in claim for claim in found), found
 
 
+def equilibrium(lr, weight_decay, c):
+    """The model answer of section 7's derivation (kept here, not in normkit: a student
+    reads normkit/network.py before deriving it): SGD's equilibrium norm of a
+    scale-invariant weight and its effective learning rate, first order in lr wd."""
+    norm = (lr * c**2 / (2 * weight_decay)) ** 0.25
+    return norm, lr / norm**2
+
+
+def exact_equilibrium(lr, weight_decay, c):
+    """The same with the (lr wd)^2 term kept: |W|^4 = lr c^2 / (wd (2 - lr wd))."""
+    norm = (lr * c**2 / (weight_decay * (2 - lr * weight_decay))) ** 0.25
+    return norm, lr / norm**2
+
+
+@exercise("4.1", "4.2")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_equilibrium_claims_hold_from_other_seeds(seed):
+    """Section 7's derive-then-check (the notebook: seed 0) on other seeds, with the
+    first-order answer and the exact one: the norm settles within 10% of the derived
+    equilibrium (0.2% to 1.5% off over seeds 0 to 5), and the gradient stays orthogonal."""
+    measured = network.equilibrium_measured(network.decay_equilibrium(0.03, 0.3, seed=seed), 0.3)
+    for answer in (equilibrium, exact_equilibrium):
+        predicted = answer(0.3, 0.03, measured["c"])
+        assert failed(network.equilibrium_claims(measured, predicted)) == [], (
+            answer.__name__, measured, predicted)
+        assert abs(measured["norm"] / predicted[0] - 1) < network.EQUILIBRIUM_TOLERANCE / 3
+
+
+@exercise("4.1", "4.2")
+def test_the_equilibrium_check_fails_wrong_answers():
+    """Each classic slip of the derivation is refuted by the run (seed 0): the factor 2
+    dropped (|W| 19% off), the square root taken instead of the fourth (|W|^2 = lr c^2 /
+    2 wd), and a norm still falling from its start (only 100 steps: not settled). (The c
+    the check passes is a root mean square; its mean instead would move the prediction by
+    7%, inside the tolerance: the squares are what the balance adds.)"""
+    found = network.decay_equilibrium(0.03, 0.3, seed=0)
+    measured = network.equilibrium_measured(found, 0.3)
+    c = measured["c"]
+    wrong = {"no factor 2": (0.3 * c**2 / 0.03) ** 0.25,
+             "square root": (0.3 * c**2 / (2 * 0.03)) ** 0.5}
+    for name, norm in wrong.items():
+        found_failed = failed(network.equilibrium_claims(measured, (norm, 0.3 / norm**2)))
+        assert any("equilibrium norm" in claim for claim in found_failed), (name, norm, c)
+    early = network.equilibrium_measured({k: v[:100] for k, v in found.items()}, 0.3, last=60)
+    assert any("settled" in claim for claim in failed(network.equilibrium_claims(
+        early, equilibrium(0.3, 0.03, early["c"])))), early
+
+
 @exercise("4.1", "4.2")
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_instruments_claims_hold_from_other_seeds(seed):
