@@ -59,6 +59,7 @@ class Settings(language_model.Settings):
     d_model, layers, heads, windows, batch, seed), trained once at the usual rate, lrs[0];
     `prompt` and `length` of the samples."""
 
+    context: int = 64  # characters a model reads (the capstone's windows are 32)
     steps: int = 100
     lrs: tuple = (3e-3,)  # Adam's learning rate: the capstone's usual one
     prompt: str = "\n"  # no letter: the case is the condition's to decide

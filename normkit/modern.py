@@ -27,10 +27,13 @@ the five placements at a depth where plain Post-LN fails (`placement_runs`,
 (`grad_profile`: Unit 5's Exercise 5.5 on this model; `profile_claims`). Settings travel as
 one frozen dataclass: Settings() is the notebook's, Settings.light() what nbval runs
 (NORMLIB_LIGHT=1), chosen by settings(); the placements' are Settings.deep() and
-Settings.deep_light(), chosen by deep_settings(). Each claim holds by a wide margin under
-the perturbation test (normkit.training's jitter, other seeds) and on torch's generic and
-AVX2 kernels (tests/test_modern.py, tests/test_machines.py); the claims' docstrings give
-what was observed.
+Settings.deep_light(), chosen by deep_settings(). Run All shows the QK-norm and DyT runs of
+Settings() as stored in data/today_runs.pt (store() wrote them, stored_runs() reads them:
+about a minute of training that would otherwise double the notebook's time) until the
+student sets `stored = False`; nbval's light settings are never stored, so it trains them.
+Each claim holds by a wide margin under the perturbation test (normkit.training's jitter,
+other seeds) and on torch's generic and AVX2 kernels (tests/test_modern.py,
+tests/test_machines.py); the claims' docstrings give what was observed.
 """
 
 import dataclasses
@@ -49,7 +52,7 @@ __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train",
            "qk_runs", "qk_claims", "dyt_runs", "dyt_claims", "norm_points", "s_shape",
            "s_shapes", "curve_claims", "saturation", "PLACED", "deep_settings",
            "placement_runs", "placement_claims", "grad_profile", "grad_profiles",
-           "profile_claims"]
+           "profile_claims", "store", "is_stored", "stored_runs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Settings(language_model.Settings):
     d_model, layers, heads, windows, batch, seed), on torch's layers, trained longer and at
     a higher high rate."""
 
+    context: int = 64  # characters a model reads (the capstone's windows are 32)
     steps: int = 200
     lrs: tuple = (3e-3, 6e-2)  # Adam's learning rate: a usual one, and twenty times it
 
@@ -349,8 +353,12 @@ def train_all(configs, s, corpus, jitter=None, report=None):
 PLAIN, QK = Config("layer"), Config("layer", qk_norm=True)
 
 
-def qk_runs(s, corpus, jitter=None, report=None):
-    """Pre-LN (LayerNorm) without and with QK-norm at s.lrs: {(config, lr): Run}."""
+def qk_runs(s, corpus, jitter=None, report=None, stored=False):
+    """Pre-LN (LayerNorm) without and with QK-norm at s.lrs: {(config, lr): Run}. stored:
+    the stored runs (stored_runs) where they are of s, instead of training (jitter None)."""
+    found = stored_runs(s, corpus) if stored and jitter is None else None
+    if found is not None:
+        return {(c, lr): found[c, lr] for lr in s.lrs for c in (PLAIN, QK)}
     return train_all((PLAIN, QK), s, corpus, jitter, report)
 
 
@@ -392,9 +400,13 @@ def within_bound(run):
 NORMS = ("layer", "rms", "dyt")
 
 
-def dyt_runs(s, corpus, jitter=None, report=None, reuse=None):
+def dyt_runs(s, corpus, jitter=None, report=None, reuse=None, stored=False):
     """Pre-LN with LayerNorm, RMSNorm and DyT at s.lrs: {(config, lr): Run}. reuse: runs
-    already trained (qk_runs()'s plain ones are this experiment's LayerNorm runs)."""
+    already trained (qk_runs()'s plain ones are this experiment's LayerNorm runs). stored:
+    as qk_runs'."""
+    found = stored_runs(s, corpus) if stored and jitter is None else None
+    if found is not None:
+        return {(Config(norm), lr): found[Config(norm), lr] for lr in s.lrs for norm in NORMS}
     reuse = reuse or {}
     fresh = [Config(norm) for norm in NORMS if any((Config(norm), lr) not in reuse
                                                    for lr in s.lrs)]
@@ -426,6 +438,62 @@ def dyt_claims(runs, corpus):
         f"{SATURATED:g}, where at lr {low:g} under 40% has":
             saturated[high] > 0.6 and saturated[low] < 0.4,
     }
+
+
+# The stored runs: what Run All shows until the student trains them ----------------------
+
+STORED = "today_runs.pt"  # in data/, beside the capstone's text
+KEPT = ((PLAIN, 0), (Config("dyt"), 0), (Config("dyt"), 1))  # (config, index of the lr)
+# whose model the notebook reads after the runs: the S shape (the plain LayerNorm model at
+# the usual rate) and DyT's saturation (both rates)
+
+
+def stored_path():
+    """data/today_runs.pt, beside data/coriolanus.txt."""
+    return language_model.text_path().parent / STORED
+
+
+def store(s=None, path=None):
+    """Train the QK-norm and DyT experiments of s (Settings() by default: about a minute on
+    one thread) and write them to path (stored_path()): each run's logs and validation
+    loss, and the models of KEPT (the others are not kept: the file stays under 3 MB).
+    `python -m normkit.modern --store` runs it. Returns the runs."""
+    s, corpus = s or Settings(), Corpus.load()
+    qk = qk_runs(s, corpus)
+    runs = {**qk, **dyt_runs(s, corpus, reuse=qk)}
+    kept = {(c, s.lrs[i]) for c, i in KEPT}
+    torch.save({"settings": repr(s), "torch": str(torch.__version__), "runs": [
+        {"norm": c.norm, "qk_norm": c.qk_norm, "placement": c.placement, "lr": lr,
+         "losses": r.losses, "max_logits": r.max_logits, "bounds": r.bounds,
+         "val_loss": r.val_loss,
+         "model": r.model.state_dict() if (c, lr) in kept else None}
+        for (c, lr), r in runs.items()]}, path or stored_path())
+    return runs
+
+
+def is_stored(s, path=None):
+    """Whether stored_runs() has the runs of the settings s."""
+    path = path or stored_path()
+    return path.is_file() and torch.load(path, weights_only=True)["settings"] == repr(s)
+
+
+def stored_runs(s, corpus, path=None):
+    """The runs store() wrote, {(config, lr): Run}, if they are of the settings s (None
+    otherwise, or if there is no file). A run whose model was not kept has model None."""
+    path = path or stored_path()
+    if not is_stored(s, path):
+        return None
+    saved = torch.load(path, weights_only=True)
+    runs = {}
+    for r in saved["runs"]:
+        config = Config(r["norm"], r["qk_norm"], r["placement"])
+        model = None
+        if r["model"] is not None:
+            model = CharLM(len(corpus.chars), config, s)
+            model.load_state_dict(r["model"])
+        runs[config, r["lr"]] = Run(config, r["lr"], r["losses"], r["max_logits"],
+                                    r["bounds"], r["val_loss"], model)
+    return runs
 
 
 def mean_saturation(model, corpus):
@@ -660,3 +728,13 @@ def profile_claims(profiles):
             all(g[p][0] > 2 * g["pre"][0] and g[p][0] > 1.3 * g[p][-1]
                 for p in ("peri", "reordered")),
     }
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--store"]:
+        raise SystemExit("python -m normkit.modern --store: train Settings()'s QK-norm and DyT "
+                         f"runs and write data/{STORED}")
+    store()
+    print(f"wrote {stored_path()}")

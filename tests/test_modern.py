@@ -430,3 +430,26 @@ def fake_profiles(**changed):
 def test_each_profile_claim_can_fail(changed, refuted):
     found = failed(M.profile_claims(fake_profiles(**changed)))
     assert len(found) == len(refuted) and all(r in f for r, f in zip(refuted, found)), found
+
+
+# The stored runs (data/today_runs.pt): what Run All shows -------------------------------
+
+
+def test_the_stored_runs_are_the_notebooks_settings_and_their_claims_hold():
+    """Run All shows Settings()' QK-norm and DyT runs as stored (normkit.modern.store):
+    they must be of the notebook's settings, with the models the notebook reads after
+    them, and every claim the notebook asserts on them holds (python -m normkit.modern
+    --store rewrites them when the model or Settings() change)."""
+    s = M.Settings()
+    assert M.is_stored(s) and not M.is_stored(M.Settings.light())
+    runs = M.stored_runs(s, CORPUS)
+    qk, dyt = M.qk_runs(s, CORPUS, stored=True), M.dyt_runs(s, CORPUS, stored=True)
+    assert set(qk) | set(dyt) == set(runs)
+    for (config, lr), run in runs.items():
+        assert run.losses.shape == run.max_logits.shape == run.bounds.shape == (s.steps,)
+        assert (run.model is not None) == ((config, s.lrs.index(lr)) in M.KEPT)
+    assert failed(M.qk_claims(qk, CORPUS)) == []
+    assert failed(M.dyt_claims(dyt, CORPUS)) == []
+    shapes = M.s_shapes(qk[M.PLAIN, s.lrs[0]].model, CORPUS)
+    assert failed(M.curve_claims(shapes, s.num_layers)) == []
+    assert M.stored_runs(M.Settings.light(), CORPUS) is None
