@@ -199,16 +199,16 @@ def equilibrium_claims(measured, predicted):
     the balance holds on average, not at each step. (1) Batch noise: c changes from batch
     to batch (its standard deviation is about 0.6 of its mean), so |W| fluctuates by 3 to
     5% around the balance (measured: "norm spread"), and |W| forgets a disturbance in about
-    1 / (4 lr wd) = 28 steps, so the mean over 200 steps carries about 5% x sqrt(2 x 28 /
-    200), under 3%. (2) Lag: c drifts as the loss falls and |W| follows 28 steps late;
+    28 steps (a time set by lr and wd), so the mean over 200 steps carries about 5% x
+    sqrt(2 x 28 / 200), under 3%. (2) Lag: c drifts as the loss falls and |W| follows 28 steps late;
     the window's two halves differ by up to 3.5% over seeds 0 to 5 (measured: "drift"),
     which shifts the mean by about 28 / 100 of that, 1%. The drift is asserted below 10%:
     a norm still on its way down from its start (11.3, He's) falls by 1.8% a step, and
-    fails it. (3) The prediction drops lr wd against 2 (0.45% here) if it is the
-    first-order form. Over seeds 0 to 5 the measured |W| is 0.2% to 1.5% above the
-    first-order prediction (the notebook's run, seed 0: 0.7%): the tolerance is over six
-    times the largest, and a missing factor 2 (19% off) or a power other than 1/4 fails
-    it."""
+    fails it. (3) The model answer's first-order form neglects a term of the order of
+    lr wd (0.45% here). Over seeds 0 to 5 the measured |W| is 0.2% to 1.5% above the
+    first-order answer (the notebook's run, seed 0: 0.7%): the tolerance is over six times
+    the largest, and the wrong answers of tests/test_network.py fail it. (Nothing here
+    says the answer: the student derives it in notebook 04, section 7.)"""
     norm, rate = predicted
     tol = EQUILIBRIUM_TOLERANCE
     return {"the gradient is orthogonal to W at every step (|cos| < 1e-3)":

@@ -247,3 +247,28 @@ def test_question_7_1_grades_the_explanation_after_the_runs_not_the_prediction()
     assert "### Question 7.1" in "".join(cells[answer - 1]["source"])
     assert "the prediction before the runs earns no\npoint and costs none" in \
         "".join(cells[answer]["source"])
+
+
+def test_question_7_1s_explanation_is_read_only_after_its_answer_cell():
+    """A review's: the runs' reading explains the mechanism Question 7.1 grades, so in the
+    student edition it stands after the answer cell, never before it."""
+    from tools.course.exercises import REPO
+
+    cells = json.loads((REPO / "notebooks" / "07_normalization_today.ipynb").read_text())["cells"]
+    answer = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get(
+        "grade_id") == "q7_1_placements_at_depth")
+    before = "".join("".join(c["source"]) for c in cells[:answer])
+    for phrase in ("update stays bounded", "depends heavily on its residual branches",
+                   "What the profile does not show"):
+        assert phrase not in before, phrase
+        assert any(phrase in "".join(c["source"]) for c in cells[answer + 1:]), phrase
+
+
+def test_normkit_says_nothing_of_the_weight_decay_equilibriums_form():
+    """A review's: the docstring the notebook points to gave away the equilibrium's power
+    and factor before the student derived them (notebook 04, section 7)."""
+    from tools.course.exercises import REPO
+
+    text = (REPO / "normkit" / "network.py").read_text()
+    for phrase in ("1/4", "1 / 4", "1 / (4", "factor 2", "(19% off)", "fourth root"):
+        assert phrase not in text, phrase
