@@ -63,14 +63,9 @@ def _alive():
 
 def _codes(objects):
     """{id: code object} of every code object that a function of objects holds, and of the
-    code objects they nest (a def's code in its module's)."""
-    found, todo = {}, [f.__code__ for f in objects if type(f) is types.FunctionType]
-    while todo:
-        code = todo.pop()
-        if id(code) not in found:
-            found[id(code)] = code
-            todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    return found
+    code objects they nest (a def's code in its module's: _nested)."""
+    return {id(c): c for f in objects if type(f) is types.FunctionType
+            for c in _nested(f.__code__)}
 
 
 def _trusted(cls, before):
