@@ -1,5 +1,5 @@
-"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (6.5,
-6.6) NumPy kernels and your compiled Numba ones (6.7, 6.8) against
+"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (7.1,
+7.2) NumPy kernels and your compiled Numba ones (7.3, 7.4) against
 torch.nn.functional.layer_norm, in one run (not an exercise); then RMSNorm against
 LayerNorm (Unit 4, section 3), torch's and your naive kernels.
 

@@ -1,4 +1,4 @@
-"""Unit 7's conditioning section (notebook 07): conditioning through the norm, adaptive
+"""Unit 8's conditioning section (notebook 08): conditioning through the norm, adaptive
 LayerNorm with adaLN-Zero (Peebles & Xie 2023, "Scalable Diffusion Models with
 Transformers", DiT, section 3.2), on the unit's character-level language model.
 

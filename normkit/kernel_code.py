@@ -1,4 +1,4 @@
-"""What a Numba kernel's code shows (Exercises 6.7 and 6.8's checks): a data race, fastmath
+"""What a Numba kernel's code shows (Exercises 7.3 and 7.4's checks): a data race, fastmath
 flags that compile NaN and inf away, no parallel loop. Read from the code, since none of
 the three shows reliably in one run's numbers. (And whether Numba is installed at all:
 numba_installed, NUMBA_INSTALL.)
@@ -37,7 +37,7 @@ SOURCE_BYTES = 256 * 1024  # the largest source read (a student's module is a fe
 
 
 def numba_installed():
-    """Whether Numba imports here (Unit 6's compiled kernels, notebook 06's cells and the
+    """Whether Numba imports here (Unit 7's compiled kernels, notebook 07's cells and the
     benchmark need it; the rest of the course does not)."""
     try:
         import numba  # noqa: F401

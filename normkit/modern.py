@@ -1,4 +1,4 @@
-"""Unit 7's experiments (notebook 07): normalization in today's models, on a small
+"""Unit 8's experiments (notebook 08): normalization in today's models, on a small
 character-level language model built from torch's own layers (not yours: the experiments run
 whatever the state of your exercises).
 
@@ -183,7 +183,7 @@ class Config:
             (", QK-norm" if self.qk_norm else "")
 
 
-QK_EPS = 1e-6  # QK-norm's eps: Exercise 7.1's default, as in Gemma 3's and OLMo 2's code
+QK_EPS = 1e-6  # QK-norm's eps: Exercise 8.1's default, as in Gemma 3's and OLMo 2's code
 
 
 class Attention(torch.nn.Module):

@@ -81,7 +81,7 @@ def revealed(number):
 
 
 def numba_here():
-    """Whether Numba is installed (a cell of notebook 06 compiles a kernel). If not, print
+    """Whether Numba is installed (a cell of notebook 07 compiles a kernel). If not, print
     that the cell is skipped, in one line, and how to install it."""
     from normkit.kernel_code import NUMBA_INSTALL, numba_installed
 

@@ -114,7 +114,7 @@ def norm_tolerance(x, axes, eps=1e-5, depth=1, length=None, spread=False):
 
 def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
     """{"y", "mean", "rstd"}: the tolerances of LayerNorm's forward on x (*B, *S), S =
-    normalized_shape (Exercises 1.1, 1.2, 6.5). The mean's from the row length alone;
+    normalized_shape (Exercises 1.1, 1.2, 7.1). The mean's from the row length alone;
     rstd's, a variance's, also from the condition of x (spread); y's one stage (scale and
     shift) after x_hat, which carries the mean's rounding times the condition."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -125,7 +125,7 @@ def layer_norm_tolerances(x, normalized_shape, eps=1e-5):
 
 def layer_norm_backward_tolerances(x, normalized_shape, eps=1e-5):
     """{"dx", "dweight", "dbias"}: the tolerances of LayerNorm's backward on x (*B, *S)
-    (Exercises 2.2, 6.6): two stages, forward and backward. dweight and dbias sum over the
+    (Exercises 2.2, 7.2): two stages, forward and backward. dweight and dbias sum over the
     rows, so their length is the number of rows; dbias, the sum of grad_output, does not
     depend on x, so not on its condition either."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -376,7 +376,7 @@ def counted_calls(modules, names, values=None):
     """Inside the block, each call of the functions `names` of these modules (wherever one
     of them holds one: a kernel and the module that imported it) appends its name to the
     list it yields (and (name, arguments, result) to values, if given); they are put back
-    after (2.5's and 7.4's checks: which kernels the autograd Function called, on what)."""
+    after (2.5's and 8.4's checks: which kernels the autograd Function called, on what)."""
     calls = []
     found = [(module, name, getattr(module, name)) for module in modules for name in names
              if hasattr(module, name)]
@@ -636,7 +636,7 @@ def _numbered(events):
     return found
 
 
-MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 6.5 and 6.6 measure
+MEASURED = 8 << 20  # bytes: the smallest x whose memory the checks of 7.1 and 7.2 measure
 
 
 def peak_memory(fn, *args):

@@ -1,4 +1,4 @@
-"""The fused LayerNorm on a GPU, in Triton (Unit 6's optional extra; not an exercise): the
+"""The fused LayerNorm on a GPU, in Triton (Unit 7's optional extra; not an exercise): the
 same kernel as the compiled CPU one, where a CUDA device and Triton are present.
 
     python -m normkit.triton_layer_norm     the table of report(), or one line saying why not

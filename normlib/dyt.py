@@ -1,4 +1,4 @@
-"""Dynamic Tanh, DyT (Unit 7: Exercises 7.2, 7.3 and 7.4): a transformer without
+"""Dynamic Tanh, DyT (Unit 8: Exercises 8.2, 8.3 and 8.4): a transformer without
 normalization, DyT(x) = weight * tanh(alpha * x) + bias in place of each LayerNorm.
 
 Zhu, Chen, He, LeCun and Liu, "Transformers without Normalization" (CVPR 2025), saw that a
@@ -18,7 +18,7 @@ from normkit.validation import check_layer_norm_args
 
 
 def dyt_forward(x, alpha, weight, bias):
-    """Exercise 7.2: DyT's forward.
+    """Exercise 8.2: DyT's forward.
 
     Args:
         x: float32 or float64 array (*B, C).
@@ -28,11 +28,11 @@ def dyt_forward(x, alpha, weight, bias):
         y: (*B, C), x's dtype: weight * tanh(alpha * x) + bias.
     Saved for backward: nothing but the inputs (the backward recomputes the tanh).
     """
-    raise NotImplementedError("Exercise 7.2: implement dyt_forward")
+    raise NotImplementedError("Exercise 8.2: implement dyt_forward")
 
 
 def dyt_backward(grad_output, x, alpha, weight):
-    """Exercise 7.3: DyT's backward, derived as notebook 07 asks.
+    """Exercise 8.3: DyT's backward, derived as notebook 08 asks.
 
     Args:
         grad_output: (*B, C), dL/dy.
@@ -44,11 +44,11 @@ def dyt_backward(grad_output, x, alpha, weight):
         dweight, dbias: (C,), summed over every leading dim.
         All with x's dtype.
     """
-    raise NotImplementedError("Exercise 7.3: implement dyt_backward")
+    raise NotImplementedError("Exercise 8.3: implement dyt_backward")
 
 
 class DyTFunction(torch.autograd.Function):
-    """Exercise 7.4: DyT as a torch.autograd.Function over the NumPy kernels (as Exercise
+    """Exercise 8.4: DyT as a torch.autograd.Function over the NumPy kernels (as Exercise
     2.5 did for LayerNorm).
 
     Usage: DyTFunction.apply(input, alpha, weight, bias): input (*B, C), alpha (1,),
@@ -62,11 +62,11 @@ class DyTFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, alpha, weight, bias):
-        raise NotImplementedError("Exercise 7.4: implement DyTFunction.forward")
+        raise NotImplementedError("Exercise 8.4: implement DyTFunction.forward")
 
     @staticmethod
     def backward(ctx, grad_output):
-        raise NotImplementedError("Exercise 7.4: implement DyTFunction.backward")
+        raise NotImplementedError("Exercise 8.4: implement DyTFunction.backward")
 
 
 class DyT(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""A fast LayerNorm in NumPy (Exercises 6.5 and 6.6): the same results as
+"""A fast LayerNorm in NumPy (Exercises 7.1 and 7.2): the same results as
 normlib.layer_norm's forward and backward, with far less memory traffic.
 
 Why the naive kernels are slow. Every NumPy expression such as `(x - mean) * rstd`
@@ -42,19 +42,19 @@ def _rows(a, h):
 
 
 def layer_norm_forward_fast(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Exercise 6.5: LayerNorm forward, the same results as layer_norm_forward, with no
+    """Exercise 7.1: LayerNorm forward, the same results as layer_norm_forward, with no
     full-size temporary: besides y, at most half of x's size in temporaries at any time.
 
     Args and returns: as normlib.layer_norm.layer_norm_forward: x (*B, *S);
     normalized_shape S; weight, bias (*S) or None; returns y (*B, *S) and the saved
     mean, rstd (*B, 1, .., 1), all in x's dtype. x is not modified.
     """
-    raise NotImplementedError("Exercise 6.5: implement layer_norm_forward_fast")
+    raise NotImplementedError("Exercise 7.1: implement layer_norm_forward_fast")
 
 
 def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight=None,
                              bias=None):
-    """Exercise 6.6: LayerNorm backward, the same results as layer_norm_backward, with no
+    """Exercise 7.2: LayerNorm backward, the same results as layer_norm_backward, with no
     full-size temporary: besides dx, at most half of x's size in temporaries at any time.
 
     Args and returns: as normlib.layer_norm.layer_norm_backward: grad_output and x
@@ -62,4 +62,4 @@ def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weigh
     returns dx (*B, *S), dweight and dbias (*S) or None, in x's dtype. No argument is
     modified.
     """
-    raise NotImplementedError("Exercise 6.6: implement layer_norm_backward_fast")
+    raise NotImplementedError("Exercise 7.2: implement layer_norm_backward_fast")

@@ -1,5 +1,5 @@
 """LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3 and 6.4), and LayerNorm's
-parameter gradients for them (Exercise 6.9): torch tensors in float16 or bfloat16 in, the
+parameter gradients for them (Exercise 6.5): torch tensors in float16 or bfloat16 in, the
 same dtype out, the arithmetic in float32.
 
 In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so
@@ -11,7 +11,7 @@ once, at the end.
 
 Shapes as in torch.nn.functional: x (*B, *S), S = normalized_shape; weight, bias (*S) in
 x's dtype. 6.3 and 6.4 are forward-only (no saved statistics): Unit 6 is about the
-arithmetic. 6.9 is the backward's reduction over the rows, the sums over every position of
+arithmetic. 6.5 is the backward's reduction over the rows, the sums over every position of
 a batch that bfloat16 training gets wrong when it accumulates them in 16 bits.
 """
 
@@ -51,7 +51,7 @@ def rms_norm_mixed(x, normalized_shape, weight=None, eps=None):
 
 
 def layer_norm_param_grads_mixed(grad_output, x, normalized_shape, mean, rstd):
-    """Exercise 6.9: LayerNorm's parameter gradients for 16-bit tensors, summed in float32.
+    """Exercise 6.5: LayerNorm's parameter gradients for 16-bit tensors, summed in float32.
 
     dweight and dbias as layer_norm_backward (of 2.2) returns them, x_hat recomputed
     in float32 from the statistics the forward saved: each a sum over every row of the
@@ -74,4 +74,4 @@ def layer_norm_param_grads_mixed(grad_output, x, normalized_shape, mean, rstd):
         (dweight, dbias): tensors of shape S in x's dtype, the dtype of the parameters
         (weight and bias of x's dtype): the float32 sums rounded once.
     """
-    raise NotImplementedError("Exercise 6.9: implement layer_norm_param_grads_mixed")
+    raise NotImplementedError("Exercise 6.5: implement layer_norm_param_grads_mixed")

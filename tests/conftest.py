@@ -100,14 +100,15 @@ def pytest_configure(config):
 # The files that take longest (alone on a 2-core machine: the round trip 2 minutes, the
 # others 9 to 35 s), longest first; the last two spend most of theirs waiting out time limits.
 # A long file left out of this list runs in collection order, and if it comes last the
-# other core idles beside it (notebook 07's experiments: 25 s).
+# other core idles beside it (notebook 08's experiments: 25 s).
 LONGEST = ["tests/test_roundtrip.py", "tests/test_docs.py", "tests/test_machines.py",
            "tests/test_browser.py",
-           "tests/test_isolation.py", "solutions/07_normalization_today.ipynb",
+           "tests/test_isolation.py", "solutions/08_normalization_today.ipynb",
            "solutions/05_add_and_norm.ipynb", "tests/test_judge.py",
            "tests/test_term.py", "tests/test_training.py", "tests/test_check.py",
            "tests/test_answers.py", "solutions/04_why_normalization_helps.ipynb",
-           "solutions/06_numerics_and_speed.ipynb", "tests/test_convnet.py",
+           "solutions/06_numerics_and_precision.ipynb", "tests/test_convnet.py",
+           "solutions/07_kernels_and_speed.ipynb",
            "tests/test_preprocessors.py", "tests/test_limits.py", "tests/test_feedback_every.py"]
 
 

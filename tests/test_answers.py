@@ -81,7 +81,7 @@ ANSWERS = {
         r"gainis\$\\mathrm\{rstd\}", r"\$J\$is\$\\mathrm\{rstd\}\$timesaprojection",
         r"returntorch\.rsqrt\(var\+eps\)#\(\*B,\)", r"\\lVertJ\\rVert_?2?=\\mathrm\{rstd\}",
     ],
-    "7.3": [  # DyT's gradients: alpha's factor in dx, x's in dalpha, summed over everything
+    "8.3": [  # DyT's gradients: alpha's factor in dx, x's in dalpha, summed over everything
         r"alpha\*g,\(?g\*x\)?\.sum\(", r"\(1-t\*t\)\*x", r"x\*\(1-t\*\*2\)",
         r"\\alpha\\,?g\\odot\\gamma\\odot\(1-\\tanh\^2",
         r"\\sum_?\{?i?\}?g_i\\gamma_i\(1-\\tanh\^2\(\\alphax_i\)\)x_i",
@@ -111,19 +111,19 @@ DEFINITIONS = {
            "vectorized float32 implementation",
     "6.3": "the recipe (upcast, compute in float32, round once) is the specification",
     "6.4": "the same recipe for RMSNorm",
-    "6.5": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
-    "6.6": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
+    "7.1": "the fast forward computes Exercise 1.2's formula; the exercise is its memory traffic",
+    "7.2": "the fast backward computes Exercise 2.2's formula, revealed after 2.2's check; "
            "the exercise is its memory traffic",
-    "6.7": "the compiled forward computes Exercise 1.2's formula; the exercise is the fused, "
+    "7.3": "the compiled forward computes Exercise 1.2's formula; the exercise is the fused, "
            "parallel loop over rows",
-    "6.8": "the compiled backward computes Exercise 2.2's formula; the exercise is the fused "
+    "7.4": "the compiled backward computes Exercise 2.2's formula; the exercise is the fused "
            "loop and the two-stage reduction that section 7 motivates",
-    "6.9": "dweight and dbias are Exercise 2.2's sums; the exercise is where they accumulate "
+    "6.5": "dweight and dbias are Exercise 2.2's sums; the exercise is where they accumulate "
            "(float32) and what they are returned in",
-    "7.1": "QK-norm's definition (an RMSNorm with a gain on each head's query and key, "
+    "8.1": "QK-norm's definition (an RMSNorm with a gain on each head's query and key, "
            "before the dot product) is stated in section 1; the exercise is its wiring",
-    "7.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
-    "7.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
+    "8.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
+    "8.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
            "argument) is the specification, as in 2.5",
 }
 STEPS = {  # derivation: (notebook, the id of its check cell, patterns of its answer)
@@ -377,7 +377,7 @@ OLD = [
      "two mean terms vanish and $dx = \\mathrm{rstd} \\cdot g$ with the running `rstd`:"),
     ("05_add_and_norm.ipynb", "ex5_4_final_norm_gain", "5.4",
      "sees a stream of unit scale at every depth. Your gain is $\\mathrm{rstd}$, the same."),
-    ("06_numerics_and_speed.ipynb", "ex6_2_welford_merge", "6.2",
+    ("06_numerics_and_precision.ipynb", "ex6_2_welford_merge", "6.2",
      r"M_2 = M_{2,a} + M_{2,b} + \delta^2\,\frac{n_a n_b}{n}."),
 ]
 

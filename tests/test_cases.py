@@ -34,7 +34,7 @@ from tests.conftest import exercise_param
 from tools.course.exercises import by_number
 
 EXERCISES = by_number()
-COMPILED = {"6.7", "6.8"}  # Numba kernels: a Python wrapper is no kernel (the code reader
+COMPILED = {"7.3", "7.4"}  # Numba kernels: a Python wrapper is no kernel (the code reader
 # refuses it), so their arguments are read from the cases instead (test_compiled_cases)
 CPU = "one device here, the CPU"
 PROVIDED = ("5.2 grades the layer's forward: its constructor, which takes this, is provided "
@@ -43,14 +43,14 @@ PROVIDED = ("5.2 grades the layer's forward: its constructor, which takes this, 
 SIXTEEN = ("the contract: a 16-bit x computed in float32 (a float64 x is outside it; a float32 "
            "step is what the exercise asks)")
 EXEMPT = {  # (number, mutant): why it cannot fail
-    **{(n, "device at its default"): CPU for n in ("5.2", "5.3", "7.1")},
+    **{(n, "device at its default"): CPU for n in ("5.2", "5.3", "8.1")},
     **{("5.2", f"{p} at its default"): PROVIDED for p in ("layer_norm_eps", "bias",
                                                           "batch_first")},
-    **{(n, "float64 computed in float32"): SIXTEEN for n in ("6.3", "6.4", "6.9")},
+    **{(n, "float64 computed in float32"): SIXTEEN for n in ("6.3", "6.4", "6.5")},
 }
-OFFSET = {"1.1", "1.2", "3.1", "3.3", "3.4", "3.5", "6.1", "6.3", "6.5", "6.7"}  # kernels
+OFFSET = {"1.1", "1.2", "3.1", "3.3", "3.4", "3.5", "6.1", "6.3", "7.1", "7.3"}  # kernels
 # whose naive formula (the one-pass variance) cancels far from 0
-BLOCKED = {"6.5": BLOCK_BYTES, "6.6": BLOCK_BYTES}  # bytes of rows per block of the
+BLOCKED = {"7.1": BLOCK_BYTES, "7.2": BLOCK_BYTES}  # bytes of rows per block of the
 # reference (solutions/normlib/layer_norm_fast.py), whose edges the cases must cover
 
 
@@ -310,9 +310,9 @@ def has_dtype(arrays, dtype):
      lambda: survives("1.1", "float64 computed in float32")),
     ("unit1", "check_stats", "1.1", lambda a, k: far_from_zero(a[0]) >= FAR,  # offsets'
      lambda: offset_of("1.1") < FAR),
-    ("unit6", "check_fast_forward", "6.5", lambda a, k: a[0].shape == (601, 256),  # blocks'
+    ("unit7", "check_fast_forward", "7.1", lambda a, k: a[0].shape == (601, 256),  # blocks'
      lambda: pytest.raises(AssertionError, test_a_blocked_kernel_has_cases_at_and_across_its_blocks,
-                           "6.5")),
+                           "7.1")),
 ])
 def test_a_rule_fails_when_its_case_is_removed(monkeypatch, unit, check, number, drop, broken):
     """Each rule holds by a case of its own: without it, a mutant survives, or the inputs
@@ -363,13 +363,13 @@ def test_a_blocked_kernel_has_cases_at_and_across_its_blocks(number):
 
 def compiled_cases(number, source):
     """[{name: value}]: the arguments of each call of the compiled exercise's check function
-    (unit6.check_compiled_forward or _backward) that source makes: "visible" (the
+    (unit7.check_compiled_forward or _backward) that source makes: "visible" (the
     registered visible cases) or "hidden" (the check cell's hidden tests), recorded, not
     run (no kernel is compiled)."""
-    from normkit.checks import CHECKS, unit6
+    from normkit.checks import CHECKS, unit7
 
-    name = {"6.7": "check_compiled_forward", "6.8": "check_compiled_backward"}[number]
-    function = getattr(unit6, name)
+    name = {"7.3": "check_compiled_forward", "7.4": "check_compiled_backward"}[number]
+    function = getattr(unit7, name)
     calls = []
 
     def record(*args, **kwargs):
@@ -378,7 +378,7 @@ def compiled_cases(number, source):
         calls.append(dict(bound.arguments))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(unit6, name, record)
+        patch.setattr(unit7, name, record)
         if source == "visible":
             CHECKS[number][0]()
         else:
@@ -388,14 +388,14 @@ def compiled_cases(number, source):
 
 @pytest.mark.parametrize("source", ["visible", "hidden"])
 def test_compiled_cases(source):
-    """6.7 and 6.8, whose Numba kernels no Python mutant can stand in for (COMPILED), read
-    from their cases: eps takes a value of its own (6.7), and the cases lie far from 0 and
+    """7.3 and 7.4, whose Numba kernels no Python mutant can stand in for (COMPILED), read
+    from their cases: eps takes a value of its own (7.3), and the cases lie far from 0 and
     come in float32 and float64 (a float32 statistic or partial sum fails the latter)."""
-    forward = compiled_cases("6.7", source)
+    forward = compiled_cases("7.3", source)
     assert {call["eps"] for call in forward} - {1e-5}, "no eps of its own"
     for number in COMPILED:
         cases = compiled_cases(number, source)
         assert {call["x"].dtype for call in cases} == {np.dtype(np.float32),
                                                        np.dtype(np.float64)}, number
-        assert max(far_from_zero(call["x"]) for call in cases) >= FAR or number == "6.8", \
-            number  # (6.8's saved statistics make the offset the forward's concern)
+        assert max(far_from_zero(call["x"]) for call in cases) >= FAR or number == "7.4", \
+            number  # (7.4's saved statistics make the offset the forward's concern)

@@ -1,4 +1,4 @@
-"""The compiled, fused LayerNorm of Exercises 6.7 and 6.8 (Numba): what the checks read in a
+"""The compiled, fused LayerNorm of Exercises 7.3 and 7.4 (Numba): what the checks read in a
 kernel's code (normkit/kernel_code.py), the judge's compile step and its measure of a
 compiled kernel's memory (tools/judge/judge.py), and the course where Numba is missing.
 
@@ -428,15 +428,15 @@ def test_a_chain_of_thousands_of_names_is_read_in_linear_time():
     assert time.process_time() - start < 5
 
 
-def compiled_cells(numbers=("6.7", "6.8")):
+def compiled_cells(numbers=("7.3", "7.4")):
     """[(grade_id, source)] of these exercises' check cells, hidden tests too."""
     return [(by_number()[n].grade_id, by_number()[n].source) for n in numbers]
 
 
-def judged(tmp_path, text=None, limits=IN_PROCESS, numbers=("6.7", "6.8")):
+def judged(tmp_path, text=None, limits=IN_PROCESS, numbers=("7.3", "7.4")):
     """{grade_id: (passed, detail)} of these exercises' checks on the reference normlib/,
     its layer_norm_compiled.py replaced by text, judged in the sandbox. (The reference's
-    own pass through the judge is the round trip's: tests/test_roundtrip.py, unit6.)"""
+    own pass through the judge is the round trip's: tests/test_roundtrip.py, unit7.)"""
     files = {} if text is None else {"layer_norm_compiled": text}
     return judge_in_process(submission(tmp_path, **files), compiled_cells(numbers), True,
                             ("normlib.layer_norm_compiled",), limits)
@@ -471,7 +471,7 @@ def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_p
     """The measured call's module is imported where its memory is counted: only Numba's
     compiling is left out (tools/judge/judge.py, Judge._measured)."""
     text = REFERENCE.replace("\nFAST =", "\nKEPT = np.ones(4 << 20, np.float32)  # 16 MiB\nFAST =")
-    verdict = judged(tmp_path, text, numbers=("6.7",))[by_number()["6.7"].grade_id]
+    verdict = judged(tmp_path, text, numbers=("7.3",))[by_number()["7.3"].grade_id]
     assert not verdict[0] and "times x's size allocated during the call" in verdict[1]
 
 
@@ -515,7 +515,7 @@ def test_no_code_of_the_students_runs_while_its_kernel_compiles(tmp_path, attack
     code, words = COMPILE_ATTACKS[attack]
     text = REFERENCE.replace("\nFAST =", "\n" + code + "\n\nFAST =")
     text = text.replace(*USES_G) if "G_ =" in code else text
-    verdict = judged(tmp_path, text, numbers=("6.7",))[by_number()["6.7"].grade_id]
+    verdict = judged(tmp_path, text, numbers=("7.3",))[by_number()["7.3"].grade_id]
     assert not verdict[0] and words in verdict[1], verdict
 
 
@@ -560,25 +560,25 @@ def test_a_compile_step_over_its_budget_fails_that_check_in_its_words(tmp_path):
 
 
 def numba_cells():
-    """The sources of notebook 06's cells that compile a kernel of their own."""
-    cells = json.loads((SOLUTIONS / "06_numerics_and_speed.ipynb").read_text())["cells"]
-    return ["".join(c["source"]) for c in cells if c["id"] in ("u6-reassoc", "u6-rms-fused-code")]
+    """The sources of notebook 07's cells that compile a kernel of their own."""
+    cells = json.loads((SOLUTIONS / "07_kernels_and_speed.ipynb").read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["id"] in ("u7-reassoc", "u7-rms-fused-code")]
 
 
 def test_without_numba_the_exercises_say_they_are_skipped_and_the_rest_runs():
     cells = numba_cells()
     assert len(cells) == 2 and all("numba" in cell for cell in cells)
     script = ("import sys\nsys.modules['numba'] = None\nfrom normkit.checks import check\n"
-              "check('6.7'); check('6.8')\nimport normkit.benchmark as b\n"
+              "check('7.3'); check('7.4')\nimport normkit.benchmark as b\n"
               "assert b.compiled_kernels() is None\n"
               f"for cell in {cells!r}:\n    exec(cell, {{}})\n"
               "print(b.environment())")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=SOLUTIONS, timeout=120)
-    skip = ("skipped. Numba is not installed here, so Exercises 6.7 and 6.8 are skipped: "
+    skip = ("skipped. Numba is not installed here, so Exercises 7.3 and 7.4 are skipped: "
             "`make lab` installs it (or pip install numba==0.68.1).")
     cell = ("Numba is not installed here, so this cell is skipped: `make lab` installs it (or "
             "pip install numba==0.68.1).")
-    assert run.stdout.splitlines() == [f"Exercise 6.7: {skip}", f"Exercise 6.8: {skip}", cell,
+    assert run.stdout.splitlines() == [f"Exercise 7.3: {skip}", f"Exercise 7.4: {skip}", cell,
                                        cell, run.stdout.splitlines()[-1]], run.stderr
     assert run.stdout.splitlines()[-1].endswith("; no Numba") and run.stderr == ""

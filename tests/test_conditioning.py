@@ -1,4 +1,4 @@
-"""Unit 7's conditioning section (normkit/conditioning.py): the two texts and their windows;
+"""Unit 8's conditioning section (normkit/conditioning.py): the two texts and their windows;
 adaLN-Zero's block is its formula and, at init, exactly the identity (several seeds, shapes,
 both conditions, jittered too) with every modulation zero; the model's shapes, its
 refusal of a bad condition, its causal mask; each claim can fail; and the training claims

@@ -286,7 +286,7 @@ STUDENTS = {"alice": ("Alice Smith", 1001, "right"), "bob": ("Bob Jones", 1002, 
 def the_course(run, output):
     from tools.course.folder import load_course
 
-    assert list(load_course(run.course)["assignments"]) == [f"unit{n}" for n in range(1, 8)]
+    assert list(load_course(run.course)["assignments"]) == [f"unit{n}" for n in range(1, 9)]
     assert (run.course / "release" / "unit1").is_dir()
     assert not (run.course / "release" / "unit2").exists()  # (A=unit1)
 

@@ -47,8 +47,8 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
     found = by_number()
     assert list(found) == ["1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5", "3.1", "3.2",
                            "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "4.1", "4.2", "5.1", "5.2",
-                           "5.3", "5.4", "5.5", "6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7",
-                           "6.8", "6.9", "7.1", "7.2", "7.3", "7.4"]
+                           "5.3", "5.4", "5.5", "6.1", "6.2", "6.3", "6.4", "6.5", "7.1", "7.2",
+                           "7.3", "7.4", "8.1", "8.2", "8.3", "8.4"]
     e = found["3.4"]
     assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
         "group_norm_forward", "ex3_4_group_norm_forward", 3, "03_normalization_family",
@@ -106,8 +106,8 @@ def test_the_authors_tables_list_the_exercises_and_count_the_variants():
                                   str(len(RIGHT[number]))]
     assert rows["3.3"][4:] == ["3.1"]
     assert "35 exercises, 102 points" in result.stdout
-    assert "10 written questions graded by hand, 20 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, " \
-        "4.2, 5.1, 6.1, 7.1" in result.stdout
+    assert "11 written questions graded by hand, 22 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, " \
+        "4.2, 5.1, 6.1, 7.1, 8.1" in result.stdout
 
 
 def files_matching(pattern):
@@ -189,8 +189,8 @@ def test_a_course_whose_checks_and_solutions_disagree_is_refused(course_copy, ch
 def test_the_written_questions_are_read_with_their_points_and_units():
     found = questions()
     assert [q.number for q in found] == ["1.1", "2.1", "2.2", "3.1", "3.2", "4.1", "4.2", "5.1",
-                                         "6.1", "7.1"]
-    assert {q.unit for q in found} == set(range(1, 8)) and sum(q.points for q in found) == 20
+                                         "6.1", "7.1", "8.1"]
+    assert {q.unit for q in found} == set(range(1, 9)) and sum(q.points for q in found) == 22
     assert found[2] == Question("2.2", "q2_2_sum_hides", 2, "02_layernorm_backward")
 
 
@@ -236,27 +236,27 @@ def test_question_7_1_grades_the_explanation_after_the_runs_not_the_prediction()
     and the graded question, after them, asks for the mechanism: its rubric gives the
     points for the explanation whatever the prediction was (before, it graded whether the
     prediction was right, which rewarded running the cells first)."""
-    cells = json.loads((SOLUTIONS / "07_normalization_today.ipynb").read_text())["cells"]
+    cells = json.loads((SOLUTIONS / "08_normalization_today.ipynb").read_text())["cells"]
     ids = [c.get("id") for c in cells]
     answer = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get(
-        "grade_id") == "q7_1_placements_at_depth")
-    runs = ids.index("u7-place-run")
-    predict = "".join(cells[ids.index("u7-q7_1")]["source"])
-    assert ids.index("u7-q7_1") < ids.index("u7-q7_1-prediction") < runs < answer
+        "grade_id") == "q8_1_placements_at_depth")
+    runs = ids.index("u8-place-run")
+    predict = "".join(cells[ids.index("u8-q8_1")]["source"])
+    assert ids.index("u8-q8_1") < ids.index("u8-q8_1-prediction") < runs < answer
     assert "predict" in predict and "not graded" in predict
-    assert "### Question 7.1" in "".join(cells[answer - 1]["source"])
+    assert "### Question 8.1" in "".join(cells[answer - 1]["source"])
     assert "the prediction before the runs earns no\npoint and costs none" in \
         "".join(cells[answer]["source"])
 
 
 def test_question_7_1s_explanation_is_read_only_after_its_answer_cell():
-    """A review's: the runs' reading explains the mechanism Question 7.1 grades, so in the
+    """A review's: the runs' reading explains the mechanism Question 8.1 grades, so in the
     student edition it stands after the answer cell, never before it."""
     from tools.course.exercises import REPO
 
-    cells = json.loads((REPO / "notebooks" / "07_normalization_today.ipynb").read_text())["cells"]
+    cells = json.loads((REPO / "notebooks" / "08_normalization_today.ipynb").read_text())["cells"]
     answer = next(i for i, c in enumerate(cells) if c["metadata"].get("nbgrader", {}).get(
-        "grade_id") == "q7_1_placements_at_depth")
+        "grade_id") == "q8_1_placements_at_depth")
     before = "".join("".join(c["source"]) for c in cells[:answer])
     for phrase in ("update stays bounded", "depends heavily on its residual branches",
                    "What the profile does not show"):

@@ -80,9 +80,9 @@ def test_the_files_students_write_are_those_of_the_exercises():
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
         "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),
         "3.5": ("3.1",), "4.1": ("1.2", "3.3"), "4.2": ("2.2", "3.8", "4.1"), "5.2": ("5.1",),
-        "5.3": ("5.2",), "7.4": ("7.2", "7.3")}
+        "5.3": ("5.2",), "8.4": ("8.2", "8.3")}
     # what a file imports to import at all: QK-norm subclasses Unit 5's provided attention,
-    # so Unit 7's assignment grades transformer.py too, and a broken one fails 7.1
+    # so Unit 8's assignment grades transformer.py too, and a broken one fails 8.1
     assert {rel: imported(rel) for rel in student_files() if imported(rel)} == {
         "normlib/group_norm.py": ["normlib/norm.py"], "normlib/instance_norm.py":
         ["normlib/norm.py"], "normlib/mlp.py": ["normlib/batch_norm.py", "normlib/layer_norm.py"],
@@ -100,7 +100,7 @@ def test_the_files_students_write_are_those_of_the_exercises():
                                   "normlib/mlp.py", "normlib/norm.py"]
 
 
-COMPILED = "normlib/layer_norm_compiled.py"  # Numba's kernels (Exercises 6.7, 6.8)
+COMPILED = "normlib/layer_norm_compiled.py"  # Numba's kernels (Exercises 7.3, 7.4)
 
 
 def ran(exercise, folder):
@@ -168,7 +168,7 @@ def grade(root, rel):
 
 # The course layout grades every exercise (14 s a file): one file there, layer_norm.py,
 # whose exercises are built on in two units; the unit layout covers every file, in each
-# assignment that grades it (transformer.py in unit5's and unit7's).
+# assignment that grades it (transformer.py in unit5's and unit8's).
 LAYOUT_FILES = [pytest.param("unit", f.values[0], marks=f.marks, id=f"unit-{f.id}")
                 for f in FILES] + [pytest.param("course", f.values[0], marks=f.marks,
                                                 id=f"course-{f.id}")

@@ -561,10 +561,10 @@ def test_a_judge_that_gives_no_answer_by_its_deadline_is_stopped(tmp_path, monke
     assert time.monotonic() - start < 60 and judge.process.poll() is not None
 
 
-# Rule 5: a measurement from outside. The checks of 6.5 and 6.6 measured memory with
+# Rule 5: a measurement from outside. The checks of 7.1 and 7.2 measured memory with
 # tracemalloc, in the runner, where the submission could reset it. Now the judge reads the
 # peak of a fresh runner's resident memory from /proc (tools.judge.judge.Judge.measure).
-UNIT6 = [(e.grade_id, e.source) for e in exercises() if e.number in ("6.5", "6.6")]
+UNIT7 = [(e.grade_id, e.source) for e in exercises() if e.number in ("7.1", "7.2")]
 NAIVE_FAST = """
 import numpy as _np
 from normlib.layer_norm import layer_norm_backward as _backward
@@ -611,8 +611,8 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
     the peak that tracemalloc keeps, or the one the kernel keeps (/proc/self/clear_refs,
     read-only in the sandbox), or hold memory from import on to free it for their
     temporaries (the import is measured too). (The reference passes: test_isolation.)"""
-    results = judged(submission(tmp_path, layer_norm_fast=_naive_with(trick)), UNIT6)
-    for number, times in (("6.5", 2), ("6.6", 4)):
+    results = judged(submission(tmp_path, layer_norm_fast=_naive_with(trick)), UNIT7)
+    for number, times in (("7.1", 2), ("7.2", 4)):
         passed, detail = results[number]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
@@ -622,7 +622,7 @@ def test_a_kernel_cannot_hide_its_memory_from_the_judge(tmp_path, trick):
 
 # Case 2: the inputs as scratch. A kernel that kept x where no resident memory counts it
 # (/dev/shm: page cache), computed its temporaries in x's own buffer and restored x before
-# it returned passed 6.5; the same code with its temporaries in arrays of its own failed.
+# it returned passed 7.1; the same code with its temporaries in arrays of its own failed.
 # Each stash below is tried in turn, the last a copy in memory, which is counted.
 SCRATCH = """
 import ctypes as _ctypes, mmap as _mmap, os as _os
@@ -738,9 +738,9 @@ def scratch(stashes):
 
 @pytest.fixture(scope="module")
 def own_arrays(tmp_path_factory):
-    """The verdicts of 6.5 and 6.6 on the scratch kernel with temporaries of its own."""
+    """The verdicts of 7.1 and 7.2 on the scratch kernel with temporaries of its own."""
     folder = submission(tmp_path_factory.mktemp("own-arrays"), layer_norm_fast=scratch(None))
-    return judged(folder, UNIT6)
+    return judged(folder, UNIT7)
 
 
 STASHES = ["_shm", "_memfd", "_remap", "_revert", "_shared"]
@@ -757,12 +757,12 @@ def test_the_inputs_are_no_room_for_a_kernels_temporaries(tmp_path, own_arrays, 
     pages, and the arguments' file is reached through a descriptor closed before the
     call: each stash fails, and the copy it falls back to, with the pages of x it wrote
     into, is counted.)"""
-    found = judged(submission(tmp_path, layer_norm_fast=scratch([stash])), UNIT6)
+    found = judged(submission(tmp_path, layer_norm_fast=scratch([stash])), UNIT7)
     for name, results in (("trick", found), ("own arrays", own_arrays)):
-        passed, detail = results["6.5"]
+        passed, detail = results["7.1"]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (name, detail)
-        assert not results["6.6"][0]
+        assert not results["7.2"][0]
 
 
 DROPPER = NAIVE_FAST + """
@@ -802,13 +802,13 @@ def test_a_kernel_cannot_make_room_by_dropping_pages_it_held(tmp_path):
         pytest.skip(f"no cgroup of the grader's here ({where}): a measure of resident memory "
                     "alone misses this, as docs/security.md says")
     folder = submission(tmp_path, layer_norm_fast=DROPPER)
-    results = judged(folder, UNIT6)
-    for number in ("6.5", "6.6"):
+    results = judged(folder, UNIT7)
+    for number in ("7.1", "7.2"):
         passed, detail = results[number]
         assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
                                                 "float32"), (number, detail)
     # without the sandbox (no filter, no cgroup): the resident memory alone is beaten
-    assert judged(folder, UNIT6, sandboxed=False)["6.5"] == (True, "")
+    assert judged(folder, UNIT7, sandboxed=False)["7.1"] == (True, "")
 
 
 @needs_bwrap
@@ -823,7 +823,7 @@ def test_without_the_graders_cgroup_the_measure_still_sees_them(tmp_path, monkey
     monkeypatch.setattr(cgroup, "measure", lambda pid, *a, **k: None)
     code = DROPPER if kernel == "dropper" else scratch([kernel])
     folder = submission(tmp_path, layer_norm_fast=code)
-    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "6.5"]
+    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "7.1"]
     [(passed, detail)] = judge_in_process(folder, cells, True,
                                           ("normlib.layer_norm_fast",)).values()
     assert not passed and detail.startswith("CheckFailed: memory for x (2048, 1024) "
@@ -991,7 +991,7 @@ def test_a_check_over_its_limit_says_so_and_the_next_check_starts_afresh(tmp_pat
     assert found == {"1.1": (False, "ran over the 3 s limit"), "1.2": (True, "")}, found
 
 
-# Issue 58's attack on 7.4: torch computes the Function, and the student's kernels are
+# Issue 58's attack on 8.4: torch computes the Function, and the student's kernels are
 # called once each on a 1x1 array, only for a call counter to see (it scored 2/2). The
 # check now compares the Function's results with what the kernels returned on its own
 # input and upstream gradient, through the judge's callbacks as in the notebook.
@@ -1009,7 +1009,7 @@ def kernels_for_show():
 
 @needs_bwrap
 def test_a_function_that_calls_its_kernels_for_show_fails(tmp_path):
-    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "7.4"]
-    passed, detail = judged(submission(tmp_path, dyt=kernels_for_show()), cells)["7.4"]
+    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "8.4"]
+    passed, detail = judged(submission(tmp_path, dyt=kernels_for_show()), cells)["8.4"]
     assert not passed and "the Function's output is not what your dyt_forward returned" \
         in detail, detail

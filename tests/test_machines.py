@@ -9,7 +9,7 @@ any CPU too); the first (FARTHEST from this machine's) also
 the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main
 run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
 seconds; and the runs at the largest learning rate that trains with their own jitters) and the capstone's
-(tests/test_language_model.py, its light settings, perturbed by jitter 1) and Unit 7's
+(tests/test_language_model.py, its light settings, perturbed by jitter 1) and Unit 8's
 (tests/test_modern.py and tests/test_conditioning.py, light settings, jitter 1):
 
 - torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
@@ -71,9 +71,9 @@ CAPSTONE = ["tests/test_language_model.py::test_the_claims_hold[jitter1]"]
 DIAGNOSIS = [f"tests/test_diagnosis.py::{test}" for test in (
     "test_a_classic_mistake_is_named_by_the_visible_check",
     "test_a_correct_variant_passes_the_visible_check")]
-# Exercises 6.7 and 6.8 are Numba kernels: LLVM compiles them for this CPU, whatever kernels
+# Exercises 7.3 and 7.4 are Numba kernels: LLVM compiles them for this CPU, whatever kernels
 # torch or NumPy are made to run, so their checks are not run again in each configuration
-NOT_COMPILED = "not (ex6_7 or ex6_8)"
+NOT_COMPILED = "not (ex7_3 or ex7_4)"
 # the measurements notebooks assert, as tests with other seeds and inputs (each configuration)
 MEASUREMENTS = [
     "tests/test_layer_norm.py::test_float32_central_differences_are_best_near_the_cube_root_of_eps",
@@ -87,14 +87,14 @@ MEASUREMENTS = [
 # not their outputs' last digits, which differ between CPUs): whole, but notebooks 04, 05
 # and 07 (TRAINING), which run as --execute grades them, without their cells tagged
 # skip-at-grading (tools.worker.execute.skipped): their training runs (the sweep, the edge
-# of stability, the ConvNet, the capstone, Unit 7's) are a minute, and their claims run
+# of stability, the ConvNet, the capstone, Unit 8's) are a minute, and their claims run
 # above, perturbed (EXPERIMENTS, CAPSTONE, TODAY); their other claims run here (scale
 # invariance, QK-norm's bound, your layers equal to torch's in the unit's model, adaLN-Zero
 # the identity at initialization, ...). Numba is hidden from them (NO_NUMBA): LLVM compiles
-# notebook 06's kernels for this CPU whatever kernels torch and NumPy run (NOT_COMPILED),
+# notebook 07's kernels for this CPU whatever kernels torch and NumPy run (NOT_COMPILED),
 # so their cells would prove nothing new, in 8 s of compiling a run; they print that they
 # are skipped, as where Numba is not installed.
-TRAINING = (4, 5, 7)  # the units whose notebooks run here without their experiments
+TRAINING = (4, 5, 8)  # the units whose notebooks run here without their experiments
 NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 # ... and on one thread, as the main run. In the AVX2 configuration, with NumPy's own
 # kernels and one thread, they would differ from the main run by torch's kernel set alone,
@@ -104,7 +104,7 @@ NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 # the AVX2 kernels too: normkit/training.py, normkit/convnet.py, normkit/modern.py. Here
 # notebooks 04, 05 and 07 without their experiments take 17 s, 04 whole there took 14 s.)
 NOTEBOOK_THREADS = threads(1)
-# Unit 7's experiments (normkit/modern.py, normkit/conditioning.py), perturbed, as the
+# Unit 8's experiments (normkit/modern.py, normkit/conditioning.py), perturbed, as the
 # capstone's: in the farthest configuration; their AVX2 runs were measured once, over five
 # jitters (the claims' docstrings)
 TODAY = [f"tests/{test}[jitter1]" for test in (
@@ -244,6 +244,6 @@ def test_every_notebooks_asserted_claims_hold_on_the_farthest_configuration(nati
     # Numba hidden: the compiled kernels' check cells, and they alone, stop at their hidden
     # tests' compile step (normkit.checks.Skipped; a student's check cell prints it instead)
     skipped = {where for where, error in errors if error.startswith("Skipped: Numba")}
-    assert skipped == {f"06_numerics_and_speed.ipynb cell u6-check-6-{n}" for n in (7, 8)}
+    assert skipped == {f"07_kernels_and_speed.ipynb cell u7-check-7-{n}" for n in (3, 4)}
     errors = [f"{where}: {error}" for where, error in errors if where not in skipped]
     assert errors == [], f"{name}: {settings}\n" + "\n".join(errors)

@@ -1,4 +1,4 @@
-"""Unit 7's experiments (normkit/modern.py): the model's shapes, its options and its causal
+"""Unit 8's experiments (normkit/modern.py): the model's shapes, its options and its causal
 mask; QK-norm's bound, which holds against adversarial weights and inputs where the plain
 attention's logits exceed it by far; the S-shape measure; the placements' gradient profile,
 autograd's gradient of each block's MLP output weight; each claim can fail; and the

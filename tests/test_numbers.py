@@ -7,7 +7,7 @@ reads: README.md, data/README.md and docs/, every notebook (solutions/ and the s
 edition), the student's package (normlib/, both editions), the course's (normkit/), tools/
 and the Makefile. In each it checks against the registry (tools/course/exercises.py):
 
-- every exercise number a text names ("Exercise 5.3", "Exercises 6.5 and 6.6", a check
+- every exercise number a text names ("Exercise 5.3", "Exercises 7.1 and 7.2", a check
   cell's `check("5.3")`, a visible check's `@exercise("5.3", "transformer.X")`) exists;
 - every (number, name) pair ("5.1 `add_norm`", "Exercise 5.1: add_norm", "5.1
   (add_norm)", "`TransformerEncoder` (Exercise 5.3", "add_norm of 5.1") is the registry's
@@ -82,7 +82,7 @@ def names():
 NAMES = names()
 NAME = "|".join(sorted(map(re.escape, NAMES), key=len, reverse=True))
 # a number, then its name: "5.1 `add_norm`", "Exercise 5.1: add_norm", "5.1 (add_norm)",
-# "Exercise 6.5: implement layer_norm_forward_fast"
+# "Exercise 7.1: implement layer_norm_forward_fast"
 NUMBER_NAME = re.compile(rf"(?<![\w.])({NUMBER}):? \(?(?:implement )?`?({NAME})\b(?![.\w])")
 # a name, then its number or numbers: "`TransformerEncoder` (Exercise 5.3", "add_norm of
 # 5.1", "TransformerEncoder (Exercises 5.2 and 5.3"
@@ -190,7 +190,7 @@ def test_the_texts_read_are_the_courses():
 @pytest.mark.parametrize("text,why", [
     ("Exercises 4.3 to 4.5 build the block.", "no Exercise 4.3"),
     ("| 4 | `notebooks/04_add_and_norm.ipynb` | 5.1 `add_norm` |", "no such notebook"),
-    ("the fast kernels (5.5 `layer_norm_forward_fast`)", "layer_norm_forward_fast is Exercise 6.5"),
+    ("the fast kernels (5.5 `layer_norm_forward_fast`)", "layer_norm_forward_fast is Exercise 7.1"),
     ("Exercise 5.3: welford_merge", "welford_merge is Exercise 6.2"),
     ("your `TransformerEncoder` (Exercise 4.3; torch's norms)", "no Exercise 4.3"),
     ("around your add_norm of 4.1", "add_norm is Exercise 5.1"),
@@ -202,7 +202,7 @@ def test_the_texts_read_are_the_courses():
     ("grade_id ex4_3_encoder", "no Exercise 4.3"),
     ("grade_id ex5_1_welford", "Exercise 5.1's grade id is ex5_1_add_norm"),
     ("grade_id q3_3_gamma_beta_undo", "no Question 3.3"),
-    ("make score A=unit8", "no Unit 8"),
+    ("make score A=unit9", "no Unit 9"),
     ('"id": "ex4_4-text"', "no Exercise 4.4"),
     ("the capstone (notebook 05, section 9)", "has no section 9"),
     ('spread is asserted (notebook 03, "Near the largest learning rate that trains")', "has no heading"),
@@ -215,16 +215,16 @@ def test_an_old_number_is_found(text, why):
 
 
 @pytest.mark.parametrize("text", [
-    "Exercises 5.1 to 5.3 build the block; 6.5 `layer_norm_forward_fast`.",
+    "Exercises 5.1 to 5.3 build the block; 7.1 `layer_norm_forward_fast`.",
     "Exercise 5.3: TransformerEncoder; your `TransformerEncoder` (Exercise 5.3; ...)",
-    "Exercise 6.5: implement layer_norm_forward_fast",
+    "Exercise 7.1: implement layer_norm_forward_fast",
     "| 5 | `notebooks/05_add_and_norm.ipynb` | 5.1 `add_norm`, 5.2 "
     "`TransformerEncoderLayer.forward` |",
     '@exercise("6.2", "variance.welford_merge") and check("6.2")',
     "Questions 4.1 and 4.2, Q5.1, q4_1_gamma_beta_undo, ex6_2_welford_merge, unit6",
     "float16 at 5.5 and 2.5 hours for Unit 4; Moodle 4.1+",
     'notebook 06, section 4; Unit 4, section 3; notebook 04, "Near the largest learning rate that trains"',
-    '"ex5_4-text", "q5_1-answer"; @exercise("6.5", "layer_norm_fast.layer_norm_forward_fast")\ndef visible_6_5():',
+    '"ex5_4-text", "q5_1-answer"; @exercise("7.1", "layer_norm_fast.layer_norm_forward_fast")\ndef visible_7_1():',
 ])
 def test_a_right_number_is_not(text):
     assert stale("example.md", text) == []

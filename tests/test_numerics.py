@@ -1,5 +1,5 @@
-"""Unit 6's reference: Welford and its merge against float64, the 16-bit norms against
-float64 and torch's own 16-bit results, the fast LayerNorm against the naive one on a grid
+"""Units 6 and 7's NumPy references: Welford and its merge against float64, the 16-bit norms
+against float64 and torch's own 16-bit results, the fast LayerNorm against the naive one on a grid
 of shapes, and the benchmark's table (its layout, never its times)."""
 
 import numpy as np
@@ -126,7 +126,7 @@ SHAPES = [((1, 1), (1,)), ((3, 5), (5,)), ((2, 3, 4), (3, 4)), ((0, 8), (8,)), (
           ((1031, 300), (300,)), ((64, 1024), (1024,)), ((4, 3, 50), (3, 50))]
 
 
-@exercise("6.5", "6.6")
+@exercise("7.1", "7.2")
 @pytest.mark.parametrize("block_bytes", [64, 4096, fast.BLOCK_BYTES])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,normalized_shape", SHAPES)
@@ -157,7 +157,7 @@ def test_fast_kernels_equal_the_naive_ones(monkeypatch, shape, normalized_shape,
         untouched(f"for {shape} {dtype.__name__}")
 
 
-@exercise("6.5", "6.6")
+@exercise("7.1", "7.2")
 def test_fast_kernels_allocate_no_full_size_temporary():
     rng = np.random.default_rng(0)
     x, dy = (rng.standard_normal((2048, 1024)).astype(np.float32) for _ in range(2))
@@ -213,7 +213,7 @@ def test_rms_comparison_leaves_out_a_pair_not_implemented(monkeypatch):
 
 def test_benchmark_leaves_out_kernels_not_implemented(monkeypatch, capsys):
     def stub(*args, **kwargs):
-        raise NotImplementedError("Exercise 6.5: implement layer_norm_forward_fast")
+        raise NotImplementedError("Exercise 7.1: implement layer_norm_forward_fast")
 
     monkeypatch.setattr(fast, "layer_norm_forward_fast", stub)
     benchmark.main(["--sizes", "16", "--rows", "4", "--rounds", "1"])

@@ -135,10 +135,12 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     ("unit4", "reference"): scores("unit4"),
     ("unit5", "reference"): scores("unit5"),
     ("unit5", "stubs"): nothing("unit5"),
-    # the reference but a one-pass welford and the naive backward under the fast name (right
-    # values, 4x the memory): the fast forward passes the memory check inside the sandbox
-    ("unit6", "mixed"): scores("unit6", "6.1", "6.6"),
-    ("unit7", "reference"): scores("unit7"),
+    # the reference but a one-pass welford
+    ("unit6", "mixed"): scores("unit6", "6.1"),
+    # the reference but the naive backward under the fast name (right values, 4x the
+    # memory): the fast forward passes the memory check inside the sandbox
+    ("unit7", "mixed"): scores("unit7", "7.2"),
+    ("unit8", "reference"): scores("unit8"),
 }
 # the submissions whose status says more than "graded", and what
 STATUS = {
@@ -161,7 +163,8 @@ EXECUTED = {
     "unit4": ["reference"],
     "unit5": ["reference", "stubs"],
     "unit6": ["mixed"],
-    "unit7": ["reference"],
+    "unit7": ["mixed"],
+    "unit8": ["reference"],
 }
 
 
@@ -498,7 +501,7 @@ def autograded(root, assignment, student):
 def test_no_cell_but_a_check_fails_at_grading(graded):
     # cells tagged skip-at-grading are emptied at grading: a cell that uses what one of
     # them defines would fail in every student's feedback. Each unit's reference (unit6's
-    # one submission, right but for two checks): no error outside the check cells and the
+    # and unit7's one submission each, right but for one check): no error outside the check cells and the
     # NotImplementedError of a "your turn" function the submission left unwritten (a
     # demonstration of torch's refusals prints its one line: tests/test_run_all.py).
     root, *_ = graded
@@ -716,10 +719,10 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit4": ["normlib/batch_norm.py", "normlib/layer_norm.py", "normlib/mlp.py",
                   "normlib/norm.py"],  # mlp.py and the kernels its network runs
         "unit5": ["normlib/transformer.py"],
-        "unit6": ["normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
-                  "normlib/mixed_precision.py", "normlib/variance.py"],
+        "unit6": ["normlib/mixed_precision.py", "normlib/variance.py"],
+        "unit7": ["normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py"],
         # qk_norm.py subclasses Unit 5's attention: transformer.py is graded with it
-        "unit7": ["normlib/dyt.py", "normlib/qk_norm.py", "normlib/transformer.py"],
+        "unit8": ["normlib/dyt.py", "normlib/qk_norm.py", "normlib/transformer.py"],
     }
 
 

@@ -128,8 +128,8 @@ def cells_reaching_stubs(notebook_cells, reaching):
 
 NAMES_ONLY = {  # cells found that name such code but do not call it on the stubs
     ("02_layernorm_backward", "cell-20"): "builds normlib.nn.LayerNorm, never runs it",
-    ("06_numerics_and_speed", "u6-45"): "fused_table: torch's kernels (a CUDA device only)",
-    ("06_numerics_and_speed", "u6-triton"): "triton_layer_norm.report: its own Triton kernels "
+    ("07_kernels_and_speed", "u7-45"): "fused_table: torch's kernels (a CUDA device only)",
+    ("07_kernels_and_speed", "u7-triton"): "triton_layer_norm.report: its own Triton kernels "
                                             "(a CUDA device only)",
     # torch.nn.GroupNorm and BatchNorm2d share their names with normlib.nn's classes, so
     # normkit.convnet's norm_layer, and every name reaching it (convnet, train, runs, and
@@ -139,24 +139,24 @@ NAMES_ONLY = {  # cells found that name such code but do not call it on the stub
     ("04_why_normalization_helps", "convnet-code"): "convnet.runs: torch's layers",
     # normkit.modern's make_norm and DyT share their names with normlib's (transformer.
     # make_norm builds your RMSNorm; dyt.DyT runs your Function), and so does every name
-    # reaching them, as unit7's ReferenceAttention builds torch's RMSNorm: all are torch's
-    ("07_normalization_today", "u7-bound"): "ReferenceAttention: the checks' torch reference",
-    ("07_normalization_today", "u7-qk-run"): "modern.qk_runs: torch's layers",
-    ("07_normalization_today", "u7-qk-plot"): "plots qk_runs",
-    ("07_normalization_today", "u7-qk-claims"): "modern.qk_claims of qk_runs",
-    ("07_normalization_today", "u7-dyt-curve"): "modern.norm_points: torch's layers",
-    ("07_normalization_today", "u7-dyt-run"): "modern.dyt_runs: torch's layers",
-    ("07_normalization_today", "u7-dyt-plot"): "plots dyt_runs",
-    ("07_normalization_today", "u7-dyt-saturation"): "modern's DyT runs",
-    ("07_normalization_today", "u7-dyt-claims"): "modern.dyt_claims of dyt_runs",
-    ("07_normalization_today", "u7-place-profile"): "modern.grad_profiles: torch's layers",
-    ("07_normalization_today", "u7-place-run"): "modern.placement_runs: torch's layers",
-    ("07_normalization_today", "u7-place-plot"): "plots place_runs",
-    ("07_normalization_today", "u7-place-claims"): "modern.placement_claims of place_runs",
+    # reaching them, as unit8's ReferenceAttention builds torch's RMSNorm: all are torch's
+    ("08_normalization_today", "u8-bound"): "ReferenceAttention: the checks' torch reference",
+    ("08_normalization_today", "u8-qk-run"): "modern.qk_runs: torch's layers",
+    ("08_normalization_today", "u8-qk-plot"): "plots qk_runs",
+    ("08_normalization_today", "u8-qk-claims"): "modern.qk_claims of qk_runs",
+    ("08_normalization_today", "u8-dyt-curve"): "modern.norm_points: torch's layers",
+    ("08_normalization_today", "u8-dyt-run"): "modern.dyt_runs: torch's layers",
+    ("08_normalization_today", "u8-dyt-plot"): "plots dyt_runs",
+    ("08_normalization_today", "u8-dyt-saturation"): "modern's DyT runs",
+    ("08_normalization_today", "u8-dyt-claims"): "modern.dyt_claims of dyt_runs",
+    ("08_normalization_today", "u8-place-profile"): "modern.grad_profiles: torch's layers",
+    ("08_normalization_today", "u8-place-run"): "modern.placement_runs: torch's layers",
+    ("08_normalization_today", "u8-place-plot"): "plots place_runs",
+    ("08_normalization_today", "u8-place-claims"): "modern.placement_claims of place_runs",
     # normkit.conditioning builds its blocks from modern.Attention (torch's layers)
-    ("07_normalization_today", "u7-adaln-identity"): "conditioning.ConditionalLM: torch's",
-    ("07_normalization_today", "u7-adaln-train"): "conditioning.train: torch's layers",
-    ("07_normalization_today", "u7-adaln-claims"): "conditioning.claims of its run",
+    ("08_normalization_today", "u8-adaln-identity"): "conditioning.ConditionalLM: torch's",
+    ("08_normalization_today", "u8-adaln-train"): "conditioning.train: torch's layers",
+    ("08_normalization_today", "u8-adaln-claims"): "conditioning.claims of its run",
 }
 
 

@@ -20,7 +20,7 @@ def test_environment_yml_has_pyprojects_pins_and_installs_the_project():
 
 
 # imported where it exists, never installed by the course: Triton comes with torch's CUDA
-# wheels (normkit/triton_layer_norm.py, Unit 6 on a GPU); this machine's CPU wheel has none
+# wheels (normkit/triton_layer_norm.py, Unit 7 on a GPU); this machine's CPU wheel has none
 OPTIONAL = {"triton"}
 OWN = {"tools", "normkit", "normlib", "tests", "nbgrader_config"}
 

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 FOLDERS = ("solutions", "notebooks", "normlib", "normkit")
 CORRECTED = {  # the old phrasing (an exact piece of it): what was wrong
-    # Unit 6
+    # Units 6 and 7
     "between $2^{23}$ and $2^{24}$": "a float32 sum stalls at 2^24 to 2^25 times its term",
     "one thread block per row": "llm.c's LayerNorm kernels give each row one warp",
     "the whole cost of synchronizing": "SyncBatchNorm's cost is two blocking collectives",
@@ -21,7 +21,7 @@ CORRECTED = {  # the old phrasing (an exact piece of it): what was wrong
     "Megatron-LM has a flag": "Megatron's fp32 residual stream is opt-in",
     "rule of every mixed-precision recipe": "not every recipe",
     "The structure is that of llm.c": "the tutorial's backward locks group rows",
-    # Unit 7
+    # Unit 8
     "facebookresearch/DynamicTanh": "DyT's official code is jiachenzhu/DyT",
     "ViT-22B, Gemma 3, Qwen 3": "ViT-22B's QK-norm is a LayerNorm",
     "for the same reason: a zero output": "DiT trains without weight decay",
@@ -65,7 +65,8 @@ def test_a_corrected_phrasing_does_not_come_back(phrase):
 
 def test_the_table_of_sources_lists_the_units_it_checked():
     table = (REPO / "docs" / "sources.md").read_text()
-    for unit in ("04_why_normalization_helps", "06_numerics_and_speed", "07_normalization_today"):
+    for unit in ("04_why_normalization_helps", "06_numerics_and_precision", "07_kernels_and_speed",
+                 "08_normalization_today"):
         assert unit in table
     assert sum(line.startswith("| ") for line in table.splitlines()) >= 60
     assert Path(REPO / "tests" / "test_sources.py").name in table

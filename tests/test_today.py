@@ -1,4 +1,4 @@
-"""Unit 7's layers (normlib/qk_norm.py, normlib/dyt.py, the reference's): bad input gets a
+"""Unit 8's layers (normlib/qk_norm.py, normlib/dyt.py, the reference's): bad input gets a
 specific error, and the attention's norms are the student's own RMSNorm, whose kernels
 give torch's results there."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from normkit.checks.unit7 import ReferenceAttention
+from normkit.checks.unit8 import ReferenceAttention
 from normkit.testing import encoder_tolerance, torch_norms, torch_tensor_close
 from normlib import nn
 from normlib.dyt import DyT, dyt_backward, dyt_forward
@@ -14,7 +14,7 @@ from normlib.qk_norm import QKNormSelfAttention
 from tests.conftest import exercise
 
 
-@exercise("7.1")
+@exercise("8.1")
 def test_the_attentions_norms_are_your_rmsnorm_and_give_torchs_results():
     torch.manual_seed(0)
     ours = QKNormSelfAttention(16, 4, dtype=torch.float64)
@@ -54,7 +54,7 @@ def test_dyt_refuses_a_shape_that_is_not_one_channel_count(shape, message):
         DyT(shape)
 
 
-@exercise("7.4")
+@exercise("8.4")
 def test_dyt_refuses_input_it_cannot_map():
     layer = DyT(4)
     assert layer.normalized_shape == DyT((4,)).normalized_shape == (4,)
@@ -68,7 +68,7 @@ def test_dyt_refuses_input_it_cannot_map():
         layer(torch.zeros(2, 4, dtype=torch.int64))
 
 
-@exercise("7.2")
+@exercise("8.2")
 def test_dyt_kernels_keep_float32():
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
     alpha, weight, bias = (np.array([0.5], np.float32), np.ones(4, np.float32),
@@ -76,7 +76,7 @@ def test_dyt_kernels_keep_float32():
     assert dyt_forward(x, alpha, weight, bias).dtype == np.float32
 
 
-@exercise("7.3")
+@exercise("8.3")
 def test_dyt_backward_shapes_and_dtypes():
     x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
     grads = dyt_backward(np.ones_like(x), x, np.array([0.5], np.float32), np.ones(4, np.float32))

@@ -31,7 +31,7 @@ STUB = re.compile(r"Exercise (\d+\.\d+): implement ([\w.]+)")  # a stub's messag
 SAID = re.compile(r"^  (Likely cause|Where): \S", re.M)  # a message's line saying why or
 # where (every failure has one: failed() adds a Where line to one that has not)
 CHECKS = {}  # {"1.1": (the function running its visible cases, what it checks)}
-COMPILE = {}  # {"6.7": the exercise's compile step, a function of the student's kernel}
+COMPILE = {}  # {"7.3": the exercise's compile step, a function of the student's kernel}
 KIT = Path(__file__).resolve().parents[1]  # normkit/
 
 

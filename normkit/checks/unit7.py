@@ -1,475 +1,429 @@
-"""Unit 7's checks: Exercises 7.1 (QKNormSelfAttention), 7.2 (dyt_forward), 7.3
-(dyt_backward) and 7.4 (DyTFunction).
+"""Unit 7's checks: Exercises 7.1 (layer_norm_forward_fast), 7.2 (layer_norm_backward_fast),
+7.3 (layer_norm_forward_compiled) and 7.4 (layer_norm_backward_compiled).
 
-7.1 loads your attention's weights into a reference written with torch's own operations
-(torch's RMSNorm inside yours too, normkit.testing.torch_norms, so that only the wiring is
-graded) and compares the output and every gradient under a random upstream gradient within
-the error model's tolerance; 7.2 and 7.3 compare your kernels with torch's DyT computed
-exactly (float64, rounded to x's dtype); 7.4 runs the provided DyT module over your
-Function against torch's, and torch's gradcheck. A wrong result is matched against what each
-classic mistake gives, computed exactly, to name its likely cause. Your code is imported
-when a check runs, so it is always your file as it is now.
+Each check function compares your result with the exact one (computed in float64, rounded
+to x's dtype), in value, shape and dtype, within the error model's tolerances
+(normkit.testing). The fast NumPy kernels' checks (7.1, 7.2) also measure the memory your
+kernel allocates for an x of 8 MiB or more (normkit.testing.peak_memory); the compiled
+kernels' (7.3, 7.4) compile your Numba kernel, read its code for a data race
+(normkit.kernel_code) and run it on rows of both float dtypes. A wrong result is named by
+the classic mistake it matches (a block skipped or not summed, eps outside the root, a race
+on dweight). Your function is imported when a check runs, so it is always your file as it
+is now.
 """
 
-import copy
+
+import functools
 import math
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from normkit.checks import exercise
-from normkit.checks.unit5 import assert_dropout_off, given
+from normkit import diagnosis
+from normkit.checks import Skipped, exercise
+from normkit.checks.unit1 import forward_mistakes, normalized_axes, rstd_mistakes
+from normkit.checks.unit6 import assert_diagnosed
 from normkit.testing import (
+    MEASURED,
     CheckFailed,
-    assert_close,
-    assert_computed_with,
-    assert_same_computation,
-    counted_calls,
-    encoder_tolerance,
+    backward_mistakes,
+    close,
     guard_inputs,
-    perturb_,
-    tolerance,
-    torch_norms,
-    torch_tensor_close,
+    layer_norm_backward_tolerances,
+    layer_norm_tolerances,
+    no_measure,
+    peak_memory,
+    torch_layer_norm,
+    torch_layer_norm_backward,
+    torch_normalize,
 )
 
-# Exercise 7.1: QKNormSelfAttention ---------------------------------------------------------
+
+def check_memory(peak, x, normalized_shape, case, output):
+    """The peak allocated during a fast kernel's call: its output (x's size), then half of
+    x or, for a few long rows, 8 rows (a block, row-sized sums), and 1 MiB for the small
+    arrays and what measuring adds. Over it, the likely cause from how many arrays of x's
+    size the peak holds besides the output."""
+    budget = x.nbytes + max(x.nbytes // 2, 8 * x.itemsize * math.prod(normalized_shape))
+    if peak <= budget + 2**20:
+        return
+    arrays = round(peak / x.nbytes) - 1  # full-size temporaries besides the output
+    cause = (f"about {arrays} full-size temporar{'ies' if arrays > 1 else 'y'} besides "
+             f"{output}, as the naive kernel makes: each NumPy expression such as (x - mean) "
+             f"* rstd writes a new array the size of x; write into {output} in place (out=) and "
+             "work in blocks of rows" if arrays >= 1 else
+             "the blocks' temporaries take more than half of x's size: make them smaller")
+    raise CheckFailed(f"memory {case}: {peak / x.nbytes:.2f} times x's size allocated during "
+                      f"the call; at most 1.5 ({output} and half of x) allowed (or 8 rows).\n"
+                      f"  Likely cause: {cause}.")
 
 
-class ReferenceAttention(torch.nn.Module):
-    """QK-norm self-attention written with torch's operations, with QKNormSelfAttention's
-    parameter names (in_proj_weight, in_proj_bias, out_proj, q_norm, k_norm), so that the
-    state_dict of yours loads into it. forward(x, mistake=None): (N, S, E); mistake, one of
-    MISTAKES' keys, computes what that classic mistake gives instead. dropout: on the
-    attention weights in training mode."""
-
-    def __init__(self, d_model, nhead, eps, bias=True, is_causal=False, dropout=0.0):
-        super().__init__()
-        d = d_model // nhead  # D
-        self.nhead, self.eps, self.is_causal, self.dropout = nhead, eps, is_causal, dropout
-        self.in_proj_weight = torch.nn.Parameter(torch.empty(3 * d_model, d_model))
-        self.in_proj_bias = torch.nn.Parameter(torch.empty(3 * d_model)) if bias else None
-        self.out_proj = torch.nn.Linear(d_model, d_model, bias=bias)
-        self.q_norm = torch.nn.RMSNorm(d, eps=eps)
-        self.k_norm = torch.nn.RMSNorm(d, eps=eps)
-
-    def forward(self, x, mistake=None):
-        n, s, e = x.shape
-        d = e // self.nhead
-        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # (N, S, 3E)
-        q, k, v = (t.reshape(n, s, self.nhead, d).transpose(1, 2)
-                   for t in qkv.chunk(3, dim=-1))  # (N, H, S, D) each
-        if mistake == "no gain":
-            q, k = (F.rms_norm(t, (d,), None, self.eps) for t in (q, k))
-        else:  # (through the modules: a wrong attention's check compares their calls)
-            k = k if mistake == "unnormalized keys" else self.k_norm(k)
-            q = self.q_norm(q)
-        if mistake == "values too":
-            v = F.rms_norm(v, (d,), None, self.eps)
-        scores = q @ k.transpose(-1, -2)  # (N, H, S, S)
-        if mistake != "no scale":
-            scores = scores / math.sqrt(d)
-        if mistake == "after the dot product":  # the unnormalized logits, normalized
-            raw = F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
-            qr, kr = (t.reshape(n, s, self.nhead, d).transpose(1, 2) for t in raw[:2])
-            scores = F.rms_norm(qr @ kr.transpose(-1, -2) / math.sqrt(d), (s,), None,
-                                self.eps)  # (N, H, S, S)
-        if self.is_causal and mistake != "no mask":
-            future = torch.ones(s, s, dtype=torch.bool).triu(1)  # (S, S)
-            scores = scores.masked_fill(future, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (N, H, S, S)
-        heads = weights @ v  # (N, H, S, D)
-        return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))  # (N, S, E)
+def tail_rows_cause(actual, expected, tol):
+    """The likely cause of a loop over blocks that stops early: actual (R, H) is expected
+    with its rows from some k > 0 on left as np.zeros made them (never written), within
+    tol; or ""."""
+    zero = ~actual.any(axis=1)  # (R,): the rows all 0
+    k = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the last 0s' first
+    skipped = expected.astype(np.float64)  # (R, H): what the mistake leaves
+    skipped[k:] = 0
+    if not 0 < k < len(zero) or not close(actual, skipped, **tol):
+        return ""
+    return (f"rows {k} to {len(zero) - 1} of the {len(zero)} are 0, never written, and all "
+            "before them right: the loop over blocks stops before the last one, which is "
+            f"shorter than the others when the block does not divide the {len(zero)} rows")
 
 
-MISTAKES = {
-    "values too": "the values were normalized too: QK-norm normalizes the queries and the "
-                  "keys, the two sides of the dot product, and leaves the values as they are",
-    "no gain": "the gains are missing: q_norm and k_norm each scale the normalized vectors by "
-               "their weight (D,); normalizing alone bounds every logit by sqrt(D), a "
-               "temperature the model could not learn",
-    "unnormalized keys": "the keys are not normalized: QK-norm normalizes both sides of the dot "
-                         "product, the queries with q_norm and the keys with k_norm",
-    "after the dot product": "the logits were normalized after the dot product: QK-norm "
-                             "normalizes each query and key before it",
-    "no scale": "the logits lack the 1 / sqrt(D) scale: normalized or not, q . k is divided by "
-                "sqrt(D) before the softmax",
-    "no mask": "the causal mask is missing: with is_causal, each position attends to itself "
-               "and the positions before it only",
-}
+def partial_sum_cause(actual, terms, tol, name):
+    """The signature of a parameter's gradient not summed over every block: actual (H,)
+    equals the sum of terms (R, H), each row's share, over the last rows alone or the first
+    ones; or ""."""
+    a = actual.reshape(-1).astype(np.float64)  # (H,)
+    for sums, rows, whole in ((np.cumsum(terms[::-1], axis=0)[::-1], "{k} to {last}", 0),
+                              (np.cumsum(terms, axis=0), "0 to {k}", len(terms) - 1)):
+        # sums (R, H): over the rows from k on, or up to k; `whole` the k of every row
+        k = int(np.argmin(np.abs(sums - a).max(axis=1)))
+        if k != whole and close(a, sums[k], **tol):
+            return (f"{name} sums rows {rows.format(k=k, last=len(terms) - 1)} alone of the "
+                    f"{len(terms)}: each block's share must be added to the total over all "
+                    "the blocks")
+    return ""
 
 
-def attention_mistakes(theirs, x):
-    """mistakes(grad_output) for assert_same_computation: {"output": {likely cause: what
-    the attention gives under that mistake}}, theirs (a ReferenceAttention) computed
-    exactly (float64)."""
-    exact, h = copy.deepcopy(theirs).double(), x.double()  # float64 copies
-    with torch.no_grad():
-        found = {cause: exact(h, mistake) for mistake, cause in MISTAKES.items()
-                 if mistake != "no mask" or theirs.is_causal}
-    return lambda _: {"output": found}
+def case_words(x, normalized_shape, weight, bias):
+    """A fast kernel's case as its messages name it."""
+    return (f"for x {x.shape} {x.dtype}, normalized_shape={normalized_shape}, weight "
+            f"{'None' if weight is None else 'given'}, bias {'None' if bias is None else 'given'}")
 
 
-def check_norms(ours, d_model, nhead, case):
-    """ours.q_norm and ours.k_norm are two norms, each with a gain of shape (D,)."""
-    d = d_model // nhead
-    norms = [getattr(ours, name, None) for name in ("q_norm", "k_norm")]
-    for name, norm in zip(("q_norm", "k_norm"), norms):
-        if not isinstance(norm, torch.nn.Module):
-            raise CheckFailed(f"{name} {case}: expected a module (an RMSNorm built with "
-                              f"make_norm), got {type(norm).__name__}")
-        weight = getattr(norm, "weight", None)
-        if weight is None:
-            raise CheckFailed(f"{name} {case} has no weight.\n  Likely cause: {name} has no "
-                              "gain: QK-norm's RMSNorms scale each normalized head by a "
-                              "learned weight (D,) (elementwise_affine=True).")
-        if tuple(weight.shape) == (d_model,) and d_model != d:
-            raise CheckFailed(
-                f"{name}.weight {case} has shape ({d_model},), expected ({d},).\n  Likely "
-                f"cause: {name} normalizes over the whole model dimension E = {d_model}, before "
-                "the heads are split. That is the other convention, OLMo 2's (and a sound "
-                f"one); this exercise asks for Gemma 3's and ViT-22B's: an RMSNorm over each "
-                f"head's dimension D = {d}, after the split.")
-        if tuple(weight.shape) != (d,):
-            raise CheckFailed(f"{name}.weight {case} has shape {tuple(weight.shape)}, "
-                              f"expected ({d},): one gain per dimension of a head")
-    if norms[0] is norms[1]:
-        raise CheckFailed(f"q_norm is k_norm {case}.\n  Likely cause: one norm serves queries "
-                          "and keys: each has its own gain, so build two.")
+def check_fast_forward(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Your y, mean and rstd against torch's computed exactly (value, shape, dtype; the
+    tolerances of Exercise 1.2); x, weight and bias unchanged; at most |x| / 2 allocated
+    besides y (and the small statistics). A wrong value is named by the mistake it matches
+    (Unit 1's forward_mistakes and rstd_mistakes, tail_rows_cause)."""
+    from normlib.layer_norm_fast import layer_norm_forward_fast
 
-
-def check_qk_attention(shape=(2, 5, 8), nhead=2, is_causal=False, bias=True, eps=1e-6,
-                       dtype=torch.float32, seed=0, scale=3.0, dropout=0.0, training=True):
-    """Your QKNormSelfAttention (torch's RMSNorm inside) against ReferenceAttention with the
-    same weights, the gains and biases made random, on an input of standard deviation
-    `scale` (so that a norm left out shows): output and every gradient under a random
-    upstream gradient, within the error model's tolerance for one layer (normkit.testing.
-    encoder_tolerance); a wrong output is matched against MISTAKES. With dropout: in
-    evaluation mode (not training), where two calls must agree, or in training mode with a
-    dropout of 1.0 alone, which zeroes every attention weight whatever the random draws (at
-    grading your attention draws them in another process)."""
-    from normlib.qk_norm import QKNormSelfAttention
-
-    n, s, e = shape
-    torch.manual_seed(seed)
-    case = (f"for x {shape} {dtype}, nhead={nhead}, is_causal={is_causal}, bias={bias}, "
-            f"eps={eps}" + (f", dropout {dropout} in {'training' if training else 'eval'} "
-                            "mode" if dropout else ""))
-    assert not training or dropout in (0.0, 1.0), "random draws are not compared"
-    with torch_norms():
-        ours = QKNormSelfAttention(e, nhead, dropout=dropout, bias=bias, eps=eps,
-                                   dtype=given(dtype))
-    check_norms(ours, e, nhead, case)
-    ours.is_causal = is_causal
-    perturb_(ours, seed + 1)  # gains away from 1, biases away from 0
-    theirs = ReferenceAttention(e, nhead, eps, bias, is_causal, dropout).to(dtype)
-    mine, wanted = set(ours.state_dict()), set(theirs.state_dict())
-    if mine != wanted:
-        raise CheckFailed(f"parameters {case}: missing {sorted(wanted - mine)}, unexpected "
-                          f"{sorted(mine - wanted)}: QK-norm adds q_norm and k_norm alone")
-    theirs.load_state_dict(ours.state_dict())
-    x = scale * torch.randn(shape, dtype=dtype) + 1  # (N, S, E)
-    if not training:
-        ours.eval()
-        theirs.eval()
-        assert_dropout_off(ours, x, case)
-    assert_same_computation(ours, theirs, x, case, seed, encoder_tolerance(x, 1, e),
-                            attention_mistakes(theirs, x))
-
-
-@exercise("7.1", "qk_norm.QKNormSelfAttention")
-def visible_7_1():
-    check_qk_attention()
-    check_qk_attention(is_causal=True, seed=1)
-    check_qk_attention((2, 6, 12), nhead=3, bias=False, eps=1e-5, seed=2)
-    check_qk_attention(dropout=0.5, training=False, seed=3)  # dropout off in eval mode
-    check_qk_attention(dropout=1.0, seed=4)  # on the attention weights in training mode
-    # float64 (its precision, to the last digits), an eps on the scale of the heads' RMS
-    check_qk_attention(eps=0.5, dtype=torch.float64, seed=5, scale=0.5)
-
-
-# Exercise 7.2: dyt_forward ------------------------------------------------------------------
-
-
-def dyt_parameters(x, seed):
-    """(alpha (1,), weight (C,), bias (C,)) in x's dtype, random: alpha about 0.5 (as DyT
-    starts), weight and bias away from 1 and 0, so that a misplaced one shows."""
-    rng = np.random.default_rng(seed)
-    c = x.shape[-1]
-    alpha = (0.5 + 0.3 * rng.random(1)).astype(x.dtype)  # (1,)
-    weight = (1 + 0.5 * rng.standard_normal(c)).astype(x.dtype)  # (C,)
-    bias = rng.standard_normal(c).astype(x.dtype)  # (C,)
-    return alpha, weight, bias
-
-
-def torch_dyt(x, alpha, weight, bias):
-    """DyT computed by torch, as float64 tensors (autograd on whichever require grad)."""
-    return weight * torch.tanh(alpha * x) + bias  # (*B, C)
-
-
-def exact(*arrays):
-    """The arrays as float64 tensors requiring grad (the exact reference's inputs)."""
-    return [torch.tensor(np.asarray(a), dtype=torch.float64, requires_grad=True) for a in arrays]
-
-
-def forward_mistakes(x, alpha, weight, bias):
-    """{likely cause: the y that mistake gives}, exactly (float64), rounded to x's dtype."""
-    x64, a, w, b = (np.asarray(v, dtype=np.float64) for v in (x, alpha, weight, bias))
-    found = {
-        "alpha scales the tanh's output, not its input: DyT is weight * tanh(alpha * x) + "
-        "bias": w * a * np.tanh(x64) + b,
-        "alpha is missing: the tanh's input is alpha * x, its learned scale":
-            w * np.tanh(x64) + b,
-        "the bias is inside the tanh: DyT adds it after, as a norm's affine does":
-            w * np.tanh(a * x64 + b),
-        "the tanh is missing: DyT squashes alpha * x elementwise": w * a * x64 + b}
-    if x.ndim > 1 and x.shape[-2] == x.shape[-1]:
-        found["the weight and bias were applied along the second-to-last axis (channels "
-              "first, as the authors' code for images does): here the channels are the last "
-              "axis, x (*B, C)"] = w[:, None] * np.tanh(a * x64) + b[:, None]
-    return {cause: v.astype(x.dtype) for cause, v in found.items()}
-
-
-def check_dyt_forward(x, seed=0):
-    """Your y against torch's DyT computed exactly (float64, rounded to x's dtype), in value,
-    shape and dtype, within the error model's tolerance for three stages (alpha * x, the
-    tanh, the affine); x and the parameters must be left as they were."""
-    from normlib.dyt import dyt_forward
-
-    alpha, weight, bias = dyt_parameters(x, seed)
-    expected = torch_dyt(*exact(x, alpha, weight, bias)).detach().numpy().astype(x.dtype)
-    untouched = guard_inputs(x=x, alpha=alpha, weight=weight, bias=bias)
-    y = dyt_forward(x, alpha, weight, bias)
-    case = f"for x {x.shape} {x.dtype}, alpha={alpha[0]:.3g}"
-    assert_close(y, expected, f"y {case}", mistakes=forward_mistakes(x, alpha, weight, bias),
-                 **tolerance(x.dtype, depth=3))
+    expected = torch_layer_norm(x, normalized_shape, weight, bias, eps)
+    tol = layer_norm_tolerances(x, normalized_shape, eps)
+    untouched = guard_inputs(x=x, weight=weight, bias=bias)
+    args = (x, normalized_shape, weight, bias, eps)
+    measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
+    result, peak = (peak_memory if measured else no_measure)(layer_norm_forward_fast, *args)
+    case = case_words(x, normalized_shape, weight, bias)
+    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)."
+    rows = x.size // max(1, math.prod(normalized_shape))
+    mistakes = {"y": lambda: forward_mistakes(x, normalized_shape, weight, bias, eps),
+                "rstd": lambda: rstd_mistakes(x, normalized_axes(x, normalized_shape), eps)}
+    for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
+        assert_diagnosed(actual, wanted, f"{name} {case}", mistakes.get(name, dict),
+                         lambda a=actual, e=wanted, name=name: tail_rows_cause(
+                             a.reshape(rows, -1), e.reshape(rows, -1), tol[name]),
+                         **tol[name])
     untouched(case)
+    if measured:
+        check_memory(peak, x, normalized_shape, case, "y")
 
 
-@exercise("7.2", "dyt.dyt_forward")
+@exercise("7.1", "layer_norm_fast.layer_norm_forward_fast")
+def visible_7_1():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    check_fast_forward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
+                       rng.standard_normal(1024).astype(f32),
+                       rng.standard_normal(1024).astype(f32))
+    check_fast_forward(rng.standard_normal((601, 256)).astype(f32), (256,),
+                       rng.standard_normal(256).astype(f32))  # 601 rows: no block divides
+    check_fast_forward((1e-3 * rng.standard_normal((8, 64))).astype(f32), (64,),
+                       None, rng.standard_normal(64).astype(f32))  # a variance below eps
+    check_fast_forward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
+                       rng.standard_normal((3, 4)).astype(f32),
+                       rng.standard_normal((3, 4)).astype(f32))
+    # float64 (its precision, to the last digits), an eps of its own
+    x64, w64 = rng.standard_normal((64, 32)), rng.standard_normal(32)  # (R, H), (H,)
+    check_fast_forward(x64, (32,), w64, None, eps=0.5)
+    # an offset of 1000: E[x^2] - E[x]^2 cancels
+    check_fast_forward((1000 + rng.standard_normal((16, 48))).astype(f32), (48,))
+
+
+def backward_terms(grad, x, normalized_shape, eps=1e-5):
+    """dweight's and dbias's terms, each row's share, computed exactly (float64): (R, H)
+    each: grad times x_hat, and grad."""
+    h = math.prod(normalized_shape)
+    g, x64 = grad.astype(np.float64).reshape(-1, h), x.astype(np.float64).reshape(-1, h)
+    x_hat = torch_normalize(x64, (1,), eps)[0]  # (R, H)
+    return {"dweight": g * x_hat, "dbias": g}
+
+
+def check_fast_backward(x, normalized_shape, weight=None, bias=None, seed=0):
+    """Your dx, dweight, dbias against torch autograd's computed exactly under a random
+    upstream gradient (value, shape, dtype; None where a parameter is None; the tolerances
+    of Exercise 2.2); no argument modified; at most |x| / 2 allocated besides dx (and the
+    small gradients). A wrong value is named by the mistake it matches (dx: the missing
+    terms of normkit.testing.backward_mistakes, tail_rows_cause; dweight and dbias:
+    partial_sum_cause)."""
+    from normlib.layer_norm_fast import layer_norm_backward_fast
+
+    grad = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
+    _, mean, rstd = torch_layer_norm(x, normalized_shape, weight, bias)
+    expected = torch_layer_norm_backward(grad, x, normalized_shape, weight, bias)
+    untouched = guard_inputs(grad_output=grad, x=x, mean=mean, rstd=rstd, weight=weight,
+                             bias=bias)
+    args = (grad, x, normalized_shape, mean, rstd, weight, bias)
+    measured = x.nbytes >= MEASURED  # (smaller, what measuring costs would blur it)
+    result, peak = (peak_memory if measured else no_measure)(layer_norm_backward_fast, *args)
+    case = case_words(x, normalized_shape, weight, bias)
+    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
+    tol = layer_norm_backward_tolerances(x, normalized_shape)
+    axes = normalized_axes(x, normalized_shape)
+    rows = x.size // max(1, math.prod(normalized_shape))
+    g = grad.astype(np.float64) * (1.0 if weight is None else weight)  # (*B, *S) dL/dx_hat
+    signatures = {
+        "dx": lambda a, e: tail_rows_cause(a.reshape(rows, -1), e.reshape(rows, -1), tol["dx"]),
+        **{name: lambda a, e, name=name: partial_sum_cause(
+            a, backward_terms(grad, x, normalized_shape)[name], tol[name], name)
+           for name in ("dweight", "dbias")}}
+    for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
+        if wanted is None:
+            assert actual is None, f"{name} {case}: expected None, got {type(actual).__name__}."
+        else:
+            assert_diagnosed(actual, wanted, f"{name} {case}",
+                             lambda dx=name == "dx": backward_mistakes(g, x, axes) if dx else {},
+                             lambda a=actual, e=wanted, name=name: signatures[name](a, e),
+                             **tol[name])
+    untouched(case)
+    if measured:
+        check_memory(peak, x, normalized_shape, case, "dx")
+
+
+@exercise("7.2", "layer_norm_fast.layer_norm_backward_fast")
 def visible_7_2():
     rng = np.random.default_rng(0)
-    check_dyt_forward(4 * rng.standard_normal((2, 4, 4)).astype(np.float32))  # saturated
-    check_dyt_forward(rng.standard_normal((3, 5)).astype(np.float32), seed=1)
-    check_dyt_forward(rng.standard_normal((2, 3, 6)), seed=2)  # float64
+    f32 = np.float32
+    check_fast_backward((1 + rng.standard_normal((2048, 1024))).astype(f32), (1024,),
+                        rng.standard_normal(1024).astype(f32),
+                        rng.standard_normal(1024).astype(f32))
+    check_fast_backward(rng.standard_normal((601, 256)).astype(f32), (256,),
+                        rng.standard_normal(256).astype(f32),
+                        rng.standard_normal(256).astype(f32))  # 601 rows: no block divides
+    check_fast_backward(rng.standard_normal((2, 3, 4)).astype(f32), (3, 4),
+                        rng.standard_normal((3, 4)).astype(f32),
+                        rng.standard_normal((3, 4)).astype(f32))
+    check_fast_backward(rng.standard_normal((9, 16)).astype(f32), (16,), None,
+                        rng.standard_normal(16).astype(f32), seed=5)  # a bias alone
+    # float64 (its precision, to the last digits), no weight or bias
+    check_fast_backward(rng.standard_normal((64, 32)), (32,))
 
 
-# Exercise 7.3: dyt_backward -----------------------------------------------------------------
+# -- Exercises 7.3 and 7.4: the compiled, fused kernels (Numba) -----------------------------
+
+def compiled_kernel(name):
+    """Your kernel `name` of normlib/layer_norm_compiled.py. Where Numba is not installed,
+    a Skipped that says so (the exercise is skipped, not failed)."""
+    from normkit.kernel_code import NUMBA_INSTALL, numba_installed
+
+    if not numba_installed():
+        raise Skipped("Numba is not installed here, so Exercises 7.3 and 7.4 are skipped: "
+                      f"{NUMBA_INSTALL}.")
+    import normlib.layer_norm_compiled as compiled
+
+    return getattr(compiled, name)
 
 
-def backward_mistakes(g, x, alpha, weight):
-    """{name: {likely cause: the gradient that mistake gives}} for dyt_backward, exactly
-    (float64), rounded to x's dtype ({} for an empty x: nothing to tell apart)."""
-    if x.size == 0:
-        return {}
-    g64, x64, a, w = (np.asarray(v, dtype=np.float64) for v in (g, x, alpha, weight))
-    lead = tuple(range(x.ndim - 1))
-    t = np.tanh(a * x64)  # (*B, C)
-    inner = g64 * w * (1 - t * t)  # (*B, C): dL/d(alpha x)
-    found = {
-        "dx": {"dx lacks the factor alpha: d tanh(alpha x) / dx = alpha (1 - tanh^2)":
-               inner,
-               "the tanh's derivative is 1 - tanh, not 1 - tanh^2": g64 * w * (1 - t) * a,
-               "dx ignores the weight: the upstream gradient reaches the tanh multiplied by "
-               "it": g64 * (1 - t * t) * a},
-        "dalpha": {"dalpha lacks the factor x: d tanh(alpha x) / d alpha = x (1 - tanh^2)":
-                   inner.sum(keepdims=True).reshape(1),
-                   "dalpha ignores the weight: the upstream gradient reaches the tanh "
-                   "multiplied by it": (g64 * (1 - t * t) * x64).sum(keepdims=True).reshape(1),
-                   "dalpha is a mean, not a sum: alpha scales every element, and each one's "
-                   "gradient adds": (inner * x64).mean(keepdims=True).reshape(1)},
-        "dweight": {"dweight sums grad * x, not grad * tanh(alpha x): the weight multiplies "
-                    "the tanh's output": (g64 * x64).sum(axis=lead),
-                    "dweight is a mean over the rows, not a sum": (g64 * t).mean(axis=lead)},
-        "dbias": {"dbias is a mean over the rows, not a sum": g64.mean(axis=lead)}}
-    return {name: {cause: v.astype(x.dtype) for cause, v in causes.items()}
-            for name, causes in found.items()}
+COMPILED_DTYPES = (np.float32, np.float64)  # the signatures a compiled kernel's checks use
 
 
-def check_dyt_backward(x, seed=0):
-    """Your dx, dalpha, dweight and dbias against torch autograd's for DyT under a random
-    upstream gradient, computed exactly (float64, rounded to x's dtype), in value, shape and
-    dtype, within the error model's tolerances (forward and backward; dalpha sums every
-    element, dweight and dbias every row)."""
-    from normlib.dyt import dyt_backward
+def compile_rows(kernel, arrays, hidden):
+    """Numba's compile step for a kernel of rows: one call per dtype the checks use
+    (float32 and float64, in the visible cases and the hidden ones alike), on 2 rows of 3
+    values, so that the checks' calls find it compiled and what they measure is the
+    kernel's run alone. arrays(dtype) gives the call's arguments; hidden: the hidden tests'
+    step, which checks no bounds (the visible step did)."""
+    import warnings
 
-    alpha, weight, bias = dyt_parameters(x, seed)
-    g = np.random.default_rng(seed + 100).standard_normal(x.shape).astype(x.dtype)
-    inputs = exact(x, alpha, weight, bias)
-    torch_dyt(*inputs).backward(torch.tensor(g, dtype=torch.float64))
-    wanted = [t.grad.numpy().astype(x.dtype) for t in inputs]  # dx, dalpha, dweight, dbias
-    untouched = guard_inputs(grad_output=g, x=x, alpha=alpha, weight=weight)
-    result = dyt_backward(g, x, alpha, weight)
-    case = f"for x {x.shape} {x.dtype}, alpha={alpha[0]:.3g}"
-    if not (isinstance(result, tuple) and len(result) == 4):
-        raise CheckFailed(f"dyt_backward {case}: return (dx, dalpha, dweight, dbias).")
-    dalpha = np.asarray(result[1])
-    if dalpha.shape != (1,) and dalpha.size != 1:
-        raise CheckFailed(f"dalpha {case} has shape {dalpha.shape}, expected (1,).\n  Likely "
-                          "cause: dalpha was not summed over the elements: alpha is one "
-                          "number for the whole layer, so its gradient sums every element's.")
-    rows = x.size // x.shape[-1]
-    tols = {"dx": tolerance(x.dtype, depth=5), "dalpha": tolerance(x.dtype, x.size, depth=5),
-            "dweight": tolerance(x.dtype, rows, depth=4), "dbias": tolerance(x.dtype, rows)}
-    mistakes = backward_mistakes(g, x, alpha, weight)
-    for name, actual, expected in zip(("dx", "dalpha", "dweight", "dbias"), result, wanted):
-        assert_close(actual, expected, f"{name} {case}", mistakes=mistakes.get(name),
-                     **tols[name])
+    from numba.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings():  # (no prange: the check says so, in its own words)
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        if not hidden:
+            check_bounds(kernel, arrays(np.float32))
+        for dtype in COMPILED_DTYPES:
+            kernel(*arrays(dtype))
+
+
+def check_bounds(kernel, args):
+    """Your kernel run once with Numba's index checks on (boundscheck=True, on one thread),
+    on the compile step's tiny arrays, before it runs as it is: compiled kernels check no
+    index, so a loop one element too long would read or write past an array's end, and
+    could crash the notebook's kernel. (In the notebook and make check; at grading your
+    code runs in the judge's runner, whose crash is the check's failure.)"""
+    if hasattr(kernel, "remote_source") or not hasattr(kernel, "py_func"):
+        return
+    try:
+        bounds_checked(kernel.py_func)(*args)
+    except IndexError as error:
+        raise CheckFailed(f"{kernel.py_func.__name__} indexes outside an array on 2 rows of 3 "
+                          f"values ({error}).\n  Likely cause: a loop one element too long, or "
+                          "an index off by one (x[r, j + 1], range(h + 1)): a compiled kernel "
+                          "checks no index, and would read or write past the array's "
+                          "end.") from None
+
+
+@functools.lru_cache(maxsize=8)
+def bounds_checked(py_func):
+    """py_func compiled with Numba's index checks on: once per function (a check run again
+    on the same code compiles nothing; an edited file gives a new function)."""
+    from numba import njit
+
+    return njit(boundscheck=True)(py_func)
+
+
+def _rows_of(dtype, seed=0):
+    """(x (2, 3), weight (3,), bias (3,)) of dtype, for the compile step."""
+    rng = np.random.default_rng(seed)
+    return tuple(np.ascontiguousarray(rng.standard_normal(s).astype(dtype))
+                 for s in ((2, 3), (3,), (3,)))
+
+
+def code_problems(kernel):
+    """A CheckFailed for what your kernel's code shows (normkit.kernel_code): no @njit,
+    fastmath flags that drop NaN and inf handling, no parallel loop, a data race."""
+    from normkit import kernel_code
+
+    source, name = kernel_code.module_source(kernel)
+    resolve = None if hasattr(kernel, "remote_source") else kernel_code.IMPORTS
+    cause = kernel_code.code_cause(source, name, resolve) if source else ""
+    if cause:
+        raise CheckFailed(f"the code of {name} cannot pass.\n  Likely cause: {cause}.")
+
+
+def check_dtype(result, name, x):
+    """A result of x's dtype; where it is float64 for a float32 x, the likely cause."""
+    if isinstance(result, np.ndarray) and result.dtype != x.dtype:
+        cause = ("NumPy's np.empty(n) and np.zeros(n) are float64 unless given a dtype, in "
+                 "Numba too, and so is a sum of float64 partial sums: make each result "
+                 "np.empty(n, x.dtype), or cast it with .astype(x.dtype)"
+                 if result.dtype == np.float64 else diagnosis.dtype_cause(result, x)
+                 or f"{name} is made {result.dtype}: each result keeps x's dtype")
+        raise CheckFailed(f"{name}: dtype {result.dtype}, expected {x.dtype}.\n"
+                          f"  Likely cause: {cause}.")
+
+
+def check_compiled_memory(kernel, args, x, output):
+    """At most x's size (the output) and a quarter of it allocated during the call (and
+    1 MiB): a fused kernel needs no full-size temporary. Measured like 7.1's
+    (normkit.testing.peak_memory), after the compile step: compiling is not the kernel's
+    memory."""
+    if x.nbytes < MEASURED:
+        return
+    _, peak = peak_memory(kernel, *args)
+    if peak > x.nbytes * 1.25 + 2**20:
+        arrays = round(peak / x.nbytes) - 1
+        raise CheckFailed(
+            f"memory for x {x.shape} {x.dtype}: {peak / x.nbytes:.2f} times x's size allocated "
+            f"during the call; at most 1.25 ({output} and small arrays) allowed.\n  Likely "
+            f"cause: about {max(arrays, 1)} full-size temporar{'ies' if arrays > 1 else 'y'} "
+            f"besides {output}: a fused kernel keeps a row's intermediate values in scalars "
+            "(or one row's scratch of its own), never in an array the size of x.")
+
+
+def check_compiled_forward(x, weight, bias, eps=1e-5):
+    """Your layer_norm_forward_compiled(x (R, H), weight, bias, eps): y (R, H), mean and
+    rstd (R,) against torch's computed exactly (value, shape, dtype; 1.2's tolerances; NaN
+    where torch gives NaN); x, weight and bias unchanged; its code free of races and of
+    fastmath=True, with a parallel loop; for an x of 8 MiB or more, no full-size
+    temporary. A wrong value is named by the mistake it matches (Unit 1's)."""
+    kernel = compiled_kernel("layer_norm_forward_compiled")
+    code_problems(kernel)
+    shape = (x.shape[-1],)
+    expected = torch_layer_norm(x, shape, weight, bias, eps)
+    expected = (expected[0], expected[1].reshape(-1), expected[2].reshape(-1))
+    tol = layer_norm_tolerances(x, shape, eps)
+    untouched = guard_inputs(x=x, weight=weight, bias=bias)
+    result = kernel(x, weight, bias, eps)
+    case = f"for x {x.shape} {x.dtype}"
+    assert isinstance(result, tuple) and len(result) == 3, "return (y, mean, rstd)."
+    mistakes = {"y": lambda: forward_mistakes(x, shape, weight, bias, eps),
+                "rstd": lambda: {c: r.reshape(-1) for c, r in
+                                 rstd_mistakes(x, normalized_axes(x, shape), eps).items()}}
+    for name, actual, wanted in zip(("y", "mean", "rstd"), result, expected):
+        check_dtype(actual, f"{name} {case}", x)
+        assert_diagnosed(actual, wanted, f"{name} {case}", mistakes.get(name, dict),
+                         **tol[name])
     untouched(case)
+    check_compiled_memory(kernel, (x, weight, bias, eps), x, "y")
 
 
-@exercise("7.3", "dyt.dyt_backward")
+def compile_7_3(hidden):
+    compile_rows(compiled_kernel("layer_norm_forward_compiled"),
+                 lambda dtype: (*_rows_of(dtype), 1e-5), hidden)
+
+
+@exercise("7.3", "layer_norm_compiled.layer_norm_forward_compiled", compile=compile_7_3)
 def visible_7_3():
     rng = np.random.default_rng(0)
-    check_dyt_backward(rng.standard_normal((3, 5)).astype(np.float32))
-    check_dyt_backward(3 * rng.standard_normal((2, 4, 6)).astype(np.float32), seed=1)
-    check_dyt_backward(rng.standard_normal((4, 3)), seed=2)  # float64
+    f32 = np.float32
+    check_compiled_forward((1 + rng.standard_normal((2048, 1024))).astype(f32),
+                           rng.standard_normal(1024).astype(f32),
+                           rng.standard_normal(1024).astype(f32))
+    check_compiled_forward(rng.standard_normal((601, 257)).astype(f32),  # H odd
+                           rng.standard_normal(257).astype(f32), np.zeros(257, f32))
+    check_compiled_forward((1e-3 * rng.standard_normal((8, 64))).astype(f32),  # var < eps
+                           np.ones(64, f32), rng.standard_normal(64).astype(f32))
+    # an offset of 1000 (E[x^2] - E[x]^2 cancels), an eps of its own
+    check_compiled_forward((1000 + rng.standard_normal((16, 48))).astype(f32),
+                           rng.standard_normal(48).astype(f32), np.zeros(48, f32), eps=0.1)
+    # float64: its precision, to the last digits (statistics and sums in float64 too)
+    check_compiled_forward(rng.standard_normal((40, 24)), rng.standard_normal(24),
+                           rng.standard_normal(24))
 
 
-# Exercise 7.4: DyTFunction ------------------------------------------------------------------
+def check_compiled_backward(x, weight, seed=0):
+    """Your layer_norm_backward_compiled(grad_output, x (R, H), mean, rstd, weight): dx
+    (R, H), dweight and dbias (H,) against torch autograd's computed exactly under a random
+    upstream gradient (value, shape, dtype; 2.2's tolerances); no argument modified; its
+    code free of races (dweight and dbias reduced in two stages) and of fastmath=True, with
+    a parallel loop; for an x of 8 MiB or more, no full-size temporary besides dx. A wrong
+    value is named by the mistake it matches (dx: normkit.testing.backward_mistakes;
+    dweight, dbias: partial_sum_cause)."""
+    kernel = compiled_kernel("layer_norm_backward_compiled")
+    code_problems(kernel)
+    shape = (x.shape[-1],)
+    grad = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
+    _, mean, rstd = torch_layer_norm(x, shape, weight)
+    mean, rstd = mean.reshape(-1), rstd.reshape(-1)  # (R,)
+    expected = torch_layer_norm_backward(grad, x, shape, weight, np.zeros_like(weight))
+    args = (grad, x, mean, rstd, weight)
+    untouched = guard_inputs(grad_output=grad, x=x, mean=mean, rstd=rstd, weight=weight)
+    result = kernel(*args)
+    case = f"for x {x.shape} {x.dtype}"
+    assert isinstance(result, tuple) and len(result) == 3, "return (dx, dweight, dbias)."
+    tol = layer_norm_backward_tolerances(x, shape)
+    g = grad.astype(np.float64) * weight  # (R, H) dL/dx_hat
+    terms = backward_terms(grad, x, shape)
+    for name, actual, wanted in zip(("dx", "dweight", "dbias"), result, expected):
+        check_dtype(actual, f"{name} {case}", x)
+        assert_diagnosed(actual, wanted, f"{name} {case}",
+                         lambda dx=name == "dx": backward_mistakes(g, x, (1,)) if dx else {},
+                         lambda a=actual, name=name: "" if name == "dx" else
+                         partial_sum_cause(a, terms[name], tol[name], name), **tol[name])
+    untouched(case)
+    check_compiled_memory(kernel, args, x, "dx")
 
 
-class TorchDyT(torch.nn.Module):
-    """DyT in torch's operations, with the provided DyT's parameter names."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.alpha = torch.nn.Parameter(torch.full((1,), 0.5))
-        self.weight = torch.nn.Parameter(torch.ones(c))
-        self.bias = torch.nn.Parameter(torch.zeros(c))
-
-    def forward(self, x):
-        return torch_dyt(x, self.alpha, self.weight, self.bias)  # (*B, C)
+def compile_7_4(hidden):
+    def arrays(dtype):
+        x, weight, _ = _rows_of(dtype)
+        return x, x, np.zeros(2, dtype), np.ones(2, dtype), weight  # (dy, x, mean, rstd, w)
+    compile_rows(compiled_kernel("layer_norm_backward_compiled"), arrays, hidden)
 
 
-def function_mistakes(theirs, x):
-    """mistakes(grad_output) for assert_same_computation: the backward given the forward's
-    output y in place of its input x; dweight and dbias swapped."""
-    t, h = copy.deepcopy(theirs).double(), x.double()  # float64 copies
-
-    def mistakes(grad_output):
-        g = grad_output.double()  # (*B, C)
-        with torch.no_grad():
-            y = t(h)  # (*B, C)
-        alpha, weight = t.alpha.detach(), t.weight.detach()
-        s = torch.tanh(alpha * y)  # (*B, C): the tanh of the wrong input
-        inner = g * weight * (1 - s * s)  # (*B, C)
-        lead = tuple(range(x.dim() - 1))
-        on_y = ("the backward was given the forward's output y where dyt_backward needs its "
-                "input x: save the input (ctx.save_for_backward(input, ...))")
-        real = torch.tanh(alpha * h)  # (*B, C)
-        swapped = ("weight.grad and bias.grad are swapped: backward returns one gradient per "
-                   "argument of forward, in its order (input, alpha, weight, bias)")
-        return {"input.grad": {on_y: alpha * inner},
-                "alpha.grad": {on_y: (inner * y).sum().reshape(1)},
-                "weight.grad": {on_y: (g * s).sum(lead), swapped: g.sum(lead)},
-                "bias.grad": {swapped: (g * real).sum(lead)}}
-
-    return mistakes
-
-
-WRONG_COUNT = ("backward returned the wrong number of gradients {case}.\n  Likely cause: "
-               "backward returns one gradient per argument of forward: (dx, dalpha, dweight, "
-               "dbias).")
-
-
-def check_dyt_module(shape, dtype=torch.float32, seed=0, scale=2.0):
-    """The provided DyT module (which calls your DyTFunction) against TorchDyT with the same
-    random parameters, computed exactly (float64): output, input gradient and parameter
-    gradients under a random upstream gradient, in value, shape and dtype, within the error
-    model's tolerances; a wrong one named where it is what a classic mistake gives."""
-    from normlib.dyt import DyT
-
-    torch.manual_seed(seed)
-    c = shape[-1]
-    ours = DyT(c, dtype=dtype)
-    theirs = TorchDyT(c).to(dtype)
-    with torch.no_grad():
-        ours.alpha.uniform_(0.4, 0.9)
-        ours.weight.normal_(1.0, 0.5)
-        ours.bias.normal_()
-    theirs.load_state_dict(ours.state_dict())
-    x = scale * torch.randn(shape, dtype=dtype)  # (*B, C)
-    case = f"for x {tuple(shape)} {dtype}"
-    tol = tolerance(dtype, math.prod(shape), depth=5)
-    try:
-        assert_same_computation(ours, theirs, x, case, seed, tol,
-                                function_mistakes(theirs, x))
-    except RuntimeError as error:
-        if "incorrect number of gradients" not in str(error):
-            raise
-        raise CheckFailed(WRONG_COUNT.format(case=case)) from None
-
-
-KERNELS = ("dyt_forward", "dyt_backward")  # what DyTFunction computes with
-
-
-def counted_kernels(values=None):
-    """Inside the block, each call of the NumPy kernels (KERNELS, in normlib.dyt) appends its
-    name to the list it yields (and its arguments and result to values, if given)."""
-    import normlib.dyt
-
-    return counted_calls((normlib.dyt,), KERNELS, values)
-
-
-def check_uses_kernels(shape, seed=0):
-    """DyTFunction's forward and backward compute with your NumPy kernels, dyt_forward and
-    dyt_backward: called on the input and the upstream gradient, their results are what the
-    Function returns."""
-    from normlib.dyt import DyTFunction
-
-    gen = torch.Generator().manual_seed(seed)
-    x, g = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(2))
-    params = [torch.full((1,), 0.5, dtype=torch.float64), torch.ones(shape[-1], dtype=x.dtype),
-              torch.zeros(shape[-1], dtype=x.dtype)]
-    values = []
-    with counted_kernels(values) as calls:
-        y = DyTFunction.apply(x.requires_grad_(), *params)
-        y.backward(g)
-    assert_computed_with("DyTFunction", "7.2 and 7.3", KERNELS, calls, values, x, y, g)
-
-
-def check_two_calls(shape, seed=0):
-    """Two DyTFunction calls in one graph, y = f(x1) + 2 f(x2), the same parameters
-    (float64): each input's gradient is its own call's, against torch's, exactly."""
-    from normlib.dyt import DyTFunction
-
-    gen = torch.Generator().manual_seed(seed)
-    x1, x2, g = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
-    alpha = torch.full((1,), 0.7, dtype=torch.float64)
-    weight, bias = 1 + torch.randn(shape[-1], generator=gen, dtype=torch.float64), \
-        torch.randn(shape[-1], generator=gen, dtype=torch.float64)
-    inputs = [x1.clone().requires_grad_(), x2.clone().requires_grad_()]
-    y = DyTFunction.apply(inputs[0], alpha, weight, bias) + \
-        2 * DyTFunction.apply(inputs[1], alpha, weight, bias)
-    grads = torch.autograd.grad(y, inputs, g)
-
-    def dx(grad, x):  # (*shape): DyT's input gradient, exactly
-        t = torch.tanh(alpha * x)
-        return grad * weight * (1 - t * t) * alpha
-
-    shared = {"x1.grad is what backward gives with the second call's saved tensors: the two "
-              "calls share what forward saved: keep it on ctx (ctx.save_for_backward), not "
-              "on the class or in a global": dx(g, x2).numpy()}
-    for name, actual, exact_dx in zip(("x1.grad", "x2.grad"), grads, (dx(g, x1), dx(2 * g, x2))):
-        torch_tensor_close(actual, exact_dx, f"{name} for y = f(x1) + 2 f(x2), x1 and x2 "
-                           f"{shape}", mistakes=shared if name == "x1.grad" else None,
-                           **tolerance(torch.float64, depth=5))
-
-
-@exercise("7.4", "dyt.DyTFunction")
+@exercise("7.4", "layer_norm_compiled.layer_norm_backward_compiled", compile=compile_7_4)
 def visible_7_4():
-    from normlib.dyt import DyTFunction
-
-    check_dyt_module((2, 3, 4))
-    check_dyt_module((5, 6), dtype=torch.float64, seed=1)
-    check_two_calls((3, 5))
-    check_uses_kernels((2, 6))
-    # gradcheck: your backward against finite differences of your forward, in float64
-    gen = torch.Generator().manual_seed(0)
-    x, w, b = (torch.randn(s, generator=gen, dtype=torch.float64, requires_grad=True)
-               for s in ((3, 5), (5,), (5,)))
-    alpha = torch.tensor([0.6], dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(DyTFunction.apply, (x, alpha, w, b)), \
-        "gradcheck: your backward disagrees with finite differences of your forward"
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    check_compiled_backward((1 + rng.standard_normal((2048, 1024))).astype(f32),
+                            rng.standard_normal(1024).astype(f32))
+    check_compiled_backward(rng.standard_normal((601, 257)).astype(f32),  # H odd
+                            rng.standard_normal(257).astype(f32), seed=1)
+    check_compiled_backward(rng.standard_normal((3, 4)).astype(f32),
+                            rng.standard_normal(4).astype(f32), seed=2)
+    # float64: its precision, to the last digits (partial sums in float64 too)
+    check_compiled_backward(rng.standard_normal((40, 24)), rng.standard_normal(24), seed=3)

@@ -13,9 +13,9 @@ never edit.
 - ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.5)
 - ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 6.1, 6.2)
 - ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm, and LayerNorm's
-                             parameter gradients in bfloat16 (Exercises 6.3, 6.4, 6.9)
-- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 6.5, 6.6)
-- ``normlib.layer_norm_compiled`` a compiled, fused LayerNorm, in Numba (Exercises 6.7, 6.8)
+                             parameter gradients in bfloat16 (Exercises 6.3, 6.4, 6.5)
+- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 7.1, 7.2)
+- ``normlib.layer_norm_compiled`` a compiled, fused LayerNorm, in Numba (Exercises 7.3, 7.4)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.5)

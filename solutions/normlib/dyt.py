@@ -1,4 +1,4 @@
-"""Dynamic Tanh, DyT (Unit 7: Exercises 7.2, 7.3 and 7.4): a transformer without
+"""Dynamic Tanh, DyT (Unit 8: Exercises 8.2, 8.3 and 8.4): a transformer without
 normalization, DyT(x) = weight * tanh(alpha * x) + bias in place of each LayerNorm.
 
 Zhu, Chen, He, LeCun and Liu, "Transformers without Normalization" (CVPR 2025), saw that a
@@ -18,7 +18,7 @@ from normkit.validation import check_layer_norm_args
 
 
 def dyt_forward(x, alpha, weight, bias):
-    """Exercise 7.2: DyT's forward.
+    """Exercise 8.2: DyT's forward.
 
     Args:
         x: float32 or float64 array (*B, C).
@@ -34,7 +34,7 @@ def dyt_forward(x, alpha, weight, bias):
 
 
 def dyt_backward(grad_output, x, alpha, weight):
-    """Exercise 7.3: DyT's backward, derived as notebook 07 asks.
+    """Exercise 8.3: DyT's backward, derived as notebook 08 asks.
 
     Args:
         grad_output: (*B, C), dL/dy.
@@ -56,7 +56,7 @@ def dyt_backward(grad_output, x, alpha, weight):
 
 
 class DyTFunction(torch.autograd.Function):
-    """Exercise 7.4: DyT as a torch.autograd.Function over the NumPy kernels (as Exercise
+    """Exercise 8.4: DyT as a torch.autograd.Function over the NumPy kernels (as Exercise
     2.5 did for LayerNorm).
 
     Usage: DyTFunction.apply(input, alpha, weight, bias): input (*B, C), alpha (1,),

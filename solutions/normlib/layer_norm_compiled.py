@@ -1,8 +1,8 @@
-"""A compiled, fused LayerNorm (Exercises 6.7 and 6.8): the forward and backward of
+"""A compiled, fused LayerNorm (Exercises 7.3 and 7.4): the forward and backward of
 Exercises 1.2 and 2.2 as Numba kernels, each reading x from memory once and writing its
 output once, on every core.
 
-Why compiled. A NumPy kernel, even the fast one of Exercise 6.5, makes one pass over its
+Why compiled. A NumPy kernel, even the fast one of Exercise 7.1, makes one pass over its
 block per NumPy call, on one thread. A compiled loop does all the work of a row while the
 row is in the cache (a row of 1024 float32 values is 4 KB), so main memory sees one read
 of x and one write of y, the least any LayerNorm can move; and `prange` shares the rows
@@ -34,7 +34,7 @@ FAST = {"reassoc", "contract"}
 
 @njit(parallel=True, fastmath=FAST)
 def layer_norm_forward_compiled(x, weight, bias, eps):
-    """Exercise 6.7: LayerNorm forward over the rows of x, fused: each row's statistics and
+    """Exercise 7.3: LayerNorm forward over the rows of x, fused: each row's statistics and
     output computed while the row is in the cache, the rows shared among the threads.
 
     Args:
@@ -71,7 +71,7 @@ def layer_norm_forward_compiled(x, weight, bias, eps):
 
 @njit(parallel=True, fastmath=FAST)
 def layer_norm_backward_compiled(grad_output, x, mean, rstd, weight):
-    """Exercise 6.8: LayerNorm backward over the rows of x, fused: each row's dx from the
+    """Exercise 7.4: LayerNorm backward over the rows of x, fused: each row's dx from the
     row of x and of grad_output while they are in the cache, and dweight and dbias, sums
     over every row, reduced in two stages: each thread sums its own rows' shares into a
     partial sum of its own, then the partial sums are added.

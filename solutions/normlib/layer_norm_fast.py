@@ -1,4 +1,4 @@
-"""A fast LayerNorm in NumPy (Exercises 6.5 and 6.6): the same results as
+"""A fast LayerNorm in NumPy (Exercises 7.1 and 7.2): the same results as
 normlib.layer_norm's forward and backward, with far less memory traffic.
 
 Why the naive kernels are slow. Every NumPy expression such as `(x - mean) * rstd`
@@ -42,7 +42,7 @@ def _rows(a, h):
 
 
 def layer_norm_forward_fast(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Exercise 6.5: LayerNorm forward, the same results as layer_norm_forward, with no
+    """Exercise 7.1: LayerNorm forward, the same results as layer_norm_forward, with no
     full-size temporary: besides y, at most half of x's size in temporaries at any time.
 
     Args and returns: as normlib.layer_norm.layer_norm_forward: x (*B, *S);
@@ -78,7 +78,7 @@ def layer_norm_forward_fast(x, normalized_shape, weight=None, bias=None, eps=1e-
 
 def layer_norm_backward_fast(grad_output, x, normalized_shape, mean, rstd, weight=None,
                              bias=None):
-    """Exercise 6.6: LayerNorm backward, the same results as layer_norm_backward, with no
+    """Exercise 7.2: LayerNorm backward, the same results as layer_norm_backward, with no
     full-size temporary: besides dx, at most half of x's size in temporaries at any time.
 
     Args and returns: as normlib.layer_norm.layer_norm_backward: grad_output and x

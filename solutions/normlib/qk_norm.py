@@ -1,4 +1,4 @@
-"""QK-norm (Unit 7: Exercise 7.1): self-attention whose queries and keys are normalized,
+"""QK-norm (Unit 8: Exercise 8.1): self-attention whose queries and keys are normalized,
 head by head, before their dot product.
 
 In a plain transformer an attention logit q . k / sqrt(D) has no bound: when the weights
@@ -21,7 +21,7 @@ from .transformer import MultiheadSelfAttention, check_input, make_norm
 
 
 class QKNormSelfAttention(MultiheadSelfAttention):
-    """Exercise 7.1: self-attention with QK-norm.
+    """Exercise 8.1: self-attention with QK-norm.
 
     MultiheadSelfAttention's parameters and forward contract (x (N, S, E) -> (N, S, E);
     is_causal; dropout on the attention weights in training mode), and two more modules:
@@ -47,7 +47,7 @@ class QKNormSelfAttention(MultiheadSelfAttention):
         ### END SOLUTION
 
     def forward(self, x):
-        """Exercise 7.1 (continued): x (N, S, E) -> (N, S, E), queries and keys normalized
+        """Exercise 8.1 (continued): x (N, S, E) -> (N, S, E), queries and keys normalized
         per head (see the class's docstring)."""
         check_input(x, self.d_model)
         ### BEGIN SOLUTION

@@ -8,7 +8,8 @@
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
 one file per part of the course (layer_norm: Units 1-2, family: Unit 3, network: Unit 4,
-transformer: Unit 5, numerics: Unit 6, compiled: Unit 6's Numba kernels, today: Unit 7), each a RIGHT or WRONG table of the exercise's function or class
+transformer: Unit 5, numerics: Unit 6 and Unit 7's NumPy kernels, compiled: Unit 7's Numba kernels, today:
+Unit 8), each a RIGHT or WRONG table of the exercise's function or class
 (tools.course.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
 runs every check on every variant; `python -m tests.variants` counts them, and
 `python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).

@@ -1,4 +1,4 @@
-"""The steps of a row that the Numba variants of Exercises 6.7 and 6.8 share
+"""The steps of a row that the Numba variants of Exercises 7.3 and 7.4 share
 (tests/variants/wrong_compiled.py, right_compiled.py), so that each variant's own code is
 its mistake or its other way: jitted helpers, inlined into the kernels that call them, and
 cached (cache=True, in tests/variants/__pycache__) like them."""

@@ -1,4 +1,4 @@
-"""Correct Numba kernels for Exercises 6.7 and 6.8 written otherwise than the reference:
+"""Correct Numba kernels for Exercises 7.3 and 7.4 written otherwise than the reference:
 the checks must pass them (tests/test_graders.py, tests/test_diagnosis.py). Cached like
 tests/variants/wrong_compiled.py's, but the one that calls get_num_threads(); the row's steps
 they share are tests/variants/compiled_rows.py's."""
@@ -85,8 +85,8 @@ def backward_by_columns(grad_output, x, mean, rstd, weight):
 
 
 RIGHT = {
-    "6.7": {"Welford in the row's loop": forward_welford,
+    "7.3": {"Welford in the row's loop": forward_welford,
             "blocks of rows, a scratch row, strict": forward_blocks_with_scratch},
-    "6.8": {"a partial sum per thread id": backward_thread_partials,
+    "7.4": {"a partial sum per thread id": backward_thread_partials,
             "dweight and dbias by columns": backward_by_columns},
 }

@@ -1,4 +1,4 @@
-"""Correct implementations of Unit 6's exercises written differently from the reference:
+"""Correct implementations of Unit 6's exercises and Unit 7's NumPy kernels written differently from the reference:
 every one must pass its graded check (tests/test_graders.py)."""
 
 import math
@@ -84,7 +84,7 @@ def rms_norm_float64(x, normalized_shape, weight=None, eps=None):
     return (y if weight is None else y * weight.double()).to(x.dtype)
 
 
-# Exercises 6.5 and 6.6: fast LayerNorm ------------------------------------------------------
+# Exercises 7.1 and 7.2: fast LayerNorm ------------------------------------------------------
 
 
 def forward_in_place(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -126,7 +126,7 @@ def backward_small_blocks(grad_output, x, normalized_shape, mean, rstd, weight=N
             None if bias is None else db.reshape(shape))
 
 
-# Exercise 6.9: the parameter gradients of a 16-bit LayerNorm --------------------------------
+# Exercise 6.5: the parameter gradients of a 16-bit LayerNorm --------------------------------
 
 
 def param_grads_einsum(grad_output, x, normalized_shape, mean, rstd):
@@ -167,9 +167,9 @@ RIGHT = {
     "6.2": {"weighted means": merge_weighted_means, "float64 inside": merge_float64},
     "6.3": {"F.layer_norm in float32": layer_norm_via_float32, "float64": layer_norm_float64},
     "6.4": {"F.rms_norm in float32": rms_norm_via_float32, "float64": rms_norm_float64},
-    "6.5": {"in place, no blocks": forward_in_place},
-    "6.6": {"blocks of 16 rows, einsum sums": backward_small_blocks},
-    "6.9": {"einsum in float32": param_grads_einsum,
+    "7.1": {"in place, no blocks": forward_in_place},
+    "7.2": {"blocks of 16 rows, einsum sums": backward_small_blocks},
+    "6.5": {"einsum in float32": param_grads_einsum,
             "blocks of 100 rows, float32 accumulators": param_grads_row_blocks,
             "float64": param_grads_float64},
 }

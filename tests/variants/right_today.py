@@ -1,4 +1,4 @@
-"""Correct implementations of Unit 7's exercises written differently from the reference:
+"""Correct implementations of Unit 8's exercises written differently from the reference:
 every one must pass its graded check (tests/test_graders.py) at a tenth of the
 tolerances. Targets as in wrong_today.py."""
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import normlib.dyt as dyt
 import normlib.qk_norm as reference
 
-# Exercise 7.1: QKNormSelfAttention ----------------------------------------------------------
+# Exercise 8.1: QKNormSelfAttention ----------------------------------------------------------
 
 
 class WrittenOut(reference.QKNormSelfAttention):
@@ -54,7 +54,7 @@ class NormsByHand(reference.QKNormSelfAttention):
         return self.out_proj(heads.transpose(1, 2).reshape(n, s, e))
 
 
-# Exercise 7.2: dyt_forward ------------------------------------------------------------------
+# Exercise 8.2: dyt_forward ------------------------------------------------------------------
 
 
 def dyt_through_exp(x, alpha, weight, bias):
@@ -73,7 +73,7 @@ def dyt_in_place(x, alpha, weight, bias):
     return y
 
 
-# Exercise 7.3: dyt_backward -----------------------------------------------------------------
+# Exercise 8.3: dyt_backward -----------------------------------------------------------------
 
 
 def dyt_backward_cosh(grad_output, x, alpha, weight):
@@ -100,7 +100,7 @@ def dyt_backward_float64(grad_output, x, alpha, weight):
     return tuple(o.astype(x.dtype) for o in out)
 
 
-# Exercise 7.4: DyTFunction ------------------------------------------------------------------
+# Exercise 8.4: DyTFunction ------------------------------------------------------------------
 
 
 class DyTFunctionOnCtx(torch.autograd.Function):
@@ -137,11 +137,11 @@ class DyTFunctionNeedsInputGrad(torch.autograd.Function):
 
 
 RIGHT = {
-    "7.1": {"written out with einsum, norms before the transpose": WrittenOut,
+    "8.1": {"written out with einsum, norms before the transpose": WrittenOut,
             "RMS by hand, the scale folded into q": NormsByHand},
-    "7.2": {"tanh through exp": dyt_through_exp, "in place in one buffer": dyt_in_place},
-    "7.3": {"1 / cosh^2, sums over reshaped rows": dyt_backward_cosh,
+    "8.2": {"tanh through exp": dyt_through_exp, "in place in one buffer": dyt_in_place},
+    "8.3": {"1 / cosh^2, sums over reshaped rows": dyt_backward_cosh,
             "float64 inside, rounded once": dyt_backward_float64},
-    "7.4": {"NumPy arrays on ctx": DyTFunctionOnCtx,
+    "8.4": {"NumPy arrays on ctx": DyTFunctionOnCtx,
             "only the gradients asked for": DyTFunctionNeedsInputGrad},
 }

@@ -1,4 +1,4 @@
-"""Realistic wrong Numba kernels for Exercises 6.7 and 6.8 (normlib/layer_norm_compiled.py):
+"""Realistic wrong Numba kernels for Exercises 7.3 and 7.4 (normlib/layer_norm_compiled.py):
 every one must fail its graded check (tests/test_graders.py), and its visible check must
 name the cause (tests/test_diagnosis.py). Keyed by exercise number, then by the mistake's
 name. Each is compiled on its first call, for float32 and float64, a second or two each,
@@ -20,7 +20,7 @@ from tests.variants.compiled_rows import (
 )
 from tests.variants.mistake import Mistake
 
-# Exercise 6.7: layer_norm_forward_compiled ---------------------------------------------------
+# Exercise 7.3: layer_norm_forward_compiled ---------------------------------------------------
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
@@ -158,7 +158,7 @@ def forward_shared_scratch(x, weight, bias, eps):
     return y, mean, rstd
 
 
-# Exercise 6.8: layer_norm_backward_compiled --------------------------------------------------
+# Exercise 7.4: layer_norm_backward_compiled --------------------------------------------------
 
 
 @njit(fastmath=FAST, cache=True)
@@ -298,13 +298,13 @@ def backward_x_hat_array(grad_output, x, mean, rstd, weight):
     return dx, dweight, dbias
 
 
-RACES = {"6.7": ["a scratch row shared by every iteration"],  # the data races, each of
-         "6.8": ["a race on dweight and dbias", "a race in a helper the loop calls",
+RACES = {"7.3": ["a scratch row shared by every iteration"],  # the data races, each of
+         "7.4": ["a race on dweight and dbias", "a race in a helper the loop calls",
                  "a race in a loop written range(r * 0, h)"]}  # which
 # must fail every run (tests/test_diagnosis.py), not the runs whose threads happen to meet
 
 WRONG = {
-    "6.7": {"eps outside the square root": Mistake(forward_eps_outside_sqrt,
+    "7.3": {"eps outside the square root": Mistake(forward_eps_outside_sqrt,
                                                    "eps is added to the std"),
             "float64 statistics": Mistake(forward_float64_statistics,
                                           "float64 unless given a dtype"),
@@ -318,7 +318,7 @@ WRONG = {
                                                                "writes scratch[...]"),
             "eps written as a constant": Mistake(forward_constant_eps,
                                                  "eps=1e-05 is used, not the eps=0.1 given")},
-    "6.8": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
+    "7.4": {"a race on dweight and dbias": Mistake(backward_race, "a data race"),
             "float64 parameter gradients": Mistake(backward_float64_sums,
                                                    "float64 unless given a dtype"),
             "missing mean term": Mistake(backward_missing_mean_term,

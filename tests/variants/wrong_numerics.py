@@ -1,4 +1,4 @@
-"""Realistic wrong implementations of Unit 6's exercises: every one must fail its graded
+"""Realistic wrong implementations of Unit 6's exercises and Unit 7's NumPy kernels: every one must fail its graded
 check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name."""
 
 import math
@@ -249,7 +249,7 @@ def rms_norm_mixed_default_eps(x, normalized_shape, weight=None, eps=None):
     return rms_norm_mixed(x, normalized_shape, weight)
 
 
-# Exercises 6.5 and 6.6: fast LayerNorm ------------------------------------------------------
+# Exercises 7.1 and 7.2: fast LayerNorm ------------------------------------------------------
 
 
 def forward_naive_renamed(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -410,7 +410,7 @@ def backward_fast_scratch_rows_of_h(grad_output, x, normalized_shape, mean, rstd
     return dx, dweight, dbias
 
 
-# Exercise 6.9: the parameter gradients of a 16-bit LayerNorm --------------------------------
+# Exercise 6.5: the parameter gradients of a 16-bit LayerNorm --------------------------------
 
 
 def param_grads_16bit_accumulator(grad_output, x, normalized_shape, mean, rstd):
@@ -529,7 +529,7 @@ WRONG = {
                                                   "y for x (4, 64) torch.float16"),
             "eps not passed on": Mistake(rms_norm_mixed_default_eps,
                                                  "{'eps': 0.5}: 63 of 64 values")},
-    "6.5": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
+    "7.1": {"the naive kernel": Mistake(forward_naive_renamed, "as the naive kernel makes"),
             "centres x in place": Mistake(forward_centres_x_in_place, "x was modified in place"),
             "drops the partial last block": Mistake(
                 forward_drops_partial_block, "the loop over blocks stops before the last one"),
@@ -540,7 +540,7 @@ WRONG = {
                                                "eps=1e-05 is used, not the eps=0.5 given"),
             "the bias only with a weight": Mistake(
                 forward_fast_bias_only_with_weight, "the bias is not added when weight is None")},
-    "6.6": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
+    "7.2": {"the naive kernel": Mistake(backward_naive_renamed, "as the naive kernel makes"),
             "dweight and dbias of the last block only": Mistake(
                 backward_last_block_sums, "each block's share must be added"),
             "drops the partial last block": Mistake(
@@ -554,7 +554,7 @@ WRONG = {
                                                       "wrong"),
             "a scratch block of H rows": Mistake(
                 backward_fast_scratch_rows_of_h, "axis 0's indices 32 to 63 of 0..63 (the last 32)")},
-    "6.9": {"16-bit accumulator": Mistake(param_grads_16bit_accumulator,
+    "6.5": {"16-bit accumulator": Mistake(param_grads_16bit_accumulator,
                                           "accumulated in bfloat16"),
             "torch's own CPU kernel": Mistake(param_grads_torch_cpu_kernel,
                                               "accumulated in bfloat16"),

@@ -1,8 +1,8 @@
-"""Realistic wrong implementations of Unit 7's exercises: every one must fail its graded
+"""Realistic wrong implementations of Unit 8's exercises: every one must fail its graded
 check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name.
 
-Targets: 7.1 replaces normlib.qk_norm.QKNormSelfAttention (subclasses of the reference
-overriding forward, or __init__), 7.2 normlib.dyt.dyt_forward, 7.3 dyt_backward, 7.4 the
+Targets: 8.1 replaces normlib.qk_norm.QKNormSelfAttention (subclasses of the reference
+overriding forward, or __init__), 8.2 normlib.dyt.dyt_forward, 8.3 dyt_backward, 8.4 the
 class DyTFunction (the provided DyT module calls whichever is in normlib.dyt).
 """
 
@@ -16,7 +16,7 @@ import normlib.dyt as dyt
 import normlib.qk_norm as reference
 from tests.variants.mistake import Mistake
 
-# Exercise 7.1: QKNormSelfAttention ----------------------------------------------------------
+# Exercise 8.1: QKNormSelfAttention ----------------------------------------------------------
 
 
 class _Attention(reference.QKNormSelfAttention):
@@ -135,7 +135,7 @@ class CausalIgnored(reference.QKNormSelfAttention):
             self.is_causal = causal
 
 
-# Exercise 7.2: dyt_forward ------------------------------------------------------------------
+# Exercise 8.2: dyt_forward ------------------------------------------------------------------
 
 
 def dyt_alpha_outside(x, alpha, weight, bias):
@@ -170,7 +170,7 @@ def dyt_in_float32(x, alpha, weight, bias):
     return (w * np.tanh(a * x32) + b).astype(x.dtype)
 
 
-# Exercise 7.3: dyt_backward -----------------------------------------------------------------
+# Exercise 8.3: dyt_backward -----------------------------------------------------------------
 
 
 def _parts(x, alpha, weight, grad_output):
@@ -229,7 +229,7 @@ def dyt_backward_dalpha_negated(grad_output, x, alpha, weight):
             (grad_output * t).sum(axis=lead), grad_output.sum(axis=lead))
 
 
-# Exercise 7.4: DyTFunction ------------------------------------------------------------------
+# Exercise 8.4: DyTFunction ------------------------------------------------------------------
 
 
 def _forward(ctx, input, alpha, weight, bias):
@@ -341,7 +341,7 @@ class DyTFunctionKernelsForShow(DyTFunctionInTorch):
 
 
 WRONG = {
-    "7.1": {
+    "8.1": {
         "values normalized too": Mistake(ValuesToo, "the values were normalized too"),
         "no gain": Mistake(NoGain, "the gains are missing"),
         "queries only": Mistake(QueriesOnly, "the keys are not normalized"),
@@ -356,7 +356,7 @@ WRONG = {
                                                  "dropout is still on in evaluation mode"),
         "is_causal ignored": Mistake(CausalIgnored, "the causal mask is missing"),
     },
-    "7.2": {
+    "8.2": {
         "alpha outside the tanh": Mistake(dyt_alpha_outside, "alpha scales the tanh's output"),
         "alpha missing": Mistake(dyt_no_alpha, "alpha is missing"),
         "bias inside the tanh": Mistake(dyt_bias_inside, "the bias is inside the tanh"),
@@ -365,7 +365,7 @@ WRONG = {
         "the weight left out": Mistake(dyt_without_weight, "y for x (2, 4, 4) float32"),
         "computed in float32": Mistake(dyt_in_float32, "float32's precision"),
     },
-    "7.3": {
+    "8.3": {
         "dx without alpha": Mistake(dyt_backward_no_alpha_in_dx, "dx lacks the factor alpha"),
         "1 - tanh": Mistake(dyt_backward_one_minus_tanh, "1 - tanh, not 1 - tanh^2"),
         "dalpha not summed": Mistake(dyt_backward_dalpha_not_summed,
@@ -378,7 +378,7 @@ WRONG = {
         "dalpha's sign flipped": Mistake(dyt_backward_dalpha_negated,
                                          "every value has the wrong sign"),
     },
-    "7.4": {
+    "8.4": {
         "three gradients": Mistake(DyTFunctionThreeGradients, "wrong number of gradients"),
         "saves the output": Mistake(DyTFunctionSavesOutput, "the forward's output y"),
         "dweight and dbias swapped": Mistake(DyTFunctionSwapped, "are swapped"),

@@ -253,7 +253,7 @@ def student_files(units=None):
     """The files students write for these units (default all), sorted: those of their
     exercises, of the exercises these build on (Exercise.uses, transitively), whatever
     their unit (Unit 4's network runs the student's own kernels of Units 1 to 3, so its
-    assignment grades those files too), and the files these import (imported: Unit 7's
+    assignment grades those files too), and the files these import (imported: Unit 8's
     qk_norm.py subclasses Unit 5's attention). "normlib/layer_norm.py", ..."""
     units = None if units is None else set(units)
     chosen = [e.number for e in exercises() if units is None or e.unit in units]

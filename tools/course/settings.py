@@ -45,8 +45,8 @@ class Grading(Configurable):
     startup_timeout = Integer(_DEFAULT.startup_timeout, help="Seconds a grading process may "
                               "take to start (torch's import), on top").tag(config=True)
     compile_timeout = Integer(_DEFAULT.compile_timeout, help="Seconds a check's compile "
-                              "step may take (Numba compiling a kernel of Exercises 6.7 and "
-                              "6.8), before its own time starts").tag(config=True)
+                              "step may take (Numba compiling a kernel of Exercises 7.3 and "
+                              "7.4), before its own time starts").tag(config=True)
     memory_mb = Integer(_DEFAULT.memory_mb, help="Address space of each grading process "
                         "(the judge's runner, a kernel), MiB").tag(config=True)
     file_mb = Integer(_DEFAULT.file_mb, help="Largest file a grading process may write, "

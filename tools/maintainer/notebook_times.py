@@ -9,7 +9,7 @@ wall time, not the CPU time.
 
 The reference's notebooks (solutions/) by default; --student: the student edition's
 (notebooks/, on the stubs: its errors are the unfinished exercises'). NAME: notebooks whose
-file name starts with it (06, 07_normalization_today); all if none.
+file name starts with it (06, 08_normalization_today); all if none.
 """
 
 import argparse

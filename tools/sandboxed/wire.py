@@ -39,7 +39,7 @@ import types
 import numpy as np
 
 MAX_MESSAGE = 128 << 20  # bytes of a message in all; the checks' largest is 48 MiB (the
-# measured call of 6.6 returns dx and its arguments grad_output and x, 16 MiB each)
+# measured call of 7.2 returns dx and its arguments grad_output and x, 16 MiB each)
 MAX_HEAD = 1 << 20  # bytes of its JSON; the checks' largest is a few KiB
 MAX_DEPTH = 32  # nesting of a value (a module's parameters: a list of tuples, depth 3)
 MAX_ITEMS = 100_000  # items (list, tuple and dict entries) in one message's values
