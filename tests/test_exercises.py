@@ -272,3 +272,51 @@ def test_normkit_says_nothing_of_the_weight_decay_equilibriums_form():
     text = (REPO / "normkit" / "network.py").read_text()
     for phrase in ("1/4", "1 / 4", "1 / (4", "factor 2", "(19% off)", "fourth root"):
         assert phrase not in text, phrase
+
+
+# study time ------------------------------------------------------------------------------
+
+
+def test_the_readme_gives_each_units_time_by_its_stated_method_and_they_add_up():
+    """The README's times are tools/maintainer/study_time.py's, from the notebooks as they
+    are: its table, its rates as the text states them, a total that is the sum of the
+    units' ranges, and no unit over MOST hours at the high end (a longer one is split)."""
+    from tools.maintainer.study_time import MOST, PACE, readme_table, units
+
+    readme = (REPO / "README.md").read_text()
+    table = readme_table()
+    assert table in readme
+    result = subprocess.run([sys.executable, "-m", "tools.maintainer.study_time"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == table
+    ranges = [u.hours() for u in units()]
+    low, high = sum(r[0] for r in ranges), sum(r[1] for r in ranges)
+    assert table.splitlines()[-1] == f"| all | | | | | | {low:g} to {high:g} |"
+    assert f"**How long:** {low:g} to {high:g} hours for the course" in readme
+    said = " ".join(readme.split("**How long:**")[1].split("\n\n")[0].split())
+    for fast, slow in (PACE.words_per_minute[::-1], PACE.minutes_per_point,
+                       PACE.minutes_per_question, PACE.minutes_per_cell):
+        assert f"{fast:g} to {slow:g}" in said, (fast, slow)
+    over = {u.notebook: h for u, h in zip(units(), ranges) if h[1] > MOST}
+    assert not over, f"over {MOST} hours at the high end: {over}"
+
+
+def test_a_unit_is_counted_and_timed_by_the_method():
+    """What the method counts in a notebook (words outside model answers, exercises,
+    points, questions, the code cells that are not checks) and how its ends round."""
+    from tools.maintainer.study_time import Pace, Unit, units
+
+    found = {u.number: u for u in units()}
+    first = found[1]
+    assert (first.exercises, first.points, first.questions) == (2, 6, 1)
+    assert first.cells == sum(1 for c in json.loads(
+        (SOLUTIONS / "01_layernorm_forward.ipynb").read_text())["cells"]
+        if c["cell_type"] == "code" and not c["metadata"].get("nbgrader", {}).get("grade"))
+    pace = Pace(words_per_minute=(60, 30), minutes_per_point=(10, 20),
+                minutes_per_question=(0, 0), minutes_per_cell=(0, 0))
+    # 600 words: 10 or 20 minutes; 2 points: 20 or 40; to the nearest half hour
+    assert Unit(9, "x", 600, 1, 2, 0, 0).hours(pace) == (0.5, 1.0)
+    assert Unit(9, "x", 1800, 1, 8, 0, 0).hours(pace) == (2.0, 3.5)  # 110, 220 minutes
+    half = Pace(words_per_minute=(60, 30), minutes_per_point=(15, 15),
+                minutes_per_question=(0, 0), minutes_per_cell=(0, 0))
+    assert Unit(9, "x", 0, 1, 5, 0, 0).hours(half) == (1.5, 1.5)  # 75 minutes: half up
