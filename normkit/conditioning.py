@@ -44,7 +44,8 @@ from normkit.language_model import Corpus, text_path, text_windows
 from normkit.modern import Attention, one_thread
 from normkit.training import jitter_
 
-__all__ = ["CONDITIONS", "Texts", "windows", "Settings", "settings", "modulate", "AdaLNBlock",
+__all__ = ["CONDITIONS", "Texts", "windows", "Settings", "settings", "modulate",
+           "check_block_inputs", "AdaLNBlock",
            "ConditionalLM", "Run", "train", "fit", "validation_loss", "sample",
            "upper_fraction", "gates", "init_claims", "claims"]
 
@@ -133,6 +134,19 @@ def zero_linear(fan_in, fan_out):
     return linear
 
 
+def check_block_inputs(x, c, d_model):
+    """A ValueError naming what is wrong where x is not (N, T, d_model) or c not (N, d_model),
+    one condition per sequence: a c of one sequence (E,), or one per token (N, T, E), would
+    otherwise broadcast against x into a wrong result without an error wherever N == T
+    (AdaLNBlock, and normlib/adaln.py's block, call it first)."""
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be (N, T, {d_model}), got shape {tuple(x.shape)}")
+    if c.dim() != 2 or c.shape != (x.shape[0], d_model):
+        raise ValueError(f"c must be (N, E) = ({x.shape[0]}, {d_model}), one condition "
+                         f"embedding per sequence of x {tuple(x.shape)}, got shape "
+                         f"{tuple(c.shape)}")
+
+
 class AdaLNBlock(torch.nn.Module):
     """A Pre-LN block (modern.Attention and a GELU MLP, 4x wide) with adaLN-Zero:
     (x (N, T, E), c (N, E)) -> (N, T, E). `modulation`, SiLU then a zero Linear(E, 6E), gives
@@ -150,6 +164,7 @@ class AdaLNBlock(torch.nn.Module):
         self.modulation = torch.nn.Sequential(torch.nn.SiLU(), zero_linear(d_model, 6 * d_model))
 
     def forward(self, x, c):
+        check_block_inputs(x, c, self.modulation[-1].in_features)
         shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = \
             self.modulation(c).chunk(6, dim=-1)  # (N, E) each
         x = x + gate_a[:, None] * self.attn(modulate(self.attn_norm(x), shift_a, scale_a))
@@ -160,7 +175,9 @@ class ConditionalLM(torch.nn.Module):
     """(tokens (N, T) int64, condition (N,) int64 in range(conditions)) -> logits
     (N, T, vocab): modern.CharLM (embedding + learned positions, Pre-LN blocks, a final norm,
     a linear head) whose norms are adaLN-Zero's, all modulated by the condition's embedding
-    c = `condition` (conditions, E)[condition].
+    c = `condition` (conditions, E)[condition]. block: the blocks' class, AdaLNBlock or
+    any with its constructor (d_model, nhead), forward (x, c) and parameter names (the
+    notebook passes the student's normlib.adaln.AdaLNZeroBlock, Exercise 8.5).
 
     The final norm is adaptive too, as DiT's final layer: LayerNorm without affine, then
     (shift, scale) from SiLU(c) by a zero Linear(E, 2E). It is the shortest road from the
@@ -170,13 +187,13 @@ class ConditionalLM(torch.nn.Module):
     its own output layer too, to start from a zero prediction; a language model starts
     from near-uniform logits either way)."""
 
-    def __init__(self, vocab, s, conditions=2):
+    def __init__(self, vocab, s, conditions=2, block=AdaLNBlock):
         super().__init__()
         self.conditions = conditions
         self.embed = torch.nn.Embedding(vocab, s.d_model)
         self.pos = torch.nn.Parameter(0.02 * torch.randn(s.context, s.d_model))  # (T, E)
         self.condition = torch.nn.Embedding(conditions, s.d_model)
-        self.blocks = torch.nn.ModuleList(AdaLNBlock(s.d_model, s.nhead)
+        self.blocks = torch.nn.ModuleList(block(s.d_model, s.nhead)
                                           for _ in range(s.num_layers))
         self.norm = torch.nn.LayerNorm(s.d_model, eps=EPS, elementwise_affine=False)
         self.final_modulation = torch.nn.Sequential(torch.nn.SiLU(),

@@ -125,6 +125,10 @@ DEFINITIONS = {
     "8.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
     "8.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
            "argument) is the specification, as in 2.5",
+    "8.5": "adaLN-Zero's block is DiT's definition, stated with its formulas and its zero "
+           "initialization in section 4 before the exercise; the exercise is its wiring (the "
+           "chunks' order and broadcasting, the gates), and the gradients at initialization "
+           "the student derives are asserted by the check and explained only after it",
 }
 STEPS = {  # derivation: (notebook, the id of its check cell, patterns of its answer)
     "SGD's equilibrium norm behind a norm, and its effective learning rate": (

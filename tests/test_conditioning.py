@@ -120,6 +120,36 @@ def test_the_block_is_adaln_zeros_formula():
     assert not torch.allclose(block(x, c), x)
 
 
+@pytest.mark.parametrize("shape, message", [
+    ((16,), r"c must be \(N, E\) = \(3, 16\).*got shape \(16,\)"),  # one for all
+    ((3, 5, 16), r"got shape \(3, 5, 16\)"),  # one per token: broadcasts where N == T
+    ((5, 16), r"got shape \(5, 16\)"), ((3, 8), r"got shape \(3, 8\)")])
+def test_the_block_refuses_a_condition_that_is_not_one_per_sequence(shape, message):
+    block = C.AdaLNBlock(16, 4)
+    with pytest.raises(ValueError, match=message):
+        block(torch.zeros(3, 5, 16), torch.zeros(shape))
+    with pytest.raises(ValueError, match=r"x must be \(N, T, 16\), got shape \(3, 16\)"):
+        block(torch.zeros(3, 16), torch.zeros(3, 16))
+
+
+def test_the_model_takes_the_blocks_class():
+    """ConditionalLM(..., block=cls) builds its blocks from cls (the notebook passes the
+    student's AdaLNZeroBlock); by default the reference's."""
+    class Counted(C.AdaLNBlock):
+        built = 0
+
+        def __init__(self, d_model, nhead):
+            super().__init__(d_model, nhead)
+            Counted.built += 1
+
+    torch.manual_seed(0)
+    model = C.ConditionalLM(VOCAB, SMALL, block=Counted)
+    assert Counted.built == SMALL.num_layers
+    assert all(type(b) is Counted for b in model.blocks)
+    assert all(type(b) is C.AdaLNBlock for b in model_of().blocks)
+    assert failed(C.init_claims(model, shape=(2, 8))) == []
+
+
 def test_the_model_maps_tokens_and_a_condition_to_logits():
     model = model_of()
     logits = model(torch.randint(0, VOCAB, (3, 8)), torch.tensor([0, 1, 1]))

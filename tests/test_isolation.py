@@ -71,7 +71,7 @@ def reference_with_broken(folder, rel):
 
 def test_the_files_students_write_are_those_of_the_exercises():
     assert student_files() == [
-        "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
+        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
         "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
         "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
         "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
@@ -88,7 +88,7 @@ def test_the_files_students_write_are_those_of_the_exercises():
         ["normlib/norm.py"], "normlib/mlp.py": ["normlib/batch_norm.py", "normlib/layer_norm.py"],
         "normlib/nn.py": ["normlib/layer_norm.py"], "normlib/qk_norm.py":
         ["normlib/transformer.py"]}
-    assert student_files([8]) == ["normlib/dyt.py", "normlib/qk_norm.py",
+    assert student_files([8]) == ["normlib/adaln.py", "normlib/dyt.py", "normlib/qk_norm.py",
                                   "normlib/transformer.py"]
     # the compiled kernels' file imports no other student file (make_check relies on it)
     assert [line for line in (SOLUTIONS / COMPILED).read_text().splitlines()

@@ -698,7 +698,7 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     course = plan["assignments"]["normalization"]
     assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
     assert course["student_files"] == [
-        "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
+        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
         "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
         "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
         "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
@@ -722,7 +722,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         "unit6": ["normlib/mixed_precision.py", "normlib/variance.py"],
         "unit7": ["normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py"],
         # qk_norm.py subclasses Unit 5's attention: transformer.py is graded with it
-        "unit8": ["normlib/dyt.py", "normlib/qk_norm.py", "normlib/transformer.py"],
+        "unit8": ["normlib/adaln.py", "normlib/dyt.py", "normlib/qk_norm.py",
+                  "normlib/transformer.py"],
     }
 
 

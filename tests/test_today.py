@@ -1,14 +1,17 @@
-"""Unit 8's layers (normlib/qk_norm.py, normlib/dyt.py, the reference's): bad input gets a
-specific error, and the attention's norms are the student's own RMSNorm, whose kernels
-give torch's results there."""
+"""Unit 8's layers (normlib/qk_norm.py, normlib/dyt.py, normlib/adaln.py, the reference's):
+bad input gets a specific error, the attention's norms are the student's own RMSNorm, whose
+kernels give torch's results there, and the adaLN-Zero block's state_dict loads both ways
+with the section's reference block (normkit.conditioning), which it then computes."""
 
 import numpy as np
 import pytest
 import torch
 
-from normkit.checks.unit8 import ReferenceAttention
+from normkit import conditioning
+from normkit.checks.unit8 import ReferenceAttention, ReferenceBlock
 from normkit.testing import encoder_tolerance, torch_norms, torch_tensor_close
 from normlib import nn
+from normlib.adaln import AdaLNZeroBlock
 from normlib.dyt import DyT, dyt_backward, dyt_forward
 from normlib.qk_norm import QKNormSelfAttention
 from tests.conftest import exercise
@@ -82,3 +85,32 @@ def test_dyt_backward_shapes_and_dtypes():
     grads = dyt_backward(np.ones_like(x), x, np.array([0.5], np.float32), np.ones(4, np.float32))
     assert [(g.shape, g.dtype) for g in grads] == [((2, 3, 4), np.float32), ((1,), np.float32),
                                                    ((4,), np.float32), ((4,), np.float32)]
+
+
+@exercise("8.5")
+def test_the_adaln_zero_block_loads_both_ways_and_computes_the_references():
+    """The student's block and normkit.conditioning.AdaLNBlock: the same parameter names
+    and shapes, each state_dict loading into the other; with random weights (the modulation
+    too) the same output, and the checks' ReferenceBlock (torch's functions) the same."""
+    torch.manual_seed(0)
+    ours, theirs = AdaLNZeroBlock(16, 4).double(), conditioning.AdaLNBlock(16, 4).double()
+    assert {k: v.shape for k, v in ours.state_dict().items()} == \
+        {k: v.shape for k, v in theirs.state_dict().items()}
+    assert not ours.modulation[1].weight.any() and not ours.modulation[1].bias.any()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.normal_(0, 0.5)
+    ours.load_state_dict(theirs.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+    x, c = torch.randn(3, 5, 16, dtype=torch.float64), torch.randn(3, 16, dtype=torch.float64)
+    torch_tensor_close(ours(x, c), theirs(x, c).detach(), "output", rtol=1e-12, atol=1e-12)
+    exact = ReferenceBlock(16, 4).double()
+    exact.load_state_dict(ours.state_dict())
+    torch_tensor_close(ours(x, c), exact(x, c).detach(), "output", rtol=1e-12, atol=1e-12)
+
+
+@exercise("8.5")
+def test_the_adaln_zero_block_refuses_a_condition_per_token():
+    with pytest.raises(ValueError, match=r"c must be \(N, E\) = \(4, 8\), one condition "
+                                         r"embedding per sequence"):
+        AdaLNZeroBlock(8, 2)(torch.zeros(4, 4, 8), torch.zeros(4, 4, 8))

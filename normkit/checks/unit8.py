@@ -1,12 +1,15 @@
 """Unit 8's checks: Exercises 8.1 (QKNormSelfAttention), 8.2 (dyt_forward), 8.3
-(dyt_backward) and 8.4 (DyTFunction).
+(dyt_backward), 8.4 (DyTFunction) and 8.5 (AdaLNZeroBlock).
 
 8.1 loads your attention's weights into a reference written with torch's own operations
 (torch's RMSNorm inside yours too, normkit.testing.torch_norms, so that only the wiring is
 graded) and compares the output and every gradient under a random upstream gradient within
 the error model's tolerance; 8.2 and 8.3 compare your kernels with torch's DyT computed
 exactly (float64, rounded to x's dtype); 8.4 runs the provided DyT module over your
-Function against torch's, and torch's gradcheck. A wrong result is matched against what each
+Function against torch's, and torch's gradcheck; 8.5 asserts your block's exact identity
+at initialization and its gradient path there, then loads the weights of a reference block
+made random into yours and compares the output and every gradient (x, c, each parameter).
+A wrong result is matched against what each
 classic mistake gives, computed exactly, to name its likely cause. Your code is imported
 when a check runs, so it is always your file as it is now.
 """
@@ -28,6 +31,7 @@ from normkit.testing import (
     counted_calls,
     encoder_tolerance,
     guard_inputs,
+    norm_tolerance,
     perturb_,
     tolerance,
     torch_norms,
@@ -473,3 +477,352 @@ def visible_8_4():
     alpha = torch.tensor([0.6], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(DyTFunction.apply, (x, alpha, w, b)), \
         "gradcheck: your backward disagrees with finite differences of your forward"
+
+
+# Exercise 8.5: AdaLNZeroBlock -----------------------------------------------------------------
+
+
+CHUNKS = ("shift of the attention", "scale of the attention", "gate of the attention",
+          "shift of the MLP", "scale of the MLP", "gate of the MLP")  # DiT's order
+GATES = (2, 5)  # the gates' chunks: at initialization the only rows with a gradient
+
+
+class ReferenceBlock(torch.nn.Module):
+    """adaLN-Zero's block written out with torch's functions, with AdaLNZeroBlock's parameter
+    names (attn, mlp, modulation.1: the norms have none), so that the state_dict of yours
+    loads into it. forward(x, c, mistake=None): (N, T, E); mistake, one of BLOCK_MISTAKES'
+    keys, computes what that classic mistake gives instead."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__()
+        from normkit.conditioning import AdaLNBlock
+
+        provided = AdaLNBlock(d_model, nhead)  # (its attention and MLP, and their names)
+        self.attn, self.mlp, self.modulation = provided.attn, provided.mlp, provided.modulation
+        self.eps = EPS_ADALN
+
+    def forward(self, x, c, mistake=None):
+        e = x.shape[-1]
+        linear = self.modulation[1]
+        pre = c if mistake == "no SiLU" else F.silu(c)  # (N, E)
+        m = F.linear(pre, linear.weight, linear.bias).reshape(-1, 6, e)  # (N, 6, E)
+        order = {"order": (0, 2, 4, 1, 3, 5)}.get(mistake, range(6))  # shifts, scales, gates
+        shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = (m[:, k] for k in order)
+        eps = 1e-5 if mistake == "eps" else self.eps
+
+        def per_sequence(v, mistaken):  # (N, E) -> broadcastable against (N, T, E)
+            return v[None] if mistake == mistaken else v.unsqueeze(1)
+
+        def adaln(h, shift, scale):  # (N, T, E)
+            one = 0 if mistake == "no 1 +" else 1
+            shift, scale = (scale, shift) if mistake == "swapped" else (shift, scale)
+            shift, scale = per_sequence(shift, "modulation"), per_sequence(scale, "modulation")
+            if mistake == "modulate first":
+                return F.layer_norm(h * (one + scale) + shift, (e,), eps=eps)
+            return F.layer_norm(h, (e,), eps=eps) * (one + scale) + shift
+
+        x0 = x
+        branch = self.attn(adaln(x, shift_a, scale_a))  # (N, T, E)
+        if mistake == "whole residual":
+            x = per_sequence(gate_a, "gate") * (x + branch)
+        else:
+            x = x + per_sequence(gate_a, "gate") * branch
+        branch = self.mlp(adaln(x0 if mistake == "block input" else x, shift_m, scale_m))
+        if mistake == "MLP ungated":
+            return x + branch
+        if mistake == "whole residual":
+            return per_sequence(gate_m, "gate") * (x + branch)
+        return x + per_sequence(gate_m, "gate") * branch  # (N, T, E)
+
+
+EPS_ADALN = 1e-6  # DiT's (facebookresearch/DiT, models.py, DiTBlock: eps=1e-6)
+BLOCK_MISTAKES = {
+    "no 1 +": "the scale is applied without its 1 +: adaLN multiplies the normalized x by "
+              "(1 + scale), so that a zero modulation leaves it as it is",
+    "swapped": "shift and scale are swapped: the first chunk of each sublayer is its shift, "
+               "added; the second its scale, which multiplies (DiT's order)",
+    "order": "the six chunks are not in DiT's order: shift, scale, gate of the attention, "
+             "then shift, scale, gate of the MLP",
+    "whole residual": "the gate multiplies the whole residual, gate * (x + F): it scales the "
+                      "sublayer's output F alone, x + gate * F, so that x passes untouched",
+    "MLP ungated": "the MLP's branch is not gated: each sublayer's output is multiplied by "
+                   "its own gate before it is added",
+    "no SiLU": "SiLU is missing: the modulation reads SiLU(c), then its Linear",
+    "modulate first": "the modulation is applied before the norm: adaLN normalizes x, then "
+                      "scales and shifts the result",
+    "gate": "a gate (N, E) multiplies the branch (N, T, E) without unsqueeze(1): it "
+            "broadcasts over the wrong axis, sequence n's gate applied at position n of "
+            "every sequence; give it a length-1 sequence axis, (N, 1, E)",
+    "modulation": "shift and scale (N, E) are used without unsqueeze(1): they broadcast over "
+                  "the wrong axis, sequence n's applied at position n of every sequence; give "
+                  "them a length-1 sequence axis, (N, 1, E)",
+    "block input": "the MLP's branch reads the block's input x, not x after the attention's "
+                   "residual step: the sublayers run one after the other",
+    "eps": "the norms' eps is torch's default 1e-5, not DiT's 1e-6 (EPS)",
+}
+
+
+def block_mistakes(reference, x, c):
+    """{likely cause: the output that mistake gives}, reference (a ReferenceBlock) computed
+    exactly (float64); the broadcasting mistakes only where N == T (elsewhere they raise)."""
+    exact = copy.deepcopy(reference).double()
+    n, t, _ = x.shape
+    with torch.no_grad():
+        return {cause: exact(x.double(), c.double(), mistake)
+                for mistake, cause in BLOCK_MISTAKES.items()
+                if mistake not in ("gate", "modulation") or n == t}
+
+
+def gradient_mistakes(reference, x, c, g):
+    """{"modulation.1.weight.grad" and "...bias.grad": {likely cause: that gradient under
+    that mistake, upstream gradient g}}, reference computed exactly (float64); the
+    broadcasting mistakes only where N == T."""
+    exact = copy.deepcopy(reference).double()
+    n, t, _ = x.shape
+    found = {"modulation.1.weight.grad": {}, "modulation.1.bias.grad": {}}
+    for mistake, cause in BLOCK_MISTAKES.items():
+        if mistake in ("gate", "modulation") and n != t:
+            continue
+        exact.zero_grad()
+        exact(x.double(), c.double(), mistake).backward(g.double())
+        for name in ("weight", "bias"):
+            found[f"modulation.1.{name}.grad"][cause] = \
+                getattr(exact.modulation[1], name).grad.clone()
+    return found
+
+
+def adaln_tolerance(x):
+    """tolerance() for adaLN-Zero's block on x (N, T, E): its output and gradients, forward
+    and backward through 12 stages (the modulation's SiLU and Linear, 2 norms and their
+    modulation, the attention's 5, the MLP's 2, the gates), reductions up to the longest of
+    6E (c's gradient), the MLP's 4E and N * T (a weight's gradient); cond from normalizing x
+    over E, with DiT's eps."""
+    n, t, e = x.shape
+    return norm_tolerance(x, (-1,), EPS_ADALN, depth=2 * 12, length=max(6 * e, n * t))
+
+
+def check_adaln_structure(block, d_model, nhead, case):
+    """Your block's parameters are the reference's, by name and shape (a norm's own affine,
+    a modulation without SiLU, a wrong size named), and its norms have DiT's eps."""
+    want = {k: tuple(v.shape) for k, v in ReferenceBlock(d_model, nhead).state_dict().items()}
+    have = {k: tuple(v.shape) for k, v in block.state_dict().items()}
+    extra, missing = sorted(set(have) - set(want)), sorted(set(want) - set(have))
+    if any(k.startswith(("attn_norm.", "mlp_norm.")) for k in extra):
+        raise CheckFailed(f"parameters {case}: unexpected {extra}.\n  Likely cause: the norms "
+                          "keep their own affine: adaLN's norms have none "
+                          "(elementwise_affine=False); the condition's scale and shift take "
+                          "its place.")
+    if "modulation.1.weight" in missing and {"modulation.weight", "modulation.0.weight"} & \
+            set(have):
+        raise CheckFailed(f"parameters {case}: the modulation's Linear is {extra[0]!r}, "
+                          "expected 'modulation.1.weight'.\n  Likely cause: SiLU is missing: "
+                          "modulation is torch.nn.Sequential(SiLU, Linear(E, 6E)), as DiT's "
+                          "adaLN_modulation.")
+    if extra or missing:
+        raise CheckFailed(f"parameters {case}: missing {missing}, unexpected {extra}.\n  "
+                          "Where: the names of your submodules: attn, mlp (provided), "
+                          "attn_norm, mlp_norm and modulation, as the docstring says")
+    wrong = [k for k in want if have[k] != want[k]]
+    if wrong:
+        raise CheckFailed(f"{wrong[0]} {case} has shape {have[wrong[0]]}, expected "
+                          f"{want[wrong[0]]}.\n  Where: the sizes your __init__ builds from "
+                          "d_model (E) and nhead")
+    for name in ("attn_norm", "mlp_norm"):
+        norm = getattr(block, name, None)
+        if not isinstance(norm, torch.nn.Module):
+            raise CheckFailed(f"{name} {case}: expected a module (a LayerNorm without affine), "
+                              f"got {type(norm).__name__}.\n  Where: your __init__")
+        if getattr(norm, "eps", EPS_ADALN) != EPS_ADALN:
+            raise CheckFailed(f"{name}.eps {case} is {norm.eps:g}.\n  Likely cause: "
+                              f"{BLOCK_MISTAKES['eps']}.")
+
+
+def check_zero_init(block, case):
+    """The modulation's Linear is zero at initialization, weight and bias (read through
+    named_parameters: at grading your block lives in another process)."""
+    params = dict(block.named_parameters())
+    weight, bias = params["modulation.1.weight"], params["modulation.1.bias"]
+    if weight.detach().abs().max() > 0:
+        raise CheckFailed(f"modulation.1.weight {case} is not zero at initialization.\n  "
+                          "Likely cause: the modulation is not zero-initialized: adaLN-Zero "
+                          "starts its Linear's weight and bias at exactly zero (torch's default "
+                          "initialization is random).")
+    if bias.detach().abs().max() > 0:
+        raise CheckFailed(f"modulation.1.bias {case} is not zero at initialization, its "
+                          "weight is.\n  Likely cause: only the modulation's weight is zeroed, "
+                          "not its bias: the bias alone makes every shift, scale and gate "
+                          "non-zero.")
+
+
+def build_block(d_model, nhead, dtype, seed):
+    """Your AdaLNZeroBlock(d_model, nhead) in dtype, built after torch.manual_seed(seed)."""
+    from normlib.adaln import AdaLNZeroBlock
+
+    torch.manual_seed(seed)
+    return AdaLNZeroBlock(d_model, nhead).to(dtype)
+
+
+def block_inputs(shape, dtype, seed, scale=1.0, offset=0.0):
+    """x (N, T, E) of standard deviation scale about offset, c (N, E) and an upstream
+    gradient (N, T, E), random, in dtype."""
+    n, t, e = shape
+    gen = torch.Generator().manual_seed(seed + 100)
+    x = scale * torch.randn(shape, generator=gen, dtype=torch.float64) + offset
+    c = 1.5 * torch.randn(n, e, generator=gen, dtype=torch.float64)
+    g = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return x.to(dtype), c.to(dtype), g.to(dtype)
+
+
+def run_block(block, x, c, g):
+    """[(name, tensor)]: block(x, c), the gradients of x, c and each parameter (sorted by
+    name) under the upstream gradient g."""
+    x, c = x.detach().clone().requires_grad_(), c.detach().clone().requires_grad_()
+    y = block(x, c)
+    if not isinstance(y, torch.Tensor):
+        raise CheckFailed(f"expected the output to be a torch.Tensor, got {type(y).__name__}"
+                          ".\n  Where: the forward's result")
+    y.backward(g.to(y.dtype))
+    return ([("output", y), ("x.grad", x.grad), ("c.grad", c.grad)]
+            + [(f"{name}.grad", p.grad) for name, p in sorted(block.named_parameters())])
+
+
+def assert_tensor(actual, like, name):
+    """actual is a tensor of like's shape and dtype exactly (no broadcast, no cast)."""
+    if not isinstance(actual, torch.Tensor):
+        raise CheckFailed(f"{name}: expected a torch.Tensor, got {type(actual).__name__}")
+    if actual.shape != like.shape or actual.dtype != like.dtype:
+        raise CheckFailed(f"{name}: expected shape {tuple(like.shape)} and dtype {like.dtype}, "
+                          f"got {tuple(actual.shape)} and {actual.dtype}.\n  Where: the "
+                          "result keeps x's shape (N, T, E) and dtype; an (N, E) chunk "
+                          "broadcast without unsqueeze(1), or a tensor made in another dtype")
+
+
+def check_adaln_init(shape=(3, 3, 8), nhead=2, dtype=torch.float32, seed=0, scale=1.0,
+                     offset=0.0):
+    """Your block at initialization, for random x and c: its output is x exactly
+    (torch.equal), and under a random upstream gradient g, x's gradient is g exactly, c's
+    and the attention's and MLP's parameters' are exactly zero, and the modulation's rows
+    of shift and scale get exactly zero while the gates' rows get the exact reference's
+    gradient, non-zero: the path by which adaLN-Zero leaves zero."""
+    n, t, e = shape
+    case = f"at initialization, for x {shape} {dtype}, nhead={nhead}"
+    block = build_block(e, nhead, dtype, seed)
+    check_adaln_structure(block, e, nhead, case)
+    check_zero_init(block, case)
+    x, c, g = block_inputs(shape, dtype, seed, scale, offset)
+    found = dict(run_block(block, x, c, g))
+    y = found["output"]
+    assert_tensor(y, x, f"output {case}")
+    reference = ReferenceBlock(e, nhead)
+    reference.load_state_dict(block.state_dict())  # (the names and shapes are checked)
+    if not torch.equal(y, x):
+        causes = {k: v.to(dtype).numpy() for k, v in block_mistakes(reference, x, c).items()}
+        torch_tensor_close(y, x, f"output {case} (adaLN-Zero's block starts as the identity, "
+                           "exactly)", **adaln_tolerance(x), mistakes=causes)
+        raise CheckFailed(f"output {case}: not x exactly (torch.equal), though within rounding."
+                          "\n  Where: with every gate zero the block returns x + 0 * F: "
+                          "nothing else may touch x")
+    assert_tensor(found["x.grad"], x, f"x.grad {case}")
+    if not torch.equal(found["x.grad"], g):
+        raise CheckFailed(f"x.grad {case} is not the upstream gradient exactly.\n  Where: at "
+                          "initialization the block is the identity, so its gradient passes "
+                          "through unchanged: only x + gate * F may reach x")
+    for name, grad in found.items():
+        if name.startswith(("attn.", "mlp.", "c.")) and grad is not None and \
+                grad.abs().max() > 0:
+            raise CheckFailed(f"{name} {case} is not zero.\n  Where: at initialization every "
+                              "gate is zero, so no gradient reaches a sublayer's parameters, "
+                              "nor c (through the zero Linear)")
+    expected = dict(run_block(reference.double(), x.double(), c.double(), g.double()))
+    tol, wrong = adaln_tolerance(x), gradient_mistakes(reference, x, c, g)
+    for name in ("modulation.1.weight.grad", "modulation.1.bias.grad"):
+        grad = found.get(name)
+        if grad is None:
+            raise CheckFailed(f"{name} is None {case}.\n  Where: no gradient reached the "
+                              "modulation: is its output used in the forward, and not detached?")
+        rows = grad.reshape(6, e, -1)  # (chunk, E, E or 1)
+        for k, chunk in enumerate(CHUNKS):
+            if k in GATES:
+                causes = {cause: v.reshape(6, e, -1)[k].to(dtype).numpy()
+                          for cause, v in wrong[name].items()}
+                torch_tensor_close(rows[k], expected[name].reshape(6, e, -1)[k].to(dtype),
+                                   f"{name}, rows of the {chunk}, {case}", **tol,
+                                   mistakes=causes)
+                if rows[k].abs().max() == 0:
+                    raise CheckFailed(f"{name}, rows of the {chunk}, {case}: zero.\n  Where: "
+                                      "the gate's gradient is its branch's output against "
+                                      "the upstream gradient: the gate must multiply the "
+                                      "branch, from the modulation's output")
+            elif rows[k].abs().max() > 0:
+                raise CheckFailed(f"{name}, rows of the {chunk}, {case}: not zero.\n  Where: "
+                                  "with a zero gate the branch, so its shift and scale, "
+                                  "cannot move the output: their gradient is exactly zero")
+
+
+def check_adaln_block(shape=(3, 3, 8), nhead=2, dtype=torch.float32, seed=0, scale=1.0,
+                      offset=0.0):
+    """Your block with the weights of a reference block made random (the modulation's
+    too, so that every shift, scale and gate counts), against that reference computed
+    exactly (float64): the output and the gradients of x, c and every parameter under a
+    random upstream gradient, in value, shape and dtype, within the error model's
+    tolerance (adaln_tolerance); a wrong output matched against BLOCK_MISTAKES."""
+    n, t, e = shape
+    case = f"for x {shape} {dtype}, nhead={nhead}, random weights"
+    block = build_block(e, nhead, dtype, seed)
+    check_adaln_structure(block, e, nhead, case)
+    torch.manual_seed(seed + 1)
+    reference = perturb_(ReferenceBlock(e, nhead), seed + 1, scale=0.5, weight_scale=0.3)
+    try:
+        block.load_state_dict(reference.state_dict())
+    except RuntimeError as error:
+        raise CheckFailed(f"the reference's state_dict does not load into your block {case}: "
+                          f"{str(error).splitlines()[-1].strip()}\n  Where: your parameters' "
+                          "names and shapes") from None
+    x, c, g = block_inputs(shape, dtype, seed, scale, offset)
+    expected = run_block(reference.double(), x.double(), c.double(), g.double())
+    actual = run_block(block, x, c, g)
+    names = [[name for name, _ in r] for r in (actual, expected)]
+    if names[0] != names[1]:
+        raise CheckFailed(f"parameters {case}: {names[0][3:]}, expected {names[1][3:]}")
+    tol = adaln_tolerance(x)
+    causes = {k: v.to(dtype).numpy() for k, v in block_mistakes(reference, x, c).items()}
+    for (name, a), (_, want) in zip(actual, expected):
+        if a is None:
+            raise CheckFailed(f"{name} is None {case}.\n  Where: {name}, no gradient after "
+                              "backward: the parameter is not used by the forward, or is "
+                              "detached")
+        torch_tensor_close(a, want.to(dtype), f"{name} {case}", **tol,
+                           mistakes=causes if name == "output" else None)
+
+
+def check_adaln_refuses(shape=(2, 3, 8), nhead=2):
+    """A c that is not (N, E), one embedding per sequence, raises a ValueError (the provided
+    check_block_inputs, first in your forward)."""
+    n, t, e = shape
+    block = build_block(e, nhead, torch.float32, 0)
+    x = torch.zeros(shape)
+    for bad in ((e,), (n, t, e), (n + 1, e), (n, e + 1)):
+        try:
+            block(x, torch.zeros(bad))
+        except ValueError:
+            continue
+        except Exception as error:
+            raise CheckFailed(f"c of shape {bad} with x {shape} raised {type(error).__name__}, "
+                              "expected a ValueError.\n  Where: keep the provided "
+                              "check_block_inputs(x, c, ...) as your forward's first "
+                              "line") from None
+        raise CheckFailed(f"c of shape {bad} with x {shape} raised no error, expected a "
+                          "ValueError.\n  Where: keep the provided check_block_inputs(x, c, "
+                          "...) as your forward's first line")
+
+
+@exercise("8.5", "adaln.AdaLNZeroBlock")
+def visible_8_5():
+    # N == T first: a chunk broadcast without unsqueeze(1) computes a wrong result, named
+    check_adaln_init((3, 3, 8))
+    check_adaln_block((3, 3, 8))
+    check_adaln_init((2, 5, 12), nhead=3, dtype=torch.float64, seed=1, offset=3.0)
+    check_adaln_block((2, 5, 12), nhead=3, seed=2)
+    # float64, and x of small spread, where the norms' eps counts
+    check_adaln_block((2, 4, 8), nhead=4, dtype=torch.float64, seed=3, scale=0.003)
+    check_adaln_refuses()

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import normlib.adaln as adaln
 import normlib.dyt as dyt
 import normlib.qk_norm as reference
 
@@ -136,6 +137,53 @@ class DyTFunctionNeedsInputGrad(torch.autograd.Function):
                      for g, needed in zip(grads, ctx.needs_input_grad))
 
 
+# Exercise 8.5: AdaLNZeroBlock ---------------------------------------------------------------
+
+
+class DiTsForm(adaln.AdaLNZeroBlock):
+    """DiT's own code (facebookresearch/DiT, models.py): modulate(x, shift, scale) with
+    unsqueeze(1), chunk(6, dim=1); the zeros set with torch.nn.init.constant_."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        self.attn_norm = torch.nn.LayerNorm(d_model, elementwise_affine=False, eps=1e-6)
+        self.mlp_norm = torch.nn.LayerNorm(d_model, elementwise_affine=False, eps=1e-6)
+        self.modulation = torch.nn.Sequential(torch.nn.SiLU(),
+                                              torch.nn.Linear(d_model, 6 * d_model, bias=True))
+        torch.nn.init.constant_(self.modulation[-1].weight, 0)
+        torch.nn.init.constant_(self.modulation[-1].bias, 0)
+
+    def forward(self, x, c):
+        adaln.check_block_inputs(x, c, self.attn.out.out_features)
+
+        def modulate(x, shift, scale):
+            return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = \
+            self.modulation(c).chunk(6, dim=1)
+        x = x + gate_msa.unsqueeze(1) * self.attn(modulate(self.attn_norm(x), shift_msa,
+                                                           scale_msa))
+        return x + gate_mlp.unsqueeze(1) * self.mlp(modulate(self.mlp_norm(x), shift_mlp,
+                                                             scale_mlp))
+
+
+class PerSublayerLinears(adaln.AdaLNZeroBlock):
+    """Each chunk through its own slice of the modulation's Linear (F.linear on rows
+    k E to (k + 1) E), the norm written out with F.layer_norm and its eps."""
+
+    def forward(self, x, c):
+        adaln.check_block_inputs(x, c, self.attn.out.out_features)
+        e = x.shape[-1]
+        s, linear = F.silu(c), self.modulation[1]  # (N, E)
+        shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = (
+            F.linear(s, linear.weight[k * e:(k + 1) * e], linear.bias[k * e:(k + 1) * e])
+            .view(-1, 1, e) for k in range(6))  # (N, 1, E) each
+        h = F.layer_norm(x, (e,), eps=self.attn_norm.eps)  # (N, T, E)
+        x = x + self.attn(h + h * scale_a + shift_a) * gate_a
+        h = F.layer_norm(x, (e,), eps=self.mlp_norm.eps)  # (N, T, E)
+        return x + self.mlp(h + h * scale_m + shift_m) * gate_m
+
+
 RIGHT = {
     "8.1": {"written out with einsum, norms before the transpose": WrittenOut,
             "RMS by hand, the scale folded into q": NormsByHand},
@@ -144,4 +192,6 @@ RIGHT = {
             "float64 inside, rounded once": dyt_backward_float64},
     "8.4": {"NumPy arrays on ctx": DyTFunctionOnCtx,
             "only the gradients asked for": DyTFunctionNeedsInputGrad},
+    "8.5": {"DiT's code: modulate with unsqueeze(1), constant_ zeros": DiTsForm,
+            "a Linear slice per chunk, the norm through F.layer_norm": PerSublayerLinears},
 }

@@ -3,7 +3,8 @@ check (tests/test_graders.py). Keyed by exercise number, then by the mistake's n
 
 Targets: 8.1 replaces normlib.qk_norm.QKNormSelfAttention (subclasses of the reference
 overriding forward, or __init__), 8.2 normlib.dyt.dyt_forward, 8.3 dyt_backward, 8.4 the
-class DyTFunction (the provided DyT module calls whichever is in normlib.dyt).
+class DyTFunction (the provided DyT module calls whichever is in normlib.dyt), 8.5
+normlib.adaln.AdaLNZeroBlock (subclasses of the reference overriding forward, or __init__).
 """
 
 import math
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import normlib.adaln as adaln
 import normlib.dyt as dyt
 import normlib.qk_norm as reference
 from tests.variants.mistake import Mistake
@@ -340,6 +342,144 @@ class DyTFunctionKernelsForShow(DyTFunctionInTorch):
         return DyTFunctionInTorch.forward(ctx, input, alpha, weight, bias)
 
 
+# Exercise 8.5: AdaLNZeroBlock ---------------------------------------------------------------
+
+
+class _Block(adaln.AdaLNZeroBlock):
+    """DiT's forward written out (its modulate, its unsqueeze(1)), with hooks for each
+    mistake: chunks, adaln, residual."""
+
+    def chunks(self, c):
+        return self.modulation(c).chunk(6, dim=-1)  # six (N, E)
+
+    def adaln(self, norm, x, shift, scale):
+        return norm(x) * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+    def residual(self, x, gate, branch):
+        return x + gate.unsqueeze(1) * branch
+
+    def forward(self, x, c):
+        adaln.check_block_inputs(x, c, self.attn.out.out_features)
+        shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = self.chunks(c)
+        x = self.residual(x, gate_a, self.attn(self.adaln(self.attn_norm, x, shift_a, scale_a)))
+        return self.residual(x, gate_m, self.mlp(self.adaln(self.mlp_norm, x, shift_m, scale_m)))
+
+
+class ScaleWithoutOne(_Block):
+    def adaln(self, norm, x, shift, scale):  # "scale(c) is the norm's gamma"
+        return norm(x) * scale.unsqueeze(1) + shift.unsqueeze(1)
+
+
+class ShiftScaleSwapped(_Block):
+    def chunks(self, c):  # (scale, shift) where DiT has (shift, scale)
+        scale_a, shift_a, gate_a, scale_m, shift_m, gate_m = self.modulation(c).chunk(6, -1)
+        return shift_a, scale_a, gate_a, shift_m, scale_m, gate_m
+
+
+class ChunksByKind(_Block):
+    def chunks(self, c):  # the three shifts, then scales, then gates: not DiT's order
+        shift_a, shift_m, scale_a, scale_m, gate_a, gate_m = self.modulation(c).chunk(6, -1)
+        return shift_a, scale_a, gate_a, shift_m, scale_m, gate_m
+
+
+class GateOnTheWholeResidual(_Block):
+    def residual(self, x, gate, branch):  # the gate "on the residual": gate * (x + F)
+        return gate.unsqueeze(1) * (x + branch)
+
+
+class MLPUngated(_Block):
+    def forward(self, x, c):  # the attention gated, the MLP added as it is
+        shift_a, scale_a, gate_a, shift_m, scale_m, _ = self.chunks(c)
+        x = self.residual(x, gate_a, self.attn(self.adaln(self.attn_norm, x, shift_a, scale_a)))
+        return x + self.mlp(self.adaln(self.mlp_norm, x, shift_m, scale_m))
+
+
+class NotZeroInitialized(adaln.AdaLNZeroBlock):
+    """adaLN without the Zero: the modulation's Linear keeps torch's initialization."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        self.modulation[1].reset_parameters()
+
+
+class OnlyWeightZeroed(adaln.AdaLNZeroBlock):
+    """torch.nn.init.zeros_ on the weight alone; the bias keeps torch's initialization."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        bound = 1 / math.sqrt(d_model)
+        with torch.no_grad():
+            self.modulation[1].bias.uniform_(-bound, bound)
+
+
+class WithoutSiLU(adaln.AdaLNZeroBlock):
+    """modulation a plain zero Linear(E, 6E): no SiLU before it."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        self.modulation = torch.nn.Linear(d_model, 6 * d_model)
+        torch.nn.init.zeros_(self.modulation.weight)
+        torch.nn.init.zeros_(self.modulation.bias)
+
+    def forward(self, x, c):
+        m = self.modulation(c).unsqueeze(1).chunk(6, dim=-1)  # six (N, 1, E)
+        x = x + m[2] * self.attn(self.attn_norm(x) * (1 + m[1]) + m[0])
+        return x + m[5] * self.mlp(self.mlp_norm(x) * (1 + m[4]) + m[3])
+
+
+class SiLUSkipped(_Block):
+    def chunks(self, c):  # the Sequential's Linear called alone
+        return self.modulation[1](c).chunk(6, dim=-1)
+
+
+class NormsWithAffine(adaln.AdaLNZeroBlock):
+    """torch.nn.LayerNorm(E, eps=1e-6), its own weight and bias kept."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        self.attn_norm = torch.nn.LayerNorm(d_model, eps=1e-6)
+        self.mlp_norm = torch.nn.LayerNorm(d_model, eps=1e-6)
+
+
+class ModulatedBeforeNormalizing(_Block):
+    def adaln(self, norm, x, shift, scale):  # modulate, then normalize
+        return norm(x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1))
+
+
+class GateNotUnsqueezed(_Block):
+    def residual(self, x, gate, branch):  # (N, E) against (N, T, E): the wrong axis
+        return x + gate * branch
+
+
+class ModulationNotUnsqueezed(_Block):
+    def adaln(self, norm, x, shift, scale):  # (N, E) against (N, T, E): the wrong axis
+        return norm(x) * (1 + scale) + shift
+
+
+class MLPReadsTheBlockInput(_Block):
+    def forward(self, x, c):  # both sublayers read the block's input, as in parallel
+        adaln.check_block_inputs(x, c, self.attn.out.out_features)
+        shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = self.chunks(c)
+        h = self.residual(x, gate_a, self.attn(self.adaln(self.attn_norm, x, shift_a, scale_a)))
+        return self.residual(h, gate_m, self.mlp(self.adaln(self.mlp_norm, x, shift_m, scale_m)))
+
+
+class TorchsEps(adaln.AdaLNZeroBlock):
+    """The norms built with torch's default eps, 1e-5."""
+
+    def __init__(self, d_model, nhead):
+        super().__init__(d_model, nhead)
+        self.attn_norm = torch.nn.LayerNorm(d_model, elementwise_affine=False)
+        self.mlp_norm = torch.nn.LayerNorm(d_model, elementwise_affine=False)
+
+
+class NoInputCheck(_Block):
+    def forward(self, x, c):  # the provided check deleted
+        shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = self.chunks(c)
+        x = self.residual(x, gate_a, self.attn(self.adaln(self.attn_norm, x, shift_a, scale_a)))
+        return self.residual(x, gate_m, self.mlp(self.adaln(self.mlp_norm, x, shift_m, scale_m)))
+
+
 WRONG = {
     "8.1": {
         "values normalized too": Mistake(ValuesToo, "the values were normalized too"),
@@ -391,5 +531,31 @@ WRONG = {
                                        "returned"),
         "dalpha halved": Mistake(DyTFunctionAlphaGradientHalved,
                                  "every value is 0.5 times the exact one"),
+    },
+    "8.5": {
+        "scale without the 1 +": Mistake(ScaleWithoutOne, "without its 1 +"),
+        "shift and scale swapped": Mistake(ShiftScaleSwapped, "shift and scale are swapped"),
+        "the chunks grouped by kind": Mistake(ChunksByKind, "not in DiT's order"),
+        "the gate on the whole residual": Mistake(GateOnTheWholeResidual,
+                                                  "the gate multiplies the whole residual"),
+        "the MLP not gated": Mistake(MLPUngated, "the MLP's branch is not gated"),
+        "the modulation not zero-initialized": Mistake(NotZeroInitialized,
+                                                       "the modulation is not zero-initialized"),
+        "only the weight zeroed": Mistake(OnlyWeightZeroed, "only the modulation's weight is "
+                                                            "zeroed, not its bias"),
+        "no SiLU": Mistake(WithoutSiLU, "SiLU is missing"),
+        "SiLU skipped in the forward": Mistake(SiLUSkipped, "SiLU is missing"),
+        "the norms' affine kept": Mistake(NormsWithAffine, "the norms keep their own affine"),
+        "modulated before normalizing": Mistake(ModulatedBeforeNormalizing,
+                                                "the modulation is applied before the norm"),
+        "the gate broadcast over the wrong axis": Mistake(
+            GateNotUnsqueezed, "a gate (N, E) multiplies the branch (N, T, E) without "
+                               "unsqueeze(1)"),
+        "shift and scale broadcast over the wrong axis": Mistake(
+            ModulationNotUnsqueezed, "shift and scale (N, E) are used without unsqueeze(1)"),
+        "the MLP reads the block's input": Mistake(MLPReadsTheBlockInput,
+                                                   "the MLP's branch reads the block's input"),
+        "torch's eps": Mistake(TorchsEps, "not DiT's 1e-6"),
+        "the input check deleted": Mistake(NoInputCheck, "expected a ValueError"),
     },
 }

@@ -1,0 +1,74 @@
+"""adaLN-Zero (Unit 8: Exercise 8.5): a transformer block conditioned through its norms, as
+DiT's (Peebles & Xie 2023, "Scalable Diffusion Models with Transformers", section 3.2;
+official code: facebookresearch/DiT, models.py, class DiTBlock and function modulate).
+
+A condition c (a class, a noise level: here which text a window comes from) steers every
+block through its norms: each norm has no affine parameters of its own, and a scale and a
+shift computed from c take their place; a gate computed from c scales each residual
+branch. Notebook 07, section 4, states the block; this file holds it, and the section's
+model (normkit.conditioning.ConditionalLM) runs on it once your check passes.
+
+Shapes: N batch, T sequence length, E = d_model. x (N, T, E), the residual stream; c (N, E),
+one condition embedding per sequence.
+
+Provided, not graded here: the attention (normkit.modern.Attention, causal, as in the
+unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and 7.1's
+subject; and check_block_inputs, which refuses a c of the wrong shape. What you write is
+what makes the block adaLN-Zero's: the norms, the modulation and its initialization, and
+the forward that wires them.
+"""
+
+import torch
+
+from normkit.conditioning import EPS, check_block_inputs
+from normkit.modern import Attention
+
+
+class AdaLNZeroBlock(torch.nn.Module):
+    """Exercise 8.5: a Pre-LN transformer block with adaLN-Zero.
+
+    AdaLNZeroBlock(d_model, nhead): (x (N, T, E), c (N, E)) -> (N, T, E), x's shape and
+    dtype. Its submodules, by these names (so that the state_dict of the section's
+    reference block, normkit.conditioning.AdaLNBlock, loads into yours and back):
+
+        attn, mlp: the two sublayers (provided);
+        attn_norm, mlp_norm: each sublayer's LayerNorm over E, without parameters of its
+            own (no weight, no bias), eps = EPS (1e-6, DiT's);
+        modulation: torch.nn.Sequential(SiLU, Linear(E, 6E)), whose output splits, in
+            this order, into six (N, E) chunks: shift, scale and gate of the attention,
+            then shift, scale and gate of the MLP (DiT's order).
+
+    The modulation's Linear starts at zero, weight and bias (adaLN-Zero): notebook 08's
+    section 4 says what that makes of the block. Each sublayer F then runs as section 4's
+    formulas say: F reads its norm's output scaled by (1 + scale) and shifted by shift, and
+    its output, times the gate, is added to the residual stream. Each (N, E) chunk holds one
+    vector per sequence, for every position of that sequence.
+    """
+
+    def __init__(self, d_model, nhead):
+        super().__init__()
+        self.attn = Attention(d_model, nhead)  # (N, T, E) -> (N, T, E), causal
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d_model, 4 * d_model),
+                                       torch.nn.GELU(),
+                                       torch.nn.Linear(4 * d_model, d_model))
+        ### BEGIN SOLUTION
+        self.attn_norm = torch.nn.LayerNorm(d_model, eps=EPS, elementwise_affine=False)
+        self.mlp_norm = torch.nn.LayerNorm(d_model, eps=EPS, elementwise_affine=False)
+        to_six = torch.nn.Linear(d_model, 6 * d_model)  # (6E, E) and (6E,)
+        with torch.no_grad():
+            to_six.weight.zero_()
+            to_six.bias.zero_()
+        self.modulation = torch.nn.Sequential(torch.nn.SiLU(), to_six)
+        ### END SOLUTION
+
+    def forward(self, x, c):
+        """Exercise 8.5 (continued): x (N, T, E), c (N, E) -> (N, T, E)."""
+        check_block_inputs(x, c, self.attn.out.out_features)
+        ### BEGIN SOLUTION
+        six = self.modulation(c)[:, None, :].chunk(6, dim=-1)  # six (N, 1, E): per sequence
+        shift_attn, scale_attn, gate_attn, shift_mlp, scale_mlp, gate_mlp = six
+        h = torch.addcmul(shift_attn, self.attn_norm(x), 1 + scale_attn)  # (N, T, E)
+        x = x + gate_attn * self.attn(h)  # (N, T, E)
+        h = torch.addcmul(shift_mlp, self.mlp_norm(x), 1 + scale_mlp)  # (N, T, E)
+        return x + gate_mlp * self.mlp(h)  # (N, T, E)
+        ### END SOLUTION
