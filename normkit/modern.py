@@ -36,8 +36,11 @@ other seeds) and on torch's generic and AVX2 kernels (tests/test_modern.py,
 tests/test_machines.py); the claims' docstrings give what was observed.
 """
 
+import ast
 import dataclasses
 import functools
+import hashlib
+import inspect
 import math
 import os
 
@@ -453,6 +456,46 @@ def stored_path():
     return language_model.text_path().parent / STORED
 
 
+# the code a stored run depends on: this module's model and training, and the capstone's
+# module (its fit, windows and validation loss); a change to any of them, docstrings and
+# comments aside, makes the stored runs stale
+RUN_CODE = ("DyT", "make_norm", "PLACEMENTS", "deepnorm_constants", "deepnorm_init_", "Config",
+            "QK_EPS", "Attention", "Block", "CharLM", "logit_bound", "train", "train_all",
+            "qk_runs", "dyt_runs")
+
+
+def _without_docstrings(tree):
+    """tree with every docstring removed (what a comment or a docstring changes, not)."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_fingerprint():
+    """A sha256 of the code behind the stored runs (RUN_CODE's definitions in this module,
+    and normkit/language_model.py) as Python's parser reads it, written back: a docstring,
+    a comment or a line's layout changes nothing, a change to the code changes it."""
+    module = ast.parse(inspect.getsource(inspect.getmodule(code_fingerprint)))
+    wanted = [node for node in module.body if any(name in RUN_CODE for name in _defines(node))]
+    capstone = ast.parse(inspect.getsource(language_model))
+    # (ast.unparse, not ast.dump: its text is the same from one Python to the next)
+    dumped = "\n".join(ast.unparse(_without_docstrings(tree))
+                       for tree in (ast.Module(wanted, []), capstone))
+    return hashlib.sha256(dumped.encode()).hexdigest()
+
+
+def _defines(node):
+    """The names a top-level statement of a module defines."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
 def store(s=None, path=None):
     """Train the QK-norm and DyT experiments of s (Settings() by default: about a minute on
     one thread) and write them to path (stored_path()): each run's logs and validation
@@ -462,7 +505,8 @@ def store(s=None, path=None):
     qk = qk_runs(s, corpus)
     runs = {**qk, **dyt_runs(s, corpus, reuse=qk)}
     kept = {(c, s.lrs[i]) for c, i in KEPT}
-    torch.save({"settings": repr(s), "torch": str(torch.__version__), "runs": [
+    torch.save({"settings": repr(s), "code": code_fingerprint(), "torch": str(torch.__version__),
+                "runs": [
         {"norm": c.norm, "qk_norm": c.qk_norm, "placement": c.placement, "lr": lr,
          "losses": r.losses, "max_logits": r.max_logits, "bounds": r.bounds,
          "val_loss": r.val_loss,
@@ -472,9 +516,13 @@ def store(s=None, path=None):
 
 
 def is_stored(s, path=None):
-    """Whether stored_runs() has the runs of the settings s."""
+    """Whether stored_runs() has the runs of the settings s, trained by this code
+    (code_fingerprint(): a file from other code is stale, and the notebook trains)."""
     path = path or stored_path()
-    return path.is_file() and torch.load(path, weights_only=True)["settings"] == repr(s)
+    if not path.is_file():
+        return False
+    saved = torch.load(path, weights_only=True)
+    return saved["settings"] == repr(s) and saved.get("code") == code_fingerprint()
 
 
 def stored_runs(s, corpus, path=None):

@@ -453,3 +453,36 @@ def test_the_stored_runs_are_the_notebooks_settings_and_their_claims_hold():
     shapes = M.s_shapes(qk[M.PLAIN, s.lrs[0]].model, CORPUS)
     assert failed(M.curve_claims(shapes, s.num_layers)) == []
     assert M.stored_runs(M.Settings.light(), CORPUS) is None
+
+
+def test_stored_runs_from_other_code_are_stale(tmp_path, monkeypatch):
+    """data/today_runs.pt records the fingerprint of the code that trained it: a file from
+    other code is not the notebook's (it trains instead), whatever its settings; the
+    fingerprint ignores docstrings, comments and layout, and follows a change of code."""
+    s = M.Settings()
+    saved = torch.load(M.stored_path(), weights_only=True)
+    assert saved["code"] == M.code_fingerprint()
+    stale = tmp_path / "today_runs.pt"
+    torch.save({**saved, "code": "0" * 64}, stale)
+    assert not M.is_stored(s, stale) and M.stored_runs(s, CORPUS, stale) is None
+    torch.save({k: v for k, v in saved.items() if k != "code"}, stale)  # (an older file)
+    assert not M.is_stored(s, stale)
+
+    original, source = M.code_fingerprint(), M.inspect.getsource
+    text = source(M)
+    assert '    torch.manual_seed(s.seed)\n' in text
+
+    def fingerprint(edited):
+        monkeypatch.setattr(M.inspect, "getsource",
+                            lambda obj: edited if obj is M else source(obj))
+        return M.code_fingerprint()
+
+    words = text.replace('"""A CharLM of config trained with Adam',
+                         '"""A CharLM of its config, trained with Adam')
+    comment = text.replace("    torch.manual_seed(s.seed)\n",
+                           "    torch.manual_seed(s.seed)  # the same start for every config\n")
+    code = text.replace("    torch.manual_seed(s.seed)\n", "    torch.manual_seed(s.seed + 1)\n")
+    claims = text.replace("SATURATED = 2.0", "SATURATED = 2.5")  # not the runs' code
+    assert words != text and fingerprint(words) == original
+    assert claims != text and fingerprint(comment) == fingerprint(claims) == original
+    assert fingerprint(code) != original
