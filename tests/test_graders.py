@@ -32,8 +32,9 @@ def scales(number):
     return SCALES.get(number, (0.1, 10.0))
 
 
-def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
-    """Run exercise `number`'s graded cell, hidden tests included."""
+def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0, hidden_only=False):
+    """Run exercise `number`'s graded cell, hidden tests included (hidden_only: those alone,
+    without the visible check("N.M"))."""
     exercise = EXERCISES[number]
     if implementation is not None:
         monkeypatch.setattr(importlib.import_module(exercise.module), exercise.name,
@@ -50,7 +51,8 @@ def run_check(monkeypatch, number, implementation=None, tolerance_scale=1.0):
     monkeypatch.setattr(normkit.testing, "assert_close", scaled_assert_close)
     if hasattr(checks, "assert_close"):  # (imported by name there)
         monkeypatch.setattr(checks, "assert_close", scaled_assert_close)
-    exec(compile(exercise.source, f"<check {number}>", "exec"), namespace())
+    source = exercise.hidden if hidden_only else exercise.source
+    exec(compile(source, f"<check {number}>", "exec"), namespace())
 
 
 @pytest.mark.parametrize("number", [exercise_param(n) for n in EXERCISES])
@@ -85,6 +87,21 @@ def test_mistake_is_caught(monkeypatch, number, name):
                   tolerance_scale=scales(number)[1])
     # a failure of the check itself, not of the variant's own code
     assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))
+
+
+# Exercise 8.5 (issue 59): its hidden tests alone fail every catalogued mistake, and pass
+# every correct variant, as well as the visible check does
+@pytest.mark.parametrize("name", sorted(WRONG["8.5"]))
+def test_the_hidden_tests_alone_fail_each_mistake_of_8_5(monkeypatch, name):
+    with pytest.raises(Exception) as caught:
+        run_check(monkeypatch, "8.5", WRONG["8.5"][name].variant, scales("8.5")[1],
+                  hidden_only=True)
+    assert not isinstance(caught.value, (NameError, ImportError, SyntaxError, NotImplementedError))
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT["8.5"]))
+def test_the_hidden_tests_alone_pass_each_correct_variant_of_8_5(monkeypatch, name):
+    run_check(monkeypatch, "8.5", RIGHT["8.5"][name], scales("8.5")[0], hidden_only=True)
 
 
 def test_the_mistakes_named_by_the_course_are_covered():
