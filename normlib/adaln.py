@@ -5,14 +5,14 @@ official code: facebookresearch/DiT, models.py, class DiTBlock and function modu
 A condition c (a class, a noise level: here which text a window comes from) steers every
 block through its norms: each norm has no affine parameters of its own, and a scale and a
 shift computed from c take their place; a gate computed from c scales each residual
-branch. Notebook 07, section 4, states the block; this file holds it, and the section's
+branch. Notebook 08, section 4, states the block; this file holds it, and the section's
 model (normkit.conditioning.ConditionalLM) runs on it once your check passes.
 
 Shapes: N batch, T sequence length, E = d_model. x (N, T, E), the residual stream; c (N, E),
 one condition embedding per sequence.
 
 Provided, not graded here: the attention (normkit.modern.Attention, causal, as in the
-unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and 7.1's
+unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and 8.1's
 subject; and check_block_inputs, which refuses a c of the wrong shape. What you write is
 what makes the block adaLN-Zero's: the norms, the modulation and its initialization, and
 the forward that wires them.

@@ -699,11 +699,11 @@ def assert_tensor(actual, like, name):
 
 def check_adaln_init(shape=(3, 3, 8), nhead=2, dtype=torch.float32, seed=0, scale=1.0,
                      offset=0.0):
-    """Your block at initialization, for random x and c: its output is x exactly
-    (torch.equal), and under a random upstream gradient g, x's gradient is g exactly, c's
-    and the attention's and MLP's parameters' are exactly zero, and the modulation's rows
-    of shift and scale get exactly zero while the gates' rows get the exact reference's
-    gradient, non-zero: the path by which adaLN-Zero leaves zero."""
+    """Your block at initialization, for random x and c: its output against x (with
+    torch.equal), and under a random upstream gradient g the gradients of x, c, every
+    parameter and each of the modulation's 6E rows against what adaLN-Zero's
+    initialization gives them (the exercise asks you to derive which are zero; the reading
+    after section 4's runs explains it)."""
     n, t, e = shape
     case = f"at initialization, for x {shape} {dtype}, nhead={nhead}"
     block = build_block(e, nhead, dtype, seed)
