@@ -5,6 +5,8 @@ scheduler`, then `dask worker` processes as `make worker` starts them), with 1 a
 --jobs) workers: what a cluster's workers give, next to the jobs of one machine.
 
     python -m tests.grading_bench [--students N] [--jobs N] [--no-execute] [--no-dask]
+    python -m tests.grading_bench --floor
+    python -m tests.grading_bench --profile
 
 The class is honest (tests/synthetic.honest_class: the reference's text in every file a
 student writes, the notebooks as released), the course layout (every notebook in one
@@ -17,6 +19,16 @@ process's, from /proc/stat: the grading processes and the sandboxes, which end u
 by this process's tree, are counted only there) and the machine's load average before and
 after. Run it on a machine doing nothing else: a run that is slow with its cores busy was
 slow (measure); one with idle cores waited (for a lock, a disk, the network).
+
+The floor: before the runs, every exercise's check (its visible and hidden cases, as the
+judge runs them) is run once on the reference in one process with one thread, the imports
+paid before the first (`floor`): the CPU a whole-course submission would cost with no
+overhead, no judge, runner, sandbox, nbgrader or cluster. Each run prints its CPU per
+submission as a multiple of the floor: the overhead, measured. `--floor` prints the
+floor alone, check by check. `--profile` judges one whole-course submission of the
+reference, sandboxed, with the grading limits, and prints each check's wall and CPU time
+(the machine's, the judge's runners and sandboxes included; the judge's start is the
+first check's) beside its floor: where the overhead is.
 """
 
 import argparse
@@ -32,11 +44,32 @@ import time
 from pathlib import Path
 
 from tests.synthetic import honest_class
-from tools.course.exercises import REPO
+from tools.course.exercises import REPO, SOLUTIONS
 from tools.instructor.autograde import autograde
 from tools.instructor.build import COURSE, build_course
 from tools.instructor.collect import collect
 from tools.instructor.release import release
+from tools.sandbox import bubblewrap
+
+# run in solutions/ (its normlib/ first on sys.path: the reference's), one thread as a
+# grading worker's runner has: each check's CPU, the imports every check needs paid before
+_FLOOR = """
+import json, sys, time
+import numpy, torch
+import normkit.checks, normkit.testing
+from normkit.checks import namespace
+from tools.course.exercises import exercises
+torch.set_num_threads(1)
+wanted = set(sys.argv[1:])
+found = {}
+for e in exercises():
+    if wanted and e.number not in wanted:
+        continue
+    start = time.process_time()
+    exec(compile(e.source, f"<check {e.number}>", "exec"), namespace())
+    found[e.number] = time.process_time() - start
+print(json.dumps(found))
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +104,50 @@ def measure(function, *args, **kwargs):
     result = function(*args, **kwargs)
     wall = time.monotonic() - start
     return result, Usage(wall, machine_cpu() - cpu, load, os.getloadavg()[0])
+
+
+def floor(numbers=()):
+    """{exercise number: CPU seconds} of each exercise's check cell (visible and hidden
+    cases) run on the reference in one fresh process, one after the other, with one thread,
+    the checks' imports paid before the first (numbers: these exercises only; all if none).
+    Their sum is what grading a whole-course submission costs with no overhead."""
+    env = {**os.environ, **bubblewrap.threads(1), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", _FLOOR, *numbers], cwd=SOLUTIONS, env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def profile(numbers=()):
+    """[(exercise number, wall seconds, the machine's CPU seconds)] of each check of one
+    whole-course submission of the reference (numbers: these exercises only), judged in
+    this process as a grading worker's judge judges it: sandboxed, the grading limits, one
+    runner for the checks (started by the first), a fresh one for each measured call."""
+    from tests.test_judge import submission  # (a test module's helpers: the bench's alone)
+    from tools.course.exercises import exercises
+    from tools.judge.judge import Judge
+    from tools.sandboxed.limits import Limits
+
+    chosen = [e for e in exercises() if not numbers or e.number in numbers]
+    number = {e.grade_id: e.number for e in chosen}
+    found = []
+
+    class Timed(Judge):
+        def _grade(self, grade_id, source, deadline):
+            cpu, start = machine_cpu(), time.monotonic()
+            try:
+                return super()._grade(grade_id, source, deadline)
+            finally:
+                found.append((number[grade_id], time.monotonic() - start, machine_cpu() - cpu))
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        folder = submission(Path(tmp))
+        verdicts = Timed(folder, folder, {e.module for e in chosen}, Limits(),
+                         sandboxed=bubblewrap.bwrap() is not None).run(
+            [(e.grade_id, e.source) for e in chosen])
+    failed = [number[g] for g, (passed, _) in verdicts.items() if not passed]
+    if failed:
+        raise RuntimeError(f"the reference failed {', '.join(failed)} in the profile")
+    return found
 
 
 def rate(students, jobs, execute, scheduler=None):
@@ -132,21 +209,46 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-execute", action="store_true", help="judge-only alone")
     parser.add_argument("--no-dask", action="store_true", help="no run on a Dask cluster")
+    parser.add_argument("--floor", action="store_true", help="the floor alone, check by check")
+    parser.add_argument("--profile", action="store_true",
+                        help="one submission judged, check by check, beside the floor")
     args = parser.parse_args(argv)
+    checks = floor()
+    least = sum(checks.values())
+    if args.floor:
+        for number, cpu in sorted(checks.items(), key=lambda item: -item[1]):
+            print(f"{number:5} {cpu:6.2f} s  {cpu / least:4.0%}")
+        print(f"FLOOR {least:.1f} s of CPU: every check once, no overhead")
+        return
+    if args.profile:
+        rows = profile()
+        total = sum(cpu for _, _, cpu in rows)
+        print("check  wall s  CPU s  share  floor s")
+        for number, wall, cpu in sorted(rows, key=lambda row: -row[2]):
+            print(f"{number:5} {wall:7.2f} {cpu:6.2f} {cpu / total:5.0%} {checks[number]:8.2f}")
+        print(f"PROFILE {total:.1f} s of CPU judged, {total / least:.1f}x the floor of "
+              f"{least:.1f} s (the first check's includes the judge's start)")
+        return
     modes = [False] if args.no_execute else [False, True]
-    print(f"{os.cpu_count()} cores; {args.students} honest whole-course submissions a run")
+    print(f"{os.cpu_count()} cores; {args.students} honest whole-course submissions a run; "
+          f"the floor: {least:.1f} s of CPU a submission (every check once, no overhead)")
     for execute in modes:
         for jobs in sorted({1, args.jobs}):
             report("with --execute" if execute else "judge-only",
-                   f"{jobs} job{'s' * (jobs > 1)}", *rate(args.students, jobs, execute))
+                   f"{jobs} job{'s' * (jobs > 1)}", *rate(args.students, jobs, execute),
+                   args.students, least)
     for workers in [] if args.no_dask else sorted({1, args.jobs}):
         with dask_cluster(workers) as scheduler:
             report("judge-only", f"Dask, {workers} worker{'s' * (workers > 1)}",
-                   *rate(args.students, workers, False, scheduler))
+                   *rate(args.students, workers, False, scheduler), args.students, least)
 
 
-def report(mode, how, per_minute, usage, failed):
-    print(f"BENCH {mode:15} {how:17}: {per_minute:5.1f} submissions/min ({usage}"
+def report(mode, how, per_minute, usage, failed, students, least):
+    """One run's line: submissions a minute, its Usage, its CPU per submission against the
+    floor (least: the checks' own CPU a submission)."""
+    each = usage.cpu / students
+    print(f"BENCH {mode:15} {how:17}: {per_minute:5.1f} submissions/min ({usage}; "
+          f"{each:.1f} s of CPU a submission, {each / least:.1f}x the floor of {least:.1f} s"
           f"{f'; {failed} FAILED' if failed else ''})", flush=True)
 
 

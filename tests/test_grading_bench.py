@@ -7,7 +7,11 @@ import subprocess
 import sys
 import time
 
-from tests.grading_bench import Usage, machine_cpu, measure
+import pytest
+
+from tests.grading_bench import _FLOOR, Usage, floor, machine_cpu, measure, profile, report
+from tools.course.exercises import REPO
+from tools.sandbox import bubblewrap
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {}: pass\n"
 # machine_cpu reads the kernel's counts in clock ticks, where BURN times itself in
@@ -58,3 +62,38 @@ def test_the_busy_time_is_read_from_proc_stat(tmp_path):
 def test_a_usage_reads_as_one_line():
     assert str(Usage(71.4, 140.2, 0.52, 1.93)) == (
         f"71 s; CPU 140 s, 2.0 cores busy; load 0.5 -> 1.9 on {os.cpu_count()} cores")
+
+
+def test_the_floor_is_each_checks_own_cpu_on_the_reference():
+    """floor() runs the check cells asked for, visible and hidden, on the reference in a
+    fresh process with one thread: each gets its CPU seconds, and a check that fails (a
+    stub in place of the reference) stops it rather than being counted."""
+    found = floor(("1.1", "2.2"))
+    assert set(found) == {"1.1", "2.2"}
+    assert all(isinstance(cpu, float) and 0 < cpu < 60 for cpu in found.values()), found
+    with pytest.raises(subprocess.CalledProcessError):
+        _floor_on_the_stubs()
+
+
+def _floor_on_the_stubs():
+    """The floor's script run in the repository's root, where normlib/ is the student
+    edition's stubs: Exercise 1.1's check raises there."""
+    env = {**os.environ, **bubblewrap.threads(1), "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", _FLOOR, "1.1"], cwd=REPO, env=env,
+                   capture_output=True, text=True, check=True)
+
+
+def test_a_runs_line_gives_its_cpu_a_submission_against_the_floor(capsys):
+    report("judge-only", "2 jobs", 7.9, Usage(76.0, 125.0, 0.1, 1.9), 0, 10, 10.0)
+    line = capsys.readouterr().out
+    assert line.startswith("BENCH judge-only")
+    assert "7.9 submissions/min" in line and "12.5 s of CPU a submission" in line
+    assert "1.2x the floor of 10.0 s" in line
+
+
+def test_the_profile_times_each_check_as_the_judge_runs_it():
+    """profile() judges the reference's checks asked for (sandboxed where bubblewrap is,
+    grading's limits) and times each: the first includes the judge's start."""
+    rows = profile(("1.1", "3.1"))
+    assert [number for number, _, _ in rows] == ["1.1", "3.1"]
+    assert all(wall > 0 and cpu >= 0 for _, wall, cpu in rows), rows
