@@ -582,3 +582,78 @@ def test_without_numba_the_exercises_say_they_are_skipped_and_the_rest_runs():
     assert run.stdout.splitlines() == [f"Exercise 7.3: {skip}", f"Exercise 7.4: {skip}", cell,
                                        cell, run.stdout.splitlines()[-1]], run.stderr
     assert run.stdout.splitlines()[-1].endswith("; no Numba") and run.stderr == ""
+
+
+# The compile step's index check (normkit.checks.unit7.check_bounds) ---------------------
+
+
+class _Kernel:
+    """A stand-in for a Numba dispatcher: its Python function, py_func."""
+
+    def __init__(self, py_func):
+        self.py_func = py_func
+
+
+def _rows():
+    import numpy as np
+
+    return np.zeros((2, 3)), np.ones(3), np.zeros(3)
+
+
+def _past_the_row(x, weight, bias):
+    total = 0.0
+    for j in range(x.shape[1] + 1):  # one element past the row's end
+        total += x[0, j]
+    return total
+
+
+def _numba_only(x, weight, bias):
+    raise TypeError("a feature of Numba's that Python lacks")
+
+
+def test_the_index_check_runs_the_kernel_as_python_and_names_an_index_past_the_end(
+        monkeypatch):
+    """A kernel that indexes past a row's end fails the compile step in Python, without a
+    compile (bounds_checked is never called); an index within bounds passes, and the
+    arguments the compile step goes on with are left as they were."""
+    from normkit.checks import unit7
+    from normkit.testing import CheckFailed
+
+    def no_compile(py_func):
+        raise AssertionError("compiled, though Python could run it")
+
+    monkeypatch.setattr(unit7, "bounds_checked", no_compile)
+    with pytest.raises(CheckFailed, match=r"(?s)_past_the_row indexes outside an array on 2 rows "
+                                          r"of 3 values .*Likely cause: a loop one element "
+                                          r"too long"):
+        unit7.check_bounds(_Kernel(_past_the_row), _rows())
+    args = _rows()
+
+    def writes(x, weight, bias):
+        x[1, 2] = 5.0
+
+    unit7.check_bounds(_Kernel(writes), args)
+    assert not args[0].any()  # (Python ran on copies)
+
+
+def test_a_kernel_that_only_runs_compiled_is_index_checked_by_numba(monkeypatch):
+    """Where Python cannot run the kernel (not for an index), Numba's boundscheck compile
+    does: its IndexError is the same failure, and its clean run passes."""
+    from normkit.checks import unit7
+    from normkit.testing import CheckFailed
+
+    compiled = []
+
+    def checked(py_func):
+        compiled.append(py_func)
+
+        def run(*args):
+            raise IndexError("index 3 is out of bounds for axis 1 with size 3")
+        return run
+
+    monkeypatch.setattr(unit7, "bounds_checked", checked)
+    with pytest.raises(CheckFailed, match="_numba_only indexes outside an array"):
+        unit7.check_bounds(_Kernel(_numba_only), _rows())
+    assert compiled == [_numba_only]
+    monkeypatch.setattr(unit7, "bounds_checked", lambda py_func: lambda *args: None)
+    unit7.check_bounds(_Kernel(_numba_only), _rows())

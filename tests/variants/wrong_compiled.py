@@ -110,7 +110,8 @@ def forward_centred_copy(x, weight, bias, eps):
 @njit(parallel=True, fastmath=FAST, cache=True)
 def forward_one_past_the_row(x, weight, bias, eps):
     """The row's sum over range(h + 1): one element past the row's end. (The checks run it
-    with Numba's index checks first, never as it is: past the last row, it reads outside x.)"""
+    with its indexes checked first, as Python, never compiled as it is: past the last row,
+    it reads outside x.)"""
     rows, h = x.shape
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     for r in prange(rows):
