@@ -122,7 +122,7 @@ def profile(numbers=()):
     whole-course submission of the reference (numbers: these exercises only), judged in
     this process as a grading worker's judge judges it: sandboxed, the grading limits, one
     runner for the checks (started by the first), a fresh one for each measured call."""
-    from tests.test_judge import submission  # (a test module's helpers: the bench's alone)
+    from tests.test_judge import judge_in_process, submission  # (a test module's helpers)
     from tools.course.exercises import exercises
     from tools.judge.judge import Judge
     from tools.sandboxed.limits import Limits
@@ -139,11 +139,11 @@ def profile(numbers=()):
             finally:
                 found.append((number[grade_id], time.monotonic() - start, machine_cpu() - cpu))
 
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+    with tempfile.TemporaryDirectory() as tmp:
         folder = submission(Path(tmp))
-        verdicts = Timed(folder, folder, {e.module for e in chosen}, Limits(),
-                         sandboxed=bubblewrap.bwrap() is not None).run(
-            [(e.grade_id, e.source) for e in chosen])
+        verdicts = judge_in_process(folder, [(e.grade_id, e.source) for e in chosen],
+                                    bubblewrap.bwrap() is not None,
+                                    {e.module for e in chosen}, Limits(), judge=Timed)
     failed = [number[g] for g, (passed, _) in verdicts.items() if not passed]
     if failed:
         raise RuntimeError(f"the reference failed {', '.join(failed)} in the profile")
@@ -221,7 +221,8 @@ def main(argv=None):
         print(f"FLOOR {least:.1f} s of CPU: every check once, no overhead")
         return
     if args.profile:
-        rows = profile()
+        with contextlib.redirect_stdout(io.StringIO()):  # (each check's line)
+            rows = profile()
         total = sum(cpu for _, _, cpu in rows)
         print("check  wall s  CPU s  share  floor s")
         for number, wall, cpu in sorted(rows, key=lambda row: -row[2]):

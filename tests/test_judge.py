@@ -15,6 +15,7 @@ that runs it in the OS sandbox (tools/sandbox/bubblewrap.py).
   writing outside its folder; and nothing survives the judge killing it.
 """
 
+import contextlib
 import inspect
 import io
 import json
@@ -52,19 +53,28 @@ UNIT1 = [(e.grade_id, e.source) for e in exercises() if e.unit == 1]
 IN_PROCESS = Limits(timeout=60)
 
 
-def judge_in_process(folder, cells, sandboxed, modules=("normlib.layer_norm",),
-                     limits=IN_PROCESS):
-    """{grade_id: (passed, detail)}: the judge run in this process (so that a test can
-    force where it makes cgroups), its modules and finder taken out again after."""
+@contextlib.contextmanager
+def judge_state():
+    """A judge run in this process, then its modules, finder and path taken out again: a
+    judge puts the submission's normlib and the course's normkit in their place."""
     saved = sys.meta_path[:], sys.path[:], {n: m for n, m in sys.modules.items()
                                             if n.split(".")[0] in PACKAGES}
     try:
-        return Judge(folder, folder, set(modules), limits, sandboxed=sandboxed).run(cells)
+        yield
     finally:
         sys.meta_path[:], sys.path[:] = saved[0], saved[1]
         for name in [n for n in sys.modules if n.split(".")[0] in PACKAGES]:
             del sys.modules[name]
         sys.modules.update(saved[2])
+
+
+def judge_in_process(folder, cells, sandboxed, modules=("normlib.layer_norm",),
+                     limits=IN_PROCESS, judge=Judge):
+    """{grade_id: (passed, detail)}: the judge (the class judge) run in this process (so
+    that a test can force where it makes cgroups), its modules and finder taken out again
+    after."""
+    with judge_state():
+        return judge(folder, folder, set(modules), limits, sandboxed=sandboxed).run(cells)
 
 
 def submission(tmp_path, **files):
