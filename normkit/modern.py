@@ -515,23 +515,30 @@ def store(s=None, path=None):
     return runs
 
 
-def is_stored(s, path=None):
-    """Whether stored_runs() has the runs of the settings s, trained by this code
-    (code_fingerprint(): a file from other code is stale, and the notebook trains)."""
+def _saved(s, path):
+    """What store() wrote to path (stored_path() if None), if it holds the runs of the
+    settings s trained by this code (code_fingerprint(): a file from other code is stale,
+    and the notebook trains); else None, as where there is no file."""
     path = path or stored_path()
     if not path.is_file():
-        return False
+        return None
     saved = torch.load(path, weights_only=True)
-    return saved["settings"] == repr(s) and saved.get("code") == code_fingerprint()
+    fresh = saved["settings"] == repr(s) and saved.get("code") == code_fingerprint()
+    return saved if fresh else None
+
+
+def is_stored(s, path=None):
+    """Whether stored_runs() has the runs of the settings s, trained by this code."""
+    return _saved(s, path) is not None
 
 
 def stored_runs(s, corpus, path=None):
-    """The runs store() wrote, {(config, lr): Run}, if they are of the settings s (None
-    otherwise, or if there is no file). A run whose model was not kept has model None."""
-    path = path or stored_path()
-    if not is_stored(s, path):
+    """The runs store() wrote, {(config, lr): Run}, if they are of the settings s and this
+    code (None otherwise, or if there is no file). A run whose model was not kept has model
+    None."""
+    saved = _saved(s, path)
+    if saved is None:
         return None
-    saved = torch.load(path, weights_only=True)
     runs = {}
     for r in saved["runs"]:
         config = Config(r["norm"], r["qk_norm"], r["placement"])

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from normkit.checks import exercise
 from normkit.checks.unit5 import assert_dropout_off, given
+from normkit.conditioning import EPS, AdaLNBlock  # EPS: DiT's norms' eps, 1e-6
 from normkit.testing import (
     CheckFailed,
     assert_close,
@@ -495,11 +496,9 @@ class ReferenceBlock(torch.nn.Module):
 
     def __init__(self, d_model, nhead):
         super().__init__()
-        from normkit.conditioning import AdaLNBlock
-
         provided = AdaLNBlock(d_model, nhead)  # (its attention and MLP, and their names)
         self.attn, self.mlp, self.modulation = provided.attn, provided.mlp, provided.modulation
-        self.eps = EPS_ADALN
+        self.eps = EPS
 
     def forward(self, x, c, mistake=None):
         e = x.shape[-1]
@@ -535,7 +534,6 @@ class ReferenceBlock(torch.nn.Module):
         return x + per_sequence(gate_m, "gate") * branch  # (N, T, E)
 
 
-EPS_ADALN = 1e-6  # DiT's (facebookresearch/DiT, models.py, DiTBlock: eps=1e-6)
 BLOCK_MISTAKES = {
     "no 1 +": "the scale is applied without its 1 +: adaLN multiplies the normalized x by "
               "(1 + scale), so that a zero modulation leaves it as it is",
@@ -598,7 +596,7 @@ def adaln_tolerance(x):
     6E (c's gradient), the MLP's 4E and N * T (a weight's gradient); cond from normalizing x
     over E, with DiT's eps."""
     n, t, e = x.shape
-    return norm_tolerance(x, (-1,), EPS_ADALN, depth=2 * 12, length=max(6 * e, n * t))
+    return norm_tolerance(x, (-1,), EPS, depth=2 * 12, length=max(6 * e, n * t))
 
 
 def check_adaln_structure(block, d_model, nhead, case):
@@ -632,7 +630,7 @@ def check_adaln_structure(block, d_model, nhead, case):
         if not isinstance(norm, torch.nn.Module):
             raise CheckFailed(f"{name} {case}: expected a module (a LayerNorm without affine), "
                               f"got {type(norm).__name__}.\n  Where: your __init__")
-        if getattr(norm, "eps", EPS_ADALN) != EPS_ADALN:
+        if getattr(norm, "eps", EPS) != EPS:
             raise CheckFailed(f"{name}.eps {case} is {norm.eps:g}.\n  Likely cause: "
                               f"{BLOCK_MISTAKES['eps']}.")
 

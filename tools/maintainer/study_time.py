@@ -28,7 +28,7 @@ import json
 import math
 import sys
 
-from tools.course.exercises import exercises, notebooks, questions, unit
+from tools.course.exercises import notebooks, of_notebooks, questions_of, unit
 
 MOST = 6  # hours: the most a unit may take at the high end of its range
 
@@ -78,10 +78,9 @@ def units():
                     if c["cell_type"] == "markdown" and not g.get("solution"))
         cells_run = sum(c["cell_type"] == "code" and not g.get("grade")
                         for c, g in zip(cells, graded))
-        number = unit(path)
-        own = [e for e in exercises() if e.unit == number]
-        found.append(Unit(number, path.stem, words, len(own), sum(e.points for e in own),
-                          sum(q.unit == number for q in questions()), cells_run))
+        own = of_notebooks([path.stem])
+        found.append(Unit(unit(path), path.stem, words, len(own), sum(e.points for e in own),
+                          len(questions_of([path.stem])), cells_run))
     return found
 
 
