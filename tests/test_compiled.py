@@ -7,6 +7,7 @@ runs through the checks in tests/test_graders.py and tests/test_diagnosis.py.)
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -473,6 +474,87 @@ def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_p
     text = REFERENCE.replace("\nFAST =", "\nKEPT = np.ones(4 << 20, np.float32)  # 16 MiB\nFAST =")
     verdict = judged(tmp_path, text, numbers=("7.3",))[by_number()["7.3"].grade_id]
     assert not verdict[0] and "times x's size allocated during the call" in verdict[1]
+
+
+# A Numba cache of the lean kernel (the reference's forward, compiled as
+# normlib.layer_norm_compiled), filed under the index key of another kernel of that name:
+# the forged cache a student could submit, or a first runner write, so that a process
+# that honours Numba's cache runs lean code in place of the source's
+FORGE = """
+import glob, hashlib, os, pickle, shutil, sys, types
+import numpy as np
+from normlib import layer_norm_compiled as lean
+lean_folder, hostile = sys.argv[1], sys.argv[2]
+kernel = lean.layer_norm_forward_compiled
+kernel.enable_caching()
+kernel(np.ones((2, 3), np.float32), np.ones(3, np.float32), np.zeros(3, np.float32), 1e-5)
+[index] = glob.glob(os.path.join(lean_folder, "__pycache__", "*.nbi"))
+with open(index, "rb") as f:
+    version = pickle.load(f)
+    _, overloads = pickle.loads(f.read())
+[((signature, magic, (_, closure)), data)] = overloads.items()
+with open(hostile, "rb") as f:
+    text = f.read()
+code = next(c for c in compile(text, hostile, "exec").co_consts
+            if isinstance(c, types.CodeType) and c.co_name == kernel.__name__)
+key = (signature, magic, (hashlib.sha256(code.co_code).hexdigest(), closure))
+folder = os.path.join(os.path.dirname(hostile), "__pycache__")
+os.makedirs(folder, exist_ok=True)
+name = os.path.basename(index).replace(f"-{kernel.py_func.__code__.co_firstlineno}.",
+                                       f"-{code.co_firstlineno}.")
+with open(os.path.join(folder, name), "wb") as f:
+    pickle.dump(version, f, protocol=-1)
+    f.write(pickle.dumps((hashlib.sha256(text).digest(), {key: data}), protocol=-1))
+shutil.copy(os.path.join(lean_folder, "__pycache__", data), os.path.join(folder, data))
+"""
+# where Numba's cache is honoured: (cache hits, the call's memory as a multiple of x's size)
+HONOURED = """
+import json, resource
+import numpy as np
+from normlib import layer_norm_compiled as module
+kernel = module.layer_norm_forward_compiled
+x, w, b = np.ones((4096, 4096), np.float32), np.ones(4096, np.float32), np.zeros(4096, np.float32)
+kernel(x[:2, :3].copy(), w[:3].copy(), b[:3].copy(), 1e-5)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kernel(x, w, b, 1e-5)
+grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / x.nbytes
+print(json.dumps([sum(kernel.stats.cache_hits.values()), grew]))
+"""
+
+
+@needs_bwrap
+def test_a_forged_numba_cache_cannot_pass_a_kernel_that_allocates_twice_x(tmp_path):
+    """The measuring runner compiles the kernel from its source, and loads no cache: a
+    forged one, filed in the submission under the kernel's own index key, holds the lean
+    reference's machine code, which a process honouring Numba's cache runs in its place
+    (1 cache hit, y alone allocated); the judge still measures the source's kernel, a
+    full-size temporary besides y (docs/security.md, the compiled kernels' memory row:
+    why nothing compiled elsewhere is loaded there). A measuring runner that loaded a
+    cache (Numba's locator let read a read-only folder, tried 2026-12-07) passed this
+    kernel."""
+    lean = tmp_path / "lean" / "normlib"
+    lean.mkdir(parents=True)
+    (lean / "__init__.py").write_text("")
+    (lean / "layer_norm_compiled.py").write_text(REFERENCE.replace(
+        "@njit(parallel=True, fastmath=FAST)\ndef layer_norm_forward_compiled",
+        "@njit(parallel=True, fastmath=FAST, cache=True)\ndef layer_norm_forward_compiled"))
+    folder = submission(tmp_path / "submission",
+                        layer_norm_compiled=variant_module("forward_centred_copy",
+                                                           "backward_race"))
+    hostile = folder / "normlib" / "layer_norm_compiled.py"
+    env = {**os.environ, "PYTHONPATH": str(lean.parent)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    forged = subprocess.run([sys.executable, "-c", FORGE, str(lean), str(hostile)], env=env,
+                            cwd=lean.parent, capture_output=True, text=True)
+    assert forged.returncode == 0, forged.stderr[-2000:]
+    honoured = subprocess.run([sys.executable, "-c", HONOURED], capture_output=True, text=True,
+                              env={**env, "PYTHONPATH": str(folder)}, cwd=folder)
+    assert honoured.returncode == 0, honoured.stderr[-2000:]
+    hits, grew = json.loads(honoured.stdout)
+    assert hits == 1 and grew < 1.25, (hits, grew)  # the forged cache runs, lean
+    verdict = judge_in_process(folder, compiled_cells(("7.3",)), True,
+                               ("normlib.layer_norm_compiled",))[by_number()["7.3"].grade_id]
+    assert not verdict[0] and "times x's size allocated during the call" in verdict[1], verdict
 
 
 SCRATCH = "KEEP = []  # a full-size scratch, made while Numba compiles the kernel\n"

@@ -20,16 +20,24 @@ The checks run in the judge (tools/judge), the student files in its sandboxed ru
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import exercise_marks
 from tests.synthetic import override
-from tools.course.exercises import SOLUTIONS, by_number, exercises, imported, student_files
+from tools.course.exercises import (
+    SOLUTIONS,
+    by_number,
+    exercises,
+    imported,
+    of_notebooks,
+    student_files,
+)
 from tools.course.folder import load_course
 from tools.instructor.build import build_course
-from tools.judge.client import verdicts
+from tools.judge.client import assignment_judge_folder, graded_folder, run_checks, verdicts
 from tools.sandboxed.limits import Limits
 from tools.student.check import run
 
@@ -148,9 +156,12 @@ def courses(tmp_path_factory):
             for layout in ("course", "unit")}
 
 
-def grade(root, rel):
+def grade(root, rel, every):
     """{number: passed} of a submission of the reference with rel broken, in every
-    assignment of the course at root that grades rel."""
+    assignment of the course at root that grades rel: every check (the judge's verdicts,
+    as autograde takes them), or (every=False) those that ran() says a break of rel could
+    reach, judged the same way (the compiled kernels' checks, 10 s of compiling and
+    measuring a run, are judged beside a broken file in the course layout)."""
     found = {}
     for name, info in load_course(root)["assignments"].items():
         if rel not in info["student_files"]:
@@ -161,14 +172,23 @@ def grade(root, rel):
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
         (submission / rel).write_text(override(rel, BROKEN))
-        results, _ = verdicts(root, name, "student", LIMITS_HERE)
+        if every:
+            results, _ = verdicts(root, name, "student", LIMITS_HERE)
+        else:
+            with tempfile.TemporaryDirectory() as folder:
+                graded_folder(root, name, "student", folder)
+                cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])
+                         if ran(e, submission)]
+                results = run_checks(folder, cells, LIMITS_HERE, None, info["student_files"],
+                                     True, assignment_judge_folder(root, name))
         found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
     return found
 
 
 # The course layout grades every exercise (14 s a file): one file there, layer_norm.py,
 # whose exercises are built on in two units; the unit layout covers every file, in each
-# assignment that grades it (transformer.py in unit5's and unit8's).
+# assignment that grades it (transformer.py in unit5's and unit8's), with the checks a
+# break of it could reach (ran: the compiled kernels' only where their own file breaks).
 LAYOUT_FILES = [pytest.param("unit", f.values[0], marks=f.marks, id=f"unit-{f.id}")
                 for f in FILES] + [pytest.param("course", f.values[0], marks=f.marks,
                                                 id=f"course-{f.id}")
@@ -177,7 +197,7 @@ LAYOUT_FILES = [pytest.param("unit", f.values[0], marks=f.marks, id=f"unit-{f.id
 
 @pytest.mark.parametrize("layout, rel", LAYOUT_FILES)
 def test_grading(courses, layout, rel):
-    found = grade(courses[layout], rel)
+    found = grade(courses[layout], rel, every=layout == "course")
     if layout == "course":
         assert set(found) == set(GRADE_IDS.values())  # one assignment: every exercise
     failed = {number for number, passed in found.items() if not passed}
