@@ -7,6 +7,7 @@ scheduler`, then `dask worker` processes as `make worker` starts them), with 1 a
     python -m tests.grading_bench [--students N] [--jobs N] [--no-execute] [--no-dask]
     python -m tests.grading_bench --floor
     python -m tests.grading_bench --profile
+    python -m tests.grading_bench --pipeline
 
 The class is honest (tests/synthetic.honest_class: the reference's text in every file a
 student writes, the notebooks as released), the course layout (every notebook in one
@@ -28,7 +29,10 @@ submission as a multiple of the floor: the overhead, measured. `--floor` prints 
 floor alone, check by check. `--profile` judges one whole-course submission of the
 reference, sandboxed, with the grading limits, and prints each check's wall and CPU time
 (the machine's, the judge's runners and sandboxes included; the judge's start is the
-first check's) beside its floor: where the overhead is.
+first check's) beside its floor: where the overhead is. `--pipeline` grades two
+whole-course submissions end to end in this process, as a worker and the head do
+(`pipeline`), and prints each step's CPU: the head's plan, the judge, the notebooks'
+staging, nbgrader's record, the rest of the worker's task and the head's save.
 """
 
 import argparse
@@ -45,6 +49,7 @@ from pathlib import Path
 
 from tests.synthetic import honest_class
 from tools.course.exercises import REPO, SOLUTIONS
+from tools.course.settings import read
 from tools.instructor.autograde import autograde
 from tools.instructor.build import COURSE, build_course
 from tools.instructor.collect import collect
@@ -150,6 +155,74 @@ def profile(numbers=()):
     return found
 
 
+# the steps of a submission's grading, end to end (pipeline), each timed where it runs: the
+# head's plan (the submissions pending, the kit a worker needs, the tasks), then, for each
+# submission, in the worker: the judge (client.verdicts: its process started by the first
+# submission, each check in its sandboxed runners), the notebooks staged, nbgrader's
+# autograde and the record read back (_autograde, _nbgrader_record), the rest of the task
+# (its files put in the scratch course and taken out, the outcome's files read), and the
+# head's save (the autograded folder, the gradebook)
+STEPS = ("the head's plan", "the judge", "the notebooks staged", "nbgrader's record",
+         "the rest of the worker's task", "the head's save")
+
+
+def pipeline(students=2):
+    """[{step: (wall seconds, the machine's CPU seconds)}] of each of `students` honest
+    whole-course submissions graded judge-only end to end in this process, as a grading
+    worker (tools/worker/task.grade) and the head (tools/instructor/autograde: pending, kit,
+    tasks, save) grade them, sandboxed, the course's limits: the first pays the judge
+    process's start (its imports, once per worker thread), the others not. The head's plan
+    is counted with the first."""
+    from tools.instructor import autograde as head
+    from tools.judge import client
+    from tools.worker import task as worker
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = build_course(tmp, layout="course")
+        with contextlib.redirect_stdout(io.StringIO()):
+            release(root)
+            honest_class(root, COURSE, students)
+            collect(root)
+        found, now = [], {}
+
+        def timed(step, function):
+            def run(*args, **kwargs):
+                cpu, start = machine_cpu(), time.monotonic()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    wall, used = now.get(step, (0.0, 0.0))
+                    now[step] = (wall + time.monotonic() - start, used + machine_cpu() - cpu)
+            return run
+
+        saved = (client.verdicts, worker.stage, worker._autograde, worker._nbgrader_record)
+        client.verdicts = timed("the judge", client.verdicts)
+        worker.stage = timed("the notebooks staged", worker.stage)
+        worker._autograde = timed("nbgrader's record", worker._autograde)
+        worker._nbgrader_record = timed("nbgrader's record", worker._nbgrader_record)
+        try:
+            settings = read(root)
+            todo, digests, _ = timed("the head's plan", head.pending)(root)
+            timed("the head's plan", head.due_dates)(root, settings)
+            course = timed("the head's plan", head.kit)(root, sorted(todo))
+            listed = timed("the head's plan", head.tasks)(
+                root, todo, digests, settings.limits, False, bubblewrap.bwrap() is not None)
+            for one in listed:
+                outcome = timed("the worker's task", worker.grade)(course, one)
+                if outcome.error or not all(passed for passed, _ in outcome.verdicts.values()):
+                    raise RuntimeError(f"the reference failed in the pipeline: {outcome.error}")
+                timed("the head's save", head.save)(root, outcome)
+                task_wall, task_cpu = now.pop("the worker's task")
+                inside = [now.get(s, (0.0, 0.0)) for s in STEPS[1:4]]
+                now["the rest of the worker's task"] = (
+                    task_wall - sum(w for w, _ in inside), task_cpu - sum(c for _, c in inside))
+                found.append(dict(now))
+                now.clear()
+        finally:
+            client.verdicts, worker.stage, worker._autograde, worker._nbgrader_record = saved
+    return found
+
+
 def rate(students, jobs, execute, scheduler=None):
     """Submissions per minute of one autograde of a fresh class (by a local cluster of
     `jobs` processes, or on the scheduler's cluster), its Usage and how many failed."""
@@ -212,7 +285,12 @@ def main(argv=None):
     parser.add_argument("--floor", action="store_true", help="the floor alone, check by check")
     parser.add_argument("--profile", action="store_true",
                         help="one submission judged, check by check, beside the floor")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="two submissions graded end to end, step by step")
     args = parser.parse_args(argv)
+    if args.pipeline:
+        print_pipeline(pipeline())
+        return
     checks = floor()
     least = sum(checks.values())
     if args.floor:
@@ -242,6 +320,21 @@ def main(argv=None):
         with dask_cluster(workers) as scheduler:
             report("judge-only", f"Dask, {workers} worker{'s' * (workers > 1)}",
                    *rate(args.students, workers, False, scheduler), args.students, least)
+
+
+def print_pipeline(rows):
+    """The pipeline's table: each step's CPU for the first submission (the judge's start
+    in it) and for each later one, and its share of the last."""
+    last = rows[-1]
+    total = sum(cpu for _, cpu in last.values())
+    later = "  ".join(f"{n + 2:>6}" for n in range(len(rows) - 1))
+    print(f"{'step':31} {'first':>6}  {later}  share of the last (CPU s)")
+    for step in STEPS:
+        cpus = [row.get(step, (0.0, 0.0))[1] for row in rows]
+        print(f"{step:31} {cpus[0]:6.2f}  " + "  ".join(f"{c:6.2f}" for c in cpus[1:]) +
+              f"  {last.get(step, (0.0, 0.0))[1] / total:5.0%}")
+    print(f"PIPELINE {sum(c for _, c in rows[0].values()):.1f} s of CPU for the first "
+          f"submission, {total:.1f} s for the last")
 
 
 def report(mode, how, per_minute, usage, failed, students, least):

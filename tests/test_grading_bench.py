@@ -9,7 +9,17 @@ import time
 
 import pytest
 
-from tests.grading_bench import _FLOOR, Usage, floor, machine_cpu, measure, profile, report
+from tests.grading_bench import (
+    _FLOOR,
+    STEPS,
+    Usage,
+    floor,
+    machine_cpu,
+    measure,
+    print_pipeline,
+    profile,
+    report,
+)
 from tools.course.exercises import REPO
 from tools.sandbox import bubblewrap
 
@@ -97,3 +107,17 @@ def test_the_profile_times_each_check_as_the_judge_runs_it():
     rows = profile(("1.1", "3.1"))
     assert [number for number, _, _ in rows] == ["1.1", "3.1"]
     assert all(wall > 0 and cpu >= 0 for _, wall, cpu in rows), rows
+
+
+def test_the_pipelines_table_gives_each_steps_cpu_and_its_share_of_the_last(capsys):
+    first = {step: (1.0, 1.0) for step in STEPS} | {"the judge": (30.0, 20.0)}
+    later = {step: (1.0, 0.5) for step in STEPS if step != "the head's plan"} | {
+        "the judge": (25.0, 17.5)}
+    print_pipeline([first, later])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["step", "first", "2"]
+    assert lines[1].split() == ["the", "head's", "plan", "1.00", "0.00", "0%"]
+    assert lines[2].split() == ["the", "judge", "20.00", "17.50", "90%"]  # 17.5 of 19.5
+    assert [line.split()[-3:] for line in lines[3:7]] == [["1.00", "0.50", "3%"]] * 4
+    assert lines[-1] == ("PIPELINE 25.0 s of CPU for the first submission, 19.5 s for the "
+                         "last")
