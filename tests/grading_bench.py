@@ -155,6 +155,17 @@ def profile(numbers=()):
     return found
 
 
+def honest_course(folder, students):
+    """A fresh course in folder (the course layout), released, with `students` honest
+    whole-course submissions collected (tests/synthetic.honest_class): its root."""
+    root = build_course(folder, layout="course")
+    with contextlib.redirect_stdout(io.StringIO()):
+        release(root)
+        honest_class(root, COURSE, students)
+        collect(root)
+    return root
+
+
 # the steps of a submission's grading, end to end (pipeline), each timed where it runs: the
 # head's plan (the submissions pending, the kit a worker needs, the tasks), then, for each
 # submission, in the worker: the judge (client.verdicts: its process started by the first
@@ -178,11 +189,7 @@ def pipeline(students=2):
     from tools.worker import task as worker
 
     with tempfile.TemporaryDirectory() as tmp:
-        root = build_course(tmp, layout="course")
-        with contextlib.redirect_stdout(io.StringIO()):
-            release(root)
-            honest_class(root, COURSE, students)
-            collect(root)
+        root = honest_course(tmp, students)
         found, now = [], {}
 
         def timed(step, function):
@@ -227,11 +234,7 @@ def rate(students, jobs, execute, scheduler=None):
     """Submissions per minute of one autograde of a fresh class (by a local cluster of
     `jobs` processes, or on the scheduler's cluster), its Usage and how many failed."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = build_course(tmp, layout="course")
-        with contextlib.redirect_stdout(io.StringIO()):
-            release(root)
-            honest_class(root, COURSE, students)
-            collect(root)
+        root = honest_course(tmp, students)
         with contextlib.redirect_stdout(io.StringIO()) as out:
             failed, usage = measure(autograde, root, jobs=jobs, execute=execute,
                                     scheduler=scheduler)
