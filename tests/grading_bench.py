@@ -216,8 +216,10 @@ def pipeline(students=2):
                 root, todo, digests, settings.limits, False, bubblewrap.bwrap() is not None)
             for one in listed:
                 outcome = timed("the worker's task", worker.grade)(course, one)
-                if outcome.error or not all(passed for passed, _ in outcome.verdicts.values()):
-                    raise RuntimeError(f"the reference failed in the pipeline: {outcome.error}")
+                failed = [g for g, (passed, _) in outcome.verdicts.items() if not passed]
+                if outcome.error or failed:
+                    raise RuntimeError("the reference failed in the pipeline: "
+                                       f"{outcome.error or ', '.join(failed)}")
                 timed("the head's save", head.save)(root, outcome)
                 task_wall, task_cpu = now.pop("the worker's task")
                 inside = [now.get(s, (0.0, 0.0)) for s in STEPS[1:4]]

@@ -456,6 +456,32 @@ def variant_module(forward, backward):
     return text.replace(f"def {backward}(", "def layer_norm_backward_compiled(")
 
 
+
+def test_a_file_submitted_beside_the_students_files_never_reaches_a_runner(tmp_path):
+    """The judge's runners see of a submission its student files alone
+    (client.graded_folder): a Numba cache submitted in __pycache__, or any other file,
+    is left out (docs/security.md, the compiled kernels' memory row)."""
+    from tools.course.folder import load_course
+    from tools.instructor.build import build_course
+    from tools.judge.client import graded_folder
+
+    root = build_course(tmp_path / "course", layout="unit")
+    submitted = root / "submitted" / "s1" / "unit7"
+    own = load_course(root)["assignments"]["unit7"]["student_files"]
+    for rel in own:
+        (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
+        (submitted / rel).write_text(f"# {rel}, the student's\n")
+    cache = submitted / "normlib" / "__pycache__" / (
+        "layer_norm_compiled.layer_norm_forward_compiled-35.py311.nbi")
+    cache.parent.mkdir()
+    cache.write_bytes(b"a forged index")
+    (submitted / "normlib" / "extra.py").write_text("x = 1\n")
+    graded = tmp_path / "graded"
+    assert graded_folder(root, "unit7", "s1", graded) == []
+    files = {p.relative_to(graded).as_posix() for p in graded.rglob("*") if p.is_file()}
+    assert not [f for f in files if "__pycache__" in f or f == "normlib/extra.py"], files
+    assert all((graded / rel).read_text() == f"# {rel}, the student's\n" for rel in own)
+
 @needs_bwrap
 def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_path):
     """The measured call's module is imported where its memory is counted: only Numba's
@@ -481,7 +507,7 @@ kernel(np.ones((2, 3), np.float32), np.ones(3, np.float32), np.zeros(3, np.float
 with open(index, "rb") as f:
     version = pickle.load(f)
     _, overloads = pickle.loads(f.read())
-[((signature, magic, (_, closure)), data)] = overloads.items()
+[((signature, magic, (_, closure)), data)] = overloads.items()  # (closure: neither has one)
 with open(hostile, "rb") as f:
     text = f.read()
 code = next(c for c in compile(text, hostile, "exec").co_consts
@@ -523,13 +549,14 @@ def test_the_judge_fails_a_race_and_a_temporary_in_their_words_a_forged_cache_or
     honouring Numba's cache runs in its place (1 cache hit, y alone allocated)
     (docs/security.md, the compiled kernels' memory row: why nothing compiled elsewhere is
     loaded there). A measuring runner that loaded caches (Numba's locator let read a
-    read-only folder, tried 2026-12-07) passed the forward."""
+    read-only folder, tried 2026-12-07) passed the forward: the regression this catches
+    is a measuring runner reading a cache in the submission's folder (a cache elsewhere,
+    NUMBA_CACHE_DIR, Numba would read first); a Numba whose cache format changed fails it
+    too, in FORGE or HONOURED."""
     lean = tmp_path / "lean" / "normlib"
     lean.mkdir(parents=True)
     (lean / "__init__.py").write_text("")
-    (lean / "layer_norm_compiled.py").write_text(REFERENCE.replace(
-        "@njit(parallel=True, fastmath=FAST)\ndef layer_norm_forward_compiled",
-        "@njit(parallel=True, fastmath=FAST, cache=True)\ndef layer_norm_forward_compiled"))
+    (lean / "layer_norm_compiled.py").write_text(REFERENCE)  # (FORGE turns its cache on)
     folder = submission(tmp_path / "submission",
                         layer_norm_compiled=variant_module("forward_centred_copy",
                                                            "backward_race"))

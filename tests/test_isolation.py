@@ -12,7 +12,9 @@ and no other. Under three layouts:
   with its hidden tests, in the judge (tools.judge.client.verdicts), for layer_norm.py
   (every exercise runs there: one file keeps the cost down);
 - the "unit" grading layout: each assignment that grades the file (layer_norm.py is
-  Unit 1's and Unit 2's), where the other units' files are the course's copies.
+  Unit 1's and Unit 2's), where the other units' files are the course's copies: every
+  check but the compiled kernels' where their own file is intact (ran), which no other
+  file's break can reach and the course layout grades beside a broken file.
 
 (The round trip grades one such submission, unit3 "broken", through nbgrader itself.)
 The checks run in the judge (tools/judge), the student files in its sandboxed runner.
@@ -112,7 +114,8 @@ COMPILED = "normlib/layer_norm_compiled.py"  # Numba's kernels (Exercises 7.3, 7
 
 
 def ran(exercise, folder):
-    """Whether make_check runs an exercise's check on folder: every one, but the compiled
+    """Whether make_check, and grade in the unit layout, run an exercise's check on folder
+    (a submission): every one, but the compiled
     kernels' (2 s of compiling a run) where their own file is intact: their file imports
     NumPy and Numba alone and they use no other exercise (Exercise.uses, asserted above),
     so another file's break cannot reach them; the course layout grades them beside a
@@ -174,7 +177,7 @@ def grade(root, rel, every):
         (submission / rel).write_text(override(rel, BROKEN))
         if every:
             results, _ = verdicts(root, name, "student", LIMITS_HERE)
-        else:
+        else:  # (client.verdicts' steps, with fewer cells: keep the two in step)
             with tempfile.TemporaryDirectory() as folder:
                 graded_folder(root, name, "student", folder)
                 cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])
