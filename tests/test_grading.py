@@ -4,10 +4,12 @@ files outside its folder (tools/instructor/autograde.write_autograded), and what
 for every submission of an assignment is made once: the judge's folder. Grading itself is
 the round trip's (tests/test_roundtrip.py), on a real cluster."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tools.course.exercises import REPO
 from tools.instructor.autograde import write_autograded
 from tools.sandboxed.limits import Limits
 from tools.worker import task
@@ -22,8 +24,30 @@ def kit(code):
 
 def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():
     assert len(task.code_digest()) == 64
-    with pytest.raises(Refused, match=r"has other tools/ or solutions/ than the course's"):
+    with pytest.raises(Refused, match=r"has other tools/, normkit/ or solutions/ than the "):
         task.grade(kit("another commit"), TASK)
+
+
+def test_the_code_digest_covers_the_judge_the_checks_and_the_hidden_tests(tmp_path, monkeypatch):
+    """A worker with another normkit/ grades by other checks (the judge runs its own), so
+    its digest differs, as with other tools/ or solutions/ (issue 61)."""
+    grading = ("tools", "normkit", "solutions")
+    for top in grading:
+        shutil.copytree(REPO / top, tmp_path / top,
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    monkeypatch.setattr(task, "REPO", tmp_path)
+    seen = []
+    try:
+        for top in grading:
+            task.code_digest.cache_clear()
+            seen.append(task.code_digest())
+            edited = sorted((tmp_path / top).rglob("*.py"))[0]
+            edited.write_text(edited.read_text() + "# edited\n")
+        task.code_digest.cache_clear()
+        seen.append(task.code_digest())
+    finally:
+        task.code_digest.cache_clear()
+    assert len(set(seen)) == 4, seen
 
 
 def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):

@@ -133,7 +133,8 @@ def graded_folder(root, assignment, student, folder):
     submission = root / "submitted" / student / assignment
     shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
     # normkit/ as the repository has it now, like the hidden tests (exercises(), from
-    # solutions/), which import its check functions: the two always agree
+    # solutions/), which import its check functions: the two always agree, and a worker's
+    # are the head's (tools.worker.task.code_digest covers both)
     shutil.copytree(KIT, folder / KIT.name, ignore=KIT_JUNK)
     missing = []
     for rel in load_course(root)["assignments"][assignment]["student_files"]:

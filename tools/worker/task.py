@@ -124,8 +124,9 @@ def grade(kit, task):
         raise Refused(f"the worker {where} grades nothing without the OS sandbox: "
                       f"{sandbox_problem()}")
     if kit.code != code_digest():
-        raise Refused(f"the worker {where} has other tools/ or solutions/ than the course's "
-                      "(another commit, other hidden tests): update its repository")
+        raise Refused(f"the worker {where} has other tools/, normkit/ or solutions/ than the "
+                      "course's (another commit, other checks or hidden tests): update its "
+                      "repository")
     nbgrader_in_process()
     with _ONE_AT_A_TIME:
         root = _scratch(kit)
@@ -186,12 +187,16 @@ def sandbox_problem():
     return bubblewrap.INSTALL if not bubblewrap.bwrap() else sandbox_refusal()
 
 
+CODE = ("tools", "normkit", "solutions")  # what grades: the judge, the checks it runs (from
+# this worker's own normkit/: tools.judge.client.graded_folder), the hidden tests
+
+
 @functools.cache
 def code_digest():
-    """The SHA-256 of this repository's tools/ and solutions/ (every file's path and bytes,
-    caches and checkpoints left out): what grades, and the hidden tests."""
+    """The SHA-256 of this repository's CODE (every file's path and bytes, caches and
+    checkpoints left out): a worker whose digest is not the head's grades nothing."""
     sha = hashlib.sha256()
-    for top in ("tools", "solutions"):
+    for top in CODE:
         for path in sorted((REPO / top).rglob("*")):
             parts = set(path.relative_to(REPO).parts)
             if path.is_file() and not parts & {"__pycache__", ".ipynb_checkpoints"}:
