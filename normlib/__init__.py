@@ -16,6 +16,9 @@ never edit.
                              parameter gradients in bfloat16 (Exercises 6.3, 6.4, 6.5)
 - ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 7.1, 7.2)
 - ``normlib.layer_norm_compiled`` a compiled, fused LayerNorm, in Numba (Exercises 7.3, 7.4)
+- ``normlib.qk_norm``        self-attention with QK-norm (Exercise 8.1)
+- ``normlib.dyt``            Dynamic Tanh, normalization's stand-in (Exercises 8.2-8.4)
+- ``normlib.adaln``          adaLN-Zero's conditioned transformer block (Exercise 8.5)
 - ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
 - ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
                              kernels (Exercise 2.5)
@@ -23,9 +26,9 @@ never edit.
 
 import importlib
 
-__all__ = ["batch_norm", "functional", "group_norm", "instance_norm", "layer_norm",
-           "layer_norm_compiled", "layer_norm_fast", "mixed_precision", "mlp", "nn", "norm",
-           "rms_norm", "transformer", "variance"]
+__all__ = ["adaln", "batch_norm", "dyt", "functional", "group_norm", "instance_norm",
+           "layer_norm", "layer_norm_compiled", "layer_norm_fast", "mixed_precision", "mlp",
+           "nn", "norm", "qk_norm", "rms_norm", "transformer", "variance"]
 
 
 def __getattr__(name):

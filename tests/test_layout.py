@@ -154,3 +154,15 @@ def test_a_trespass_is_found():
     assert trespasses(graph) == ["tools.grading: in no zone",
                                  "tools.instructor.release -> tools.maintainer.edition",
                                  "tools.worker.task -> tools.instructor.gradebook"]
+
+
+def test_normlib_names_every_module_it_holds():
+    """normlib/__init__.py's __all__ is every module of the package, each imported as
+    normlib.<name> on first use, and its docstring (the student's map of it) names each."""
+    import normlib
+
+    modules = sorted(p.stem for p in (REPO / "solutions" / "normlib").glob("*.py")
+                     if p.stem != "__init__")
+    assert sorted(normlib.__all__) == modules
+    assert [m for m in modules if f"``normlib.{m}``" not in normlib.__doc__] == []
+    assert [getattr(normlib, m).__name__ for m in modules] == [f"normlib.{m}" for m in modules]
