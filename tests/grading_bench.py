@@ -137,12 +137,10 @@ def profile(numbers=()):
     found = []
 
     class Timed(Judge):
-        def _grade(self, grade_id, source, deadline):
-            cpu, start = machine_cpu(), time.monotonic()
-            try:
-                return super()._grade(grade_id, source, deadline)
-            finally:
-                found.append((number[grade_id], time.monotonic() - start, machine_cpu() - cpu))
+        def _grade(self, grade_id, source, deadline):  # (it catches what a check raises)
+            result, usage = measure(super()._grade, grade_id, source, deadline)
+            found.append((number[grade_id], usage.wall, usage.cpu))
+            return result
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = submission(Path(tmp))
@@ -173,8 +171,8 @@ def honest_course(folder, students):
 # autograde and the record read back (_autograde, _nbgrader_record), the rest of the task
 # (its files put in the scratch course and taken out, the outcome's files read), and the
 # head's save (the autograded folder, the gradebook)
-STEPS = ("the head's plan", "the judge", "the notebooks staged", "nbgrader's record",
-         "the rest of the worker's task", "the head's save")
+INSIDE = ("the judge", "the notebooks staged", "nbgrader's record")  # (a worker's task's)
+STEPS = ("the head's plan", *INSIDE, "the rest of the worker's task", "the head's save")
 
 
 def pipeline(students=2):
@@ -194,12 +192,10 @@ def pipeline(students=2):
 
         def timed(step, function):
             def run(*args, **kwargs):
-                cpu, start = machine_cpu(), time.monotonic()
-                try:
-                    return function(*args, **kwargs)
-                finally:
-                    wall, used = now.get(step, (0.0, 0.0))
-                    now[step] = (wall + time.monotonic() - start, used + machine_cpu() - cpu)
+                result, usage = measure(function, *args, **kwargs)
+                wall, cpu = now.get(step, (0.0, 0.0))
+                now[step] = (wall + usage.wall, cpu + usage.cpu)
+                return result
             return run
 
         saved = (client.verdicts, worker.stage, worker._autograde, worker._nbgrader_record)
@@ -222,7 +218,7 @@ def pipeline(students=2):
                                        f"{outcome.error or ', '.join(failed)}")
                 timed("the head's save", head.save)(root, outcome)
                 task_wall, task_cpu = now.pop("the worker's task")
-                inside = [now.get(s, (0.0, 0.0)) for s in STEPS[1:4]]
+                inside = [now.get(s, (0.0, 0.0)) for s in INSIDE]
                 now["the rest of the worker's task"] = (
                     task_wall - sum(w for w, _ in inside), task_cpu - sum(c for _, c in inside))
                 found.append(dict(now))

@@ -456,7 +456,6 @@ def variant_module(forward, backward):
     return text.replace(f"def {backward}(", "def layer_norm_backward_compiled(")
 
 
-
 def test_a_file_submitted_beside_the_students_files_never_reaches_a_runner(tmp_path):
     """The judge's runners see of a submission its student files alone
     (client.graded_folder): a Numba cache submitted in __pycache__, or any other file,
@@ -481,6 +480,7 @@ def test_a_file_submitted_beside_the_students_files_never_reaches_a_runner(tmp_p
     files = {p.relative_to(graded).as_posix() for p in graded.rglob("*") if p.is_file()}
     assert not [f for f in files if "__pycache__" in f or f == "normlib/extra.py"], files
     assert all((graded / rel).read_text() == f"# {rel}, the student's\n" for rel in own)
+
 
 @needs_bwrap
 def test_what_a_compiled_kernels_module_allocates_when_imported_is_counted(tmp_path):

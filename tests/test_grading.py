@@ -31,7 +31,7 @@ def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():
 def test_the_code_digest_covers_the_judge_the_checks_and_the_hidden_tests(tmp_path, monkeypatch):
     """A worker with another normkit/ grades by other checks (the judge runs its own), so
     its digest differs, as with other tools/ or solutions/ (issue 61)."""
-    grading = ("tools", "normkit", "solutions")
+    grading = ("tools", "normkit", "solutions")  # (written out: the test holds task.CODE to it)
     for top in grading:
         shutil.copytree(REPO / top, tmp_path / top,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))

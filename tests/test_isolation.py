@@ -22,24 +22,16 @@ The checks run in the judge (tools/judge), the student files in its sandboxed ru
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import exercise_marks
 from tests.synthetic import override
-from tools.course.exercises import (
-    SOLUTIONS,
-    by_number,
-    exercises,
-    imported,
-    of_notebooks,
-    student_files,
-)
+from tools.course.exercises import SOLUTIONS, by_number, exercises, imported, student_files
 from tools.course.folder import load_course
 from tools.instructor.build import build_course
-from tools.judge.client import assignment_judge_folder, graded_folder, run_checks, verdicts
+from tools.judge.client import verdicts
 from tools.sandboxed.limits import Limits
 from tools.student.check import run
 
@@ -161,9 +153,8 @@ def courses(tmp_path_factory):
 
 def grade(root, rel, every):
     """{number: passed} of a submission of the reference with rel broken, in every
-    assignment of the course at root that grades rel: every check (the judge's verdicts,
-    as autograde takes them), or (every=False) those that ran() says a break of rel could
-    reach, judged the same way (the compiled kernels' checks, 10 s of compiling and
+    assignment of the course at root that grades rel, judged as autograde judges it: every
+    check, or (every=False) those that ran() says a break of rel could reach (the compiled kernels' checks, 10 s of compiling and
     measuring a run, are judged beside a broken file in the course layout)."""
     found = {}
     for name, info in load_course(root)["assignments"].items():
@@ -175,15 +166,8 @@ def grade(root, rel, every):
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
         (submission / rel).write_text(override(rel, BROKEN))
-        if every:
-            results, _ = verdicts(root, name, "student", LIMITS_HERE)
-        else:  # (client.verdicts' steps, with fewer cells: keep the two in step)
-            with tempfile.TemporaryDirectory() as folder:
-                graded_folder(root, name, "student", folder)
-                cells = [(e.grade_id, e.source) for e in of_notebooks(info["notebooks"])
-                         if ran(e, submission)]
-                results = run_checks(folder, cells, LIMITS_HERE, None, info["student_files"],
-                                     True, assignment_judge_folder(root, name))
+        results, _ = verdicts(root, name, "student", LIMITS_HERE,
+                              chosen=None if every else lambda e, s=submission: ran(e, s))
         found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
     return found
 

@@ -146,11 +146,12 @@ def graded_folder(root, assignment, student, folder):
     return missing
 
 
-def verdicts(root, assignment, student, limits, env=None, sandboxed=True):
-    """{grade_id: (passed, the verdict's text)} of every check of a submission, and the
-    student files it lacks: see the module's docstring."""
+def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen=None):
+    """{grade_id: (passed, the verdict's text)} of every check of a submission (chosen: of
+    those of its exercises for which chosen(exercise) is true), and the student files it
+    lacks: see the module's docstring."""
     info = load_course(root)["assignments"][assignment]
-    checks = of_notebooks(info["notebooks"])
+    checks = [e for e in of_notebooks(info["notebooks"]) if chosen is None or chosen(e)]
     with tempfile.TemporaryDirectory() as tmp:
         missing = graded_folder(root, assignment, student, tmp)
         found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
