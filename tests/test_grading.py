@@ -24,30 +24,34 @@ def kit(code):
 
 def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():
     assert len(task.code_digest()) == 64
-    with pytest.raises(Refused, match=r"has other tools/, normkit/ or solutions/ than the "):
+    with pytest.raises(Refused, match=r"has other tools/, normkit/, solutions/ or nbgrader_config.py than the "):
         task.grade(kit("another commit"), TASK)
 
 
 def test_the_code_digest_covers_the_judge_the_checks_and_the_hidden_tests(tmp_path, monkeypatch):
-    """A worker with another normkit/ grades by other checks (the judge runs its own), so
+    """A worker with another normkit/ grades by other checks (the judge runs its own), and
+    one with another nbgrader_config.py by other preprocessors (its Autograde loads it), so
     its digest differs, as with other tools/ or solutions/ (issue 61)."""
-    grading = ("tools", "normkit", "solutions")  # (written out: the test holds task.CODE to it)
-    for top in grading:
+    grading = ("tools", "normkit", "solutions", "nbgrader_config.py")  # (written out: the
+    # test holds task.CODE to it)
+    assert task.CODE == grading
+    for top in grading[:-1]:
         shutil.copytree(REPO / top, tmp_path / top,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    shutil.copy(REPO / grading[-1], tmp_path)
     monkeypatch.setattr(task, "REPO", tmp_path)
     seen = []
     try:
         for top in grading:
             task.code_digest.cache_clear()
             seen.append(task.code_digest())
-            edited = sorted((tmp_path / top).rglob("*.py"))[0]
+            edited = min((tmp_path / top).rglob("*.py")) if top != grading[-1] else tmp_path / top
             edited.write_text(edited.read_text() + "# edited\n")
         task.code_digest.cache_clear()
         seen.append(task.code_digest())
     finally:
         task.code_digest.cache_clear()
-    assert len(set(seen)) == 4, seen
+    assert len(set(seen)) == len(grading) + 1, seen
 
 
 def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):

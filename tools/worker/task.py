@@ -124,7 +124,8 @@ def grade(kit, task):
         raise Refused(f"the worker {where} grades nothing without the OS sandbox: "
                       f"{sandbox_problem()}")
     if kit.code != code_digest():
-        raise Refused(f"the worker {where} has other tools/, normkit/ or solutions/ than the "
+        raise Refused(f"the worker {where} has other tools/, normkit/, solutions/ or "
+                      "nbgrader_config.py than the "
                       "course's (another commit, other checks or hidden tests): update its "
                       "repository")
     nbgrader_in_process()
@@ -187,8 +188,9 @@ def sandbox_problem():
     return bubblewrap.INSTALL if not bubblewrap.bwrap() else sandbox_refusal()
 
 
-CODE = ("tools", "normkit", "solutions")  # what grades: the judge, the checks it runs (from
-# this worker's own normkit/: tools.judge.client.graded_folder), the hidden tests
+CODE = ("tools", "normkit", "solutions", "nbgrader_config.py")  # what grades: the judge, the
+# checks it runs (from this worker's own normkit/: tools.judge.client.graded_folder), the
+# hidden tests, and the nbgrader settings its Autograde loads (tools.course.folder.write_config)
 
 
 @functools.cache
@@ -197,7 +199,7 @@ def code_digest():
     checkpoints left out): a worker whose digest is not the head's grades nothing."""
     sha = hashlib.sha256()
     for top in CODE:
-        for path in sorted((REPO / top).rglob("*")):
+        for path in sorted((REPO / top).rglob("*")) if (REPO / top).is_dir() else [REPO / top]:
             parts = set(path.relative_to(REPO).parts)
             if path.is_file() and not parts & {"__pycache__", ".ipynb_checkpoints"}:
                 rel = path.relative_to(REPO).as_posix().encode()
