@@ -205,18 +205,18 @@ def pipeline(students=2):
         worker._nbgrader_record = timed("nbgrader's record", worker._nbgrader_record)
         try:
             settings = read(root)
-            todo, digests, _ = timed("the head's plan", head.pending)(root)
+            todo, _ = timed("the head's plan", head.pending)(root)
             timed("the head's plan", head.due_dates)(root, settings)
             course = timed("the head's plan", head.kit)(root, sorted(todo))
-            listed = timed("the head's plan", head.tasks)(
-                root, todo, digests, settings.limits, False, bubblewrap.bwrap() is not None)
+            listed, _ = timed("the head's plan", head.tasks)(
+                root, todo, settings.limits, False, bubblewrap.bwrap() is not None)
             for one in listed:
                 outcome = timed("the worker's task", worker.grade)(course, one)
                 failed = [g for g, (passed, _) in outcome.verdicts.items() if not passed]
                 if outcome.error or failed:
                     raise RuntimeError("the reference failed in the pipeline: "
                                        f"{outcome.error or ', '.join(failed)}")
-                timed("the head's save", head.save)(root, outcome)
+                timed("the head's save", head.save)(root, outcome, one)
                 task_wall, task_cpu = now.pop("the worker's task")
                 inside = [now.get(s, (0.0, 0.0)) for s in INSIDE]
                 now["the rest of the worker's task"] = (

@@ -64,12 +64,12 @@ def course(tmp_path_factory):
     (download / "collected.json").write_text(json.dumps({"s1": {  # (tools/instructor/collect.py's)
         "entry": FOLDER, "entries": [FOLDER], "lms": "moodle", "key": "101",
         "name": "Ada Lovelace", "time": None, "time_from": None, "late_marker": False}}))
-    todo, digests, _ = autograde.pending(root, ["unit1"])
-    one, = autograde.tasks(root, todo, digests, read(root).limits, False, True)
+    todo, _ = autograde.pending(root, ["unit1"])
+    (one,), [] = autograde.tasks(root, todo, read(root).limits, False, True)
     outcome = task.grade(autograde.kit(root, ["unit1"]), one)
-    status, _ = autograde.save(root, outcome)
+    status, _ = autograde.save(root, outcome, one)
     _, said = quietly(feedback, root, lms="moodle")
-    return root, outcome, status, said
+    return root, outcome, one, status, said
 
 
 def why(root):
@@ -87,7 +87,7 @@ def text_of(page):
 
 
 def test_an_unreadable_notebook_gets_a_page_with_the_verdicts_and_the_note(course):
-    root, outcome, _, _ = course
+    root, outcome, _, _, _ = course
     assert outcome.unreadable == {NOTEBOOK: why(root)} and outcome.error is None
     page = (root / "feedback" / "s1" / "unit1" / f"{NOTEBOOK}.html").read_text()
     text = text_of(page)
@@ -111,7 +111,7 @@ def test_an_unreadable_notebook_gets_a_page_with_the_verdicts_and_the_note(cours
 
 
 def test_its_answers_score_0_saying_why_and_its_status_is_final(course):
-    root, _, status, _ = course
+    root, _, _, status, _ = course
     assert status == f"graded; {why(root)}: its written answers score 0 (a grader may " \
                      "change that in formgrader)"
     quietly(export, root, root / "grades.csv")
@@ -129,7 +129,7 @@ def test_its_answers_score_0_saying_why_and_its_status_is_final(course):
 
 def test_feedback_reports_released_units_alone_and_writes_moodles_upload(course):
     """No "(0)" line for the units not yet released; one named is said to be so."""
-    root, _, _, said = course
+    root, _, _, _, said = course
     assert said.splitlines() == [
         "feedback for unit1: feedback/*/unit1/, one zip per student in feedback_zips/unit1/ (1)",
         "  Moodle's \"Upload multiple feedback files in a zip\": "
@@ -146,12 +146,12 @@ def test_feedback_reports_released_units_alone_and_writes_moodles_upload(course)
 
 
 def test_a_graders_override_survives_grading_the_same_file_again(course):
-    root, outcome, status, _ = course
+    root, outcome, sent, status, _ = course
     q = ANSWERS[0]
     with gradebook.connect(root) as gb:
         gb.find_grade(q.grade_id, NOTEBOOK, "unit1", "s1").manual_score = 1.5
         gb.db.commit()
-    assert autograde.save(root, outcome)[0] == status  # (the same file, graded again)
+    assert autograde.save(root, outcome, sent)[0] == status  # (the same file, graded again)
     with gradebook.connect(root) as gb:
         assert gb.find_grade(q.grade_id, NOTEBOOK, "unit1", "s1").manual_score == 1.5
 

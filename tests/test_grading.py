@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools.course.exercises import REPO
+from tools.instructor import autograde
 from tools.instructor.autograde import write_autograded
 from tools.sandboxed.limits import Limits
 from tools.worker import task
@@ -66,6 +67,18 @@ def test_a_result_cannot_write_outside_its_folder(tmp_path, path):
                       {"01_layernorm_forward.ipynb": b"{}", path: b"owned"}, "", "host:1")
     with pytest.raises(ValueError, match="a path outside its folder"):
         write_autograded(tmp_path, outcome)
+    assert not list(tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("student, digest", [("s2", "0" * 64), ("s1", "1" * 64)])
+def test_a_result_for_another_submission_or_other_files_is_refused(tmp_path, student, digest):
+    """The head saves a result only for the task it sent: the same submission, and the
+    digest of the files the task carried."""
+    outcome = Outcome("unit1", student, digest, {}, [], None, [], {}, {}, {}, {},
+                      {"01_layernorm_forward.ipynb": b"{}"}, "", "host:1")
+    with pytest.raises(ValueError, match=rf"the worker host:1 answered for another "
+                                         rf"submission \(unit1 {student}\)"):
+        autograde.save(tmp_path, outcome, TASK)
     assert not list(tmp_path.rglob("*"))
 
 
@@ -170,7 +183,6 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     from tests.synthetic import both, edit_notebook, reference_submission, write_submission
     from tools.course.exercises import exercises
     from tools.course.settings import read
-    from tools.instructor import autograde
     from tools.instructor.build import build_course
     from tools.instructor.release import release
 
@@ -186,9 +198,10 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     kit = autograde.kit(root, ["unit1"])
 
     def grade(*students):
-        todo, digests, _ = autograde.pending(root, ["unit1"], students)
-        return {one.student: autograde.save(root, task.grade(kit, one)) for one in
-                autograde.tasks(root, todo, digests, read(root).limits, False, True)}
+        todo, _ = autograde.pending(root, ["unit1"], students)
+        listed, refused = autograde.tasks(root, todo, read(root).limits, False, True)
+        assert refused == []
+        return {one.student: autograde.save(root, task.grade(kit, one), one) for one in listed}
 
     found = grade("honest", "cells")
     points = sum(e.points for e in exercises() if e.unit == 1)

@@ -8,6 +8,7 @@ import csv
 import html
 import io
 import re
+import shutil
 
 import pytest
 
@@ -89,6 +90,11 @@ def feedback_passed(root, student):
     page = next((root / "feedback" / student / "unit1").glob("*.html")).read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     return len(re.findall(r'<div data-judge="ex[^"]+"[^>]*>The judge: passed', page)), text
+
+
+def recorded(root):
+    """Each submission's grading record: {(assignment, student): (status, digest, when)}."""
+    return {k: (g.status, g.digest, g.graded_at) for k, g in gradebook.graded(root).items()}
 
 
 def agree(root, student):
@@ -195,16 +201,54 @@ def test_one_student_is_graded_again_by_name(term, workers):
         step(autograde, root, students=["nobody"], scheduler=workers)
 
 
+def test_a_resubmission_collected_while_the_older_is_graded_waits_for_the_next_run(
+        term, workers, monkeypatch):
+    """autograde reads a submission's files once: its task carries them, their digest and
+    their time. A resubmission that lands in the folder while the older files are graded
+    does not take their scores: the gradebook records the older files' time and digest,
+    and the next run grades the new ones (issue 61). A timestamp.txt that holds no time
+    is refused by name, before anything is graded."""
+    from tools.instructor import autograde as steps
+
+    root, tmp, _, _ = term
+    folder = root / "submitted" / "s3" / "unit1"
+    kept = tmp / "s3-as-graded"
+    shutil.copytree(folder, kept)
+    saved = steps.save
+
+    def resubmitted_meanwhile(*args):
+        (folder / "timestamp.txt").write_text("2026-10-05 21:50:00 UTC\n")  # on time
+        with (folder / "normlib" / "layer_norm.py").open("a") as f:
+            f.write("# resubmitted\n")
+        return saved(*args)
+
+    monkeypatch.setattr(steps, "save", resubmitted_meanwhile)
+    failed, out = step(autograde, root, students=["s3"], scheduler=workers)
+    assert failed == 0 and "unit1 s3: " in out, out
+    row = rows(root)["s3"]
+    assert (row["submitted_at"], row["late"]) == ("2026-10-06 09:30:00", "11 h 31 min late")
+    assert "; a newer submission, collected since, waits for make autograde" in row["status"]
+    assert gradebook.graded(root)["unit1", "s3"].digest == gradebook.digest(kept)
+    assert steps.pending(root, ["unit1"]) == ({"unit1": ["s3"]}, 2)
+    monkeypatch.setattr(steps, "save", saved)
+    # a timestamp.txt an instructor's hand broke
+    (folder / "timestamp.txt").write_text("yesterday")
+    before = recorded(root)
+    failed, out = step(autograde, root, students=["s3"], scheduler=workers)
+    assert failed == 1 and re.search(r"^unit1 s3: NOT GRADED \(its timestamp.txt holds no "
+                                     r"time \(Invalid isoformat string: 'yesterday'\)\)$", out,
+                                     re.MULTILINE), out
+    assert recorded(root) == before
+    shutil.rmtree(folder)  # (as graded, for the tests below)
+    shutil.copytree(kept, folder)
+
+
 def test_a_worker_without_bubblewrap_grades_nothing_and_nothing_is_lost(term):
     """A cluster's worker whose machine has no bubblewrap (here: none on its PATH) refuses
     its task, naming itself; the submission is NOT GRADED, the gradebook keeps what it had,
     and autograde counts it. A scheduler's cluster never grades without the sandbox."""
     root, _, _, _ = term
-
-    def recorded():
-        return {k: (g.status, g.digest, g.graded_at) for k, g in gradebook.graded(root).items()}
-
-    before = recorded()
+    before = recorded(root)
     with cluster.local(1, env={"PATH": "/nonexistent"}, secure=False) as refusing:
         failed, out = step(autograde, root, students=["s3"],
                            scheduler=refusing.scheduler_address)
@@ -214,7 +258,7 @@ def test_a_worker_without_bubblewrap_grades_nothing_and_nothing_is_lost(term):
     assert re.search(r"unit1 s3: NOT GRADED \(Refused: the worker \S+:\d+ grades nothing "
                      r"without the OS sandbox: Install bubblewrap", out), out
     assert "1 not graded (above), left for the next make autograde" in out
-    assert recorded() == before
+    assert recorded(root) == before
 
 
 def test_grades_csv_honours_the_assignments_asked_for(term):

@@ -44,7 +44,7 @@ from tools.course.folder import files_of, load_course, put, submissions
 from tools.course.settings import config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
-from tools.instructor.collect import submitted_at
+from tools.instructor.collect import submitted_at_of
 from tools.worker import task
 from tools.worker.stage import answers
 
@@ -53,23 +53,22 @@ MiB = 1 << 20
 
 
 def pending(root, names=(), students=(), force=False):
-    """({assignment: [student]} of the submissions to grade, {(assignment, student): the
-    digest of its files now}, how many are left as graded): those never graded, or whose
-    files changed since (a resubmission); every one of these students' (all if force)."""
+    """({assignment: [student]} of the submissions to grade, how many are left as graded):
+    those never graded, or whose files changed since (a resubmission); every one of these
+    students' (all if force)."""
     done = gradebook.graded(root)
-    todo, digests, unchanged = {}, {}, 0
+    todo, unchanged = {}, 0
     for assignment, group in submissions(root, names).items():
         for student in group:
             if students and student not in students:
                 continue
-            sha = gradebook.digest(Path(root) / "submitted" / student / assignment)
             known = done.get((assignment, student))
-            if force or students or known is None or known.digest != sha:
+            if force or students or known is None or known.digest != gradebook.digest(
+                    Path(root) / "submitted" / student / assignment):
                 todo.setdefault(assignment, []).append(student)
-                digests[assignment, student] = sha
             else:
                 unchanged += 1
-    return todo, digests, unchanged
+    return todo, unchanged
 
 
 def kit(root, names):
@@ -88,23 +87,35 @@ def kit(root, names):
     return task.Kit(course, files, definitions, settings, code, sha.hexdigest())
 
 
-def tasks(root, todo, digests, limits, execute, sandboxed):
-    """One Task (tools/worker/task.py) per submission of todo, carrying its files."""
-    found = []
+def tasks(root, todo, limits, execute, sandboxed):
+    """(one Task (tools/worker/task.py) per submission of todo, [(assignment, student, why
+    not)]). A task carries the submission's files, read once here, with their digest and
+    submission time: what save records with their scores, whatever collect puts in the
+    folder meanwhile (graded by the next run)."""
+    found, refused = [], []
     for assignment, students in sorted(todo.items()):
         for student in students:
             files = files_of(Path(root) / "submitted" / student / assignment)
-            found.append(task.Task(assignment, student, files, digests[assignment, student],
-                                      limits, execute, sandboxed))
-    return found
+            try:
+                when = submitted_at_of(files)
+            except ValueError as error:
+                refused.append((assignment, student, str(error)))
+                continue
+            found.append(task.Task(assignment, student, files, gradebook.digest_of(files),
+                                   limits, execute, sandboxed, when))
+    return found, refused
 
 
-def save(root, outcome):
-    """An Outcome into the course, by this process alone: its autograded folder replaced,
-    nbgrader's record of it and the judge's scores into the gradebook (a changed written
-    answer's hand grade dropped, an unreadable notebook's answers scored 0 with why:
-    written_answer), its status and digest. Returns (the status, "score / max")."""
-    a, s = outcome.assignment, outcome.student
+def save(root, outcome, sent):
+    """An Outcome of the Task sent into the course, by this process alone: its autograded
+    folder replaced, nbgrader's record of it and the judge's scores into the gradebook (a
+    changed written answer's hand grade dropped, an unreadable notebook's answers scored 0
+    with why: written_answer), its status, and the digest and submission time of the files
+    the task carried. Returns (the status, "score / max")."""
+    a, s = sent.assignment, sent.student
+    if (outcome.assignment, outcome.student, outcome.digest) != (a, s, sent.digest):
+        raise ValueError(f"the worker {outcome.worker} answered for another submission "
+                         f"({outcome.assignment} {outcome.student})")
     root = Path(root)
     plan = load_course(root)["assignments"][a]
     before = answers(root / "autograded" / s / a, plan["notebooks"])
@@ -112,7 +123,7 @@ def save(root, outcome):
     now = answers(root / "autograded" / s / a, plan["notebooks"])
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
-        submission = save_to_nbgrader(gb, root, outcome)
+        submission = save_to_nbgrader(gb, outcome, sent.submitted_at)
         for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
             grade = gb.find_grade(e.grade_id, e.notebook, a, s)
             grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
@@ -129,7 +140,7 @@ def save(root, outcome):
         why.append("missing " + ", ".join(outcome.missing))
     status = f"failed: {outcome.error}" if outcome.error else \
         "; ".join(["graded", *why]) if why else "graded"
-    gradebook.set_graded(root, {(a, s): (status, outcome.digest)})
+    gradebook.set_graded(root, {(a, s): (status, sent.digest)})
     return status, score
 
 
@@ -175,14 +186,13 @@ def write_autograded(root, outcome):
         f"graded by {outcome.worker}\n{outcome.log}")
 
 
-def save_to_nbgrader(gb, root, outcome):
+def save_to_nbgrader(gb, outcome, when):
     """nbgrader's record of an outcome into the gradebook gb, as its autograde leaves it:
-    the submission and its time, each cell's auto score (needing a grader's look where
-    it has none, or had a hand grade: SaveAutoGrades's rule) and auto comment, each
-    notebook's late penalty. Returns the submission."""
+    the submission and its time (when: its files' time, or None), each cell's auto score
+    (needing a grader's look where it has none, or had a hand grade: SaveAutoGrades's
+    rule) and auto comment, each notebook's late penalty. Returns the submission."""
     a, s = outcome.assignment, outcome.student
     gb.update_or_create_student(s)
-    when = submitted_at(root / "submitted" / s / a)
     submission = gb.update_or_create_submission(a, s, **({} if when is None else {
         "timestamp": when.astimezone(datetime.timezone.utc).replace(tzinfo=None)}))
     for notebook in submission.notebooks:
@@ -225,7 +235,7 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     if unknown:
         sys.exit(f"autograde: no submission of {', '.join(unknown)} (collected: "
                  f"{', '.join(sorted(known)) or 'none'})")
-    todo, digests, unchanged = pending(root, names, students, force)
+    todo, unchanged = pending(root, names, students, force)
     limits = settings.limits
     print(f"limits: {limits.timeout} s per check, {limits.memory_mb} MiB per process, "
           f"files up to {limits.file_mb} MiB, nbgrader's record {limits.record_timeout} s" + (
@@ -241,7 +251,7 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     if execute:  # matplotlib's font cache, which the sandboxed kernels read
         import matplotlib.font_manager  # noqa: F401
     due_dates(root, settings)
-    statuses, refused = {}, []
+    statuses = {}
     with client(scheduler, jobs) as dask:
         # the kit as a task's result, not scattered data: Dask makes it again if every
         # worker holding it is lost
@@ -249,19 +259,22 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
         shared = dask.submit(task.kept, course, key=f"kit-{course.digest}")
         # started in the order listed (each assignment's students, sorted): without a
         # priority, Dask's workers start theirs in an order of their own
-        listed = tasks(root, todo, digests, limits, execute, sandboxed)
+        listed, refused = tasks(root, todo, limits, execute, sandboxed)
+        for assignment, student, why in refused:
+            print(f"{assignment} {student}: NOT GRADED ({why})", flush=True)
         futures = {dask.submit(task.grade, shared, one, pure=False,
                                priority=len(listed) - i,  # (Dask: the highest first)
                                key=f"grade-{one.assignment}-{one.student}-"
                                    f"{one.digest[:12]}-{course.digest[:8]}"):
                    one for i, one in enumerate(listed)}
         for future in as_completed(futures):
-            assignment, student = futures[future].assignment, futures[future].student
+            sent = futures[future]
+            assignment, student = sent.assignment, sent.student
             try:  # refused, its workers died again and again, or a result out of bounds
                 outcome = future.result()
-                status, score = save(root, outcome)
+                status, score = save(root, outcome, sent)
             except Exception as error:
-                refused.append((assignment, student))
+                refused.append((assignment, student, f"{type(error).__name__}: {error}"))
                 print(f"{assignment} {student}: NOT GRADED ({type(error).__name__}: {error})",
                       flush=True)
                 continue

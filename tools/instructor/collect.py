@@ -192,6 +192,17 @@ def submitted_at(folder):
     return _utc(path.read_text()) if path.is_file() else None
 
 
+def submitted_at_of(files):
+    """submitted_at of a submission's files as read ({path: bytes}: files_of), or None;
+    ValueError naming timestamp.txt if it holds no time."""
+    if TIMESTAMP not in files:
+        return None
+    try:
+        return _utc(files[TIMESTAMP].decode())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"its {TIMESTAMP} holds no time ({error})") from None
+
+
 def places(root, assignment):
     """The Places of an assignment: its notebooks and its exercise files (course.json)."""
     plan = load_course(root)["assignments"].get(assignment, {})

@@ -11,14 +11,14 @@ import functools
 import hashlib
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import Column, DateTime, String, Text, create_engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, declarative_base
 from sqlalchemy.pool import NullPool
 
-from tools.course.folder import nbgrader_in_process
+from tools.course.folder import files_of, nbgrader_in_process
 from tools.course.settings import gradebook_url
 from tools.instructor.roster import split_name
 
@@ -119,17 +119,21 @@ def _engine(url):
 
 
 def digest(folder):
-    """The SHA-256 of a submission folder: every file's path and bytes. Read from the files
-    as they are whenever a step asks (autograde.pending, grades._newer), never stored at
-    collect: submitted/ has writers other than make collect (an instructor's hand, a
-    plain `nbgrader collect`), and a stored digest would miss their change, so a changed
-    submission would silently keep its old grade. It costs a read of the files: 4 ms for
-    the seven solution notebooks and normlib/ (3.8 MB)."""
+    """The SHA-256 of a submission folder: every file's path and bytes (digest_of its
+    files). Read from the files as they are whenever a step asks (autograde.pending,
+    grades._newer), never stored at collect: submitted/ has writers other than make
+    collect (an instructor's hand, a plain `nbgrader collect`), and a stored digest would
+    miss their change, so a changed submission would silently keep its old grade. It costs
+    a read of the files: 4 ms for the seven solution notebooks and normlib/ (3.8 MB)."""
+    return digest_of(files_of(folder))
+
+
+def digest_of(files):
+    """The SHA-256 of a submission's files as read ({path relative to its folder: bytes},
+    tools.course.folder.files_of): what a grading task records of the files it carries."""
     sha = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix().encode()
-        sha.update(len(rel).to_bytes(8, "big") + rel)
-        data = path.read_bytes()
+    for rel, data in sorted(files.items(), key=lambda item: PurePosixPath(item[0])):
+        sha.update(len(rel.encode()).to_bytes(8, "big") + rel.encode())
         sha.update(len(data).to_bytes(8, "big") + data)
     return sha.hexdigest()
 

@@ -48,6 +48,7 @@ is not this machine's).
 
 import atexit
 import dataclasses
+import datetime
 import functools
 import hashlib
 import io
@@ -88,10 +89,12 @@ class Task:
     assignment: str
     student: str
     files: dict  # {path relative to the submission: bytes}: submitted/<student>/<assignment>/
-    digest: str  # tools.instructor.gradebook.digest of those files, when they were chosen
+    digest: str  # tools.instructor.gradebook.digest_of those files
     limits: Limits
     execute: bool = False  # also run the notebooks (autograde's --execute)
     sandboxed: bool = True
+    submitted_at: datetime.datetime | None = None  # their timestamp.txt's time, which the
+    # head saves with their scores (a resubmission collected meanwhile waits for the next run)
 
 
 @dataclass(frozen=True)
