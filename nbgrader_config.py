@@ -1,6 +1,12 @@
 """nbgrader settings of the course. A course built by tools.course.folder has a course-root
 nbgrader_config.py that loads this file, then adds what depends on the course (the
-gradebook, each assignment's student files, the protected folders)."""
+gradebook, each assignment's student files, the protected folders).
+
+Every nbgrader command loads it, a grading worker's Autograde too: it imports the worker's
+classes (tools.worker) and names the head's feedback classes (tools.instructor.feedback)
+as strings, which traitlets and nbconvert import only in the command that uses them, so a
+worker never imports the head's code (tests/test_layout.py reads this file as the worker's).
+"""
 
 import sys
 from pathlib import Path
@@ -11,11 +17,6 @@ import nbgrader  # noqa: E402
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 from nbgrader.preprocessors import ClearOutput, Execute, SaveAutoGrades  # noqa: E402
 
-from tools.instructor.feedback import (  # noqa: E402
-    FeedbackExporter,  # noqa: E402
-    HideHiddenTests,
-    WaitingAnswers,
-)
 from tools.worker.execute import GradingExecute  # noqa: E402
 from tools.worker.judged import FoldHiddenTests, Judged, JudgedAutoGrades  # noqa: E402
 
@@ -65,13 +66,14 @@ c.Autograde.autograde_preprocessors = [
 # Feedback shows which checks failed and why, not the hidden tests' code, and which written
 # answers wait for a grader (tools/worker/execute.py),
 # and its HTML is sanitized: a student's <script> or onerror output is not run there.
+FEEDBACK = "tools.instructor.feedback"  # (the head's: named, not imported; see above)
 c.GenerateFeedback.preprocessors = [
-    *GenerateFeedback.class_traits()["preprocessors"].default(), HideHiddenTests,
-    WaitingAnswers,
+    *GenerateFeedback.class_traits()["preprocessors"].default(), f"{FEEDBACK}.HideHiddenTests",
+    f"{FEEDBACK}.WaitingAnswers",
 ]
 c.HTMLExporter.sanitize_html = True
 # (nbconvert's, faster: tools/instructor/feedback.py)
-c.GenerateFeedback.exporter_class = FeedbackExporter
+c.GenerateFeedback.exporter_class = f"{FEEDBACK}.FeedbackExporter"
 # The judge's verdicts stand where no output can (tools/instructor/templates/judged: nbgrader's
 # feedback page, with the verdicts in the check cells' metadata: Judged).
 c.HTMLExporter.template_name = "judged"

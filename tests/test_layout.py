@@ -10,6 +10,8 @@ import graphlib
 from tests.conftest import REPO
 
 PACKAGES = ("tools", "normkit")
+CONFIG = "nbgrader_config"  # the repository's nbgrader settings: every nbgrader command
+# loads them, a grading worker's Autograde too, so they are read as the worker's code
 # {zone: the zones it may import}: tools/__init__.py's drawing
 ZONES = {
     "sandboxed": set(),
@@ -60,6 +62,7 @@ def import_graph(packages=PACKAGES):
     """{module: the course's modules it imports} over the packages' .py files."""
     paths = {module_name(p): p for package in packages
              for p in sorted((REPO / package).rglob("*.py"))}
+    paths[CONFIG] = REPO / f"{CONFIG}.py"
     return {module: imported(path, module, paths) for module, path in paths.items()}
 
 
@@ -115,7 +118,10 @@ def test_what_runs_in_the_sandbox_imports_nothing_else_of_tools():
 
 
 def zone(module):
-    """tools.worker.task -> "worker"; tools itself and normkit's modules: None."""
+    """tools.worker.task -> "worker" (and nbgrader_config: CONFIG); tools itself and
+    normkit's modules: None."""
+    if module == CONFIG:
+        return "worker"
     parts = module.split(".")
     return parts[1] if parts[0] == "tools" and len(parts) > 1 else None
 
@@ -150,10 +156,40 @@ def test_a_trespass_is_found():
     graph = {"tools.worker.task": {"tools.instructor.gradebook", "tools.course.folder"},
              "tools.instructor.release": {"tools.maintainer.edition"},
              "tools.course.folder": set(), "tools.instructor.gradebook": set(),
-             "tools.maintainer.edition": set(), "tools.grading": set(), "tools": set()}
-    assert trespasses(graph) == ["tools.grading: in no zone",
+             "tools.maintainer.edition": set(), "tools.grading": set(), "tools": set(),
+             CONFIG: {"tools.instructor.feedback", "tools.worker.judged"},
+             "tools.instructor.feedback": set(), "tools.worker.judged": set()}
+    assert trespasses(graph) == ["nbgrader_config -> tools.instructor.feedback",
+                                 "tools.grading: in no zone",
                                  "tools.instructor.release -> tools.maintainer.edition",
                                  "tools.worker.task -> tools.instructor.gradebook"]
+
+
+def test_a_worker_loading_the_nbgrader_config_imports_none_of_the_heads_code():
+    """The config names the head's feedback classes as strings (issue 61): loaded as a
+    worker's Autograde loads it, it imports tools.worker's modules and none of
+    tools.instructor's; each class it names imports, as nbgrader's feedback step imports it."""
+    import json
+    import subprocess
+    import sys
+
+    load = ("import json, sys\n"
+            "from traitlets.config.loader import PyFileConfigLoader\n"
+            f"c = PyFileConfigLoader('{CONFIG}.py', path={str(REPO)!r}).load_config()\n"
+            "named = [p for p in c.GenerateFeedback.preprocessors if isinstance(p, str)]\n"
+            "print(json.dumps([sorted(m for m in sys.modules if m.startswith('tools.')),\n"
+            "                  [*named, c.GenerateFeedback.exporter_class]]))\n")
+    done = subprocess.run([sys.executable, "-c", load], cwd="/", capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    modules, named = json.loads(done.stdout)
+    assert "tools.worker.judged" in modules
+    assert [m for m in modules if m.startswith("tools.instructor")] == []
+    from traitlets.utils.importstring import import_item
+
+    assert [n.rpartition(".")[0] for n in named] == ["tools.instructor.feedback"] * 3
+    assert [import_item(n).__name__ for n in named] == [
+        "HideHiddenTests", "WaitingAnswers", "FeedbackExporter"]
 
 
 def test_normlib_names_every_module_it_holds():

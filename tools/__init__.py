@@ -23,6 +23,10 @@ tests/test_layout.py holds the code to these rules and to no import circle.
     maintainer/  the authors' and CI's: the student edition, make test's system packages
                                                           -> course, instructor, sandbox
 
+The repository's nbgrader_config.py is loaded by every nbgrader command, a worker's
+Autograde too, so it follows worker/'s arrows: the head's feedback classes are named in it
+as strings, imported only by the feedback step.
+
 Two words keep one meaning each: a *worker* is a Dask worker (worker/, `make worker`),
 the *runner* is the judge's sandboxed process (sandboxed/runner.py).
 """
