@@ -41,8 +41,9 @@ import torch
 
 from normkit import language_model
 from normkit.language_model import Corpus, text_path, text_windows
-from normkit.modern import Attention, one_thread
+from normkit.modern import one_thread
 from normkit.training import jitter_
+from normlib._blocks import EPS, Attention, check_block_inputs
 
 __all__ = ["CONDITIONS", "Texts", "windows", "Settings", "settings", "modulate",
            "check_block_inputs", "AdaLNBlock",
@@ -51,7 +52,6 @@ __all__ = ["CONDITIONS", "Texts", "windows", "Settings", "settings", "modulate",
 
 CONDITIONS = ("as written", "upper-cased")  # condition 0 and condition 1
 GATE_OPEN = 0.05  # claims' "grown from zero"
-EPS = 1e-6  # the norms' eps, as DiT's code (facebookresearch/DiT, models.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,19 +132,6 @@ def zero_linear(fan_in, fan_out):
     torch.nn.init.zeros_(linear.weight)
     torch.nn.init.zeros_(linear.bias)
     return linear
-
-
-def check_block_inputs(x, c, d_model):
-    """A ValueError naming what is wrong where x is not (N, T, d_model) or c not (N, d_model),
-    one condition per sequence: a c of one sequence (E,), or one per token (N, T, E), would
-    otherwise broadcast against x into a wrong result without an error wherever N == T
-    (AdaLNBlock, and normlib/adaln.py's block, call it first)."""
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"x must be (N, T, {d_model}), got shape {tuple(x.shape)}")
-    if c.dim() != 2 or c.shape != (x.shape[0], d_model):
-        raise ValueError(f"c must be (N, E) = ({x.shape[0]}, {d_model}), one condition "
-                         f"embedding per sequence of x {tuple(x.shape)}, got shape "
-                         f"{tuple(c.shape)}")
 
 
 class AdaLNBlock(torch.nn.Module):

@@ -41,7 +41,6 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import math
 import os
 
 import torch
@@ -50,6 +49,7 @@ import torch.nn.functional as F
 from normkit import language_model
 from normkit.language_model import Corpus, text_windows, unigram_loss, validation_loss
 from normkit.training import jitter_
+from normlib._blocks import QK_EPS, Attention  # noqa: F401 (QK_EPS: for the fingerprint)
 
 __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train", "logit_bound",
            "qk_runs", "qk_claims", "dyt_runs", "dyt_claims", "norm_points", "s_shape",
@@ -184,54 +184,6 @@ class Config:
         names = {"layer": "LayerNorm", "rms": "RMSNorm", "dyt": "DyT"}
         return f"{places[self.placement]}, {names[self.norm]}" + \
             (", QK-norm" if self.qk_norm else "")
-
-
-QK_EPS = 1e-6  # QK-norm's eps: Exercise 8.1's default, as in Gemma 3's and OLMo 2's code
-
-
-class Attention(torch.nn.Module):
-    """Causal multi-head self-attention, written out: x (N, T, E) -> (N, T, E). With
-    qk_norm, an RMSNorm over each head's dimension D, with gains g_q and g_k (D,), on the
-    queries and keys. `max_logit`: the largest |q.k|/sqrt(D) of the last forward over every
-    head and every pair of positions the mask lets through (a float)."""
-
-    def __init__(self, d_model, nhead, qk_norm=False):
-        super().__init__()
-        self.nhead, self.head_dim = nhead, d_model // nhead
-        self.qkv = torch.nn.Linear(d_model, 3 * d_model)
-        self.out = torch.nn.Linear(d_model, d_model)
-        self.qk_norm = qk_norm
-        if qk_norm:
-            self.g_q = torch.nn.Parameter(torch.ones(self.head_dim))
-            self.g_k = torch.nn.Parameter(torch.ones(self.head_dim))
-        self.max_logit = math.nan
-
-    def heads(self, x):
-        """(N, T, E) -> (N, H, T, D)"""
-        n, t, _ = x.shape
-        return x.view(n, t, self.nhead, self.head_dim).transpose(1, 2)
-
-    def forward(self, x):
-        n, t, e = x.shape
-        q, k, v = map(self.heads, self.qkv(x).split(e, dim=-1))  # (N, H, T, D) each
-        if self.qk_norm:
-            q = F.rms_norm(q, (self.head_dim,), self.g_q, QK_EPS)  # (N, H, T, D)
-            k = F.rms_norm(k, (self.head_dim,), self.g_k, QK_EPS)  # (N, H, T, D)
-        logits = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (N, H, T, T)
-        seen = torch.ones(t, t, dtype=torch.bool).tril()  # (T, T): a query sees its past
-        self.max_logit = logits.detach().masked_fill(~seen, 0).abs().max().item()
-        weights = logits.masked_fill(~seen, -math.inf).softmax(dim=-1)  # (N, H, T, T)
-        mixed = (weights @ v).transpose(1, 2).reshape(n, t, e)  # (N, T, E)
-        return self.out(mixed)  # (N, T, E)
-
-    def bound(self):
-        """QK-norm's bound on every logit: sqrt(D) * max|g_q| * max|g_k| (inf without it).
-        Each normalized head has length at most sqrt(D) times its largest gain (eps only
-        shortens it), and Cauchy-Schwarz bounds the dot product by the lengths' product."""
-        if not self.qk_norm:
-            return math.inf
-        return math.sqrt(self.head_dim) * self.g_q.abs().max().item() * \
-            self.g_k.abs().max().item()
 
 
 class Block(torch.nn.Module):
@@ -475,11 +427,16 @@ def _without_docstrings(tree):
 
 
 def code_fingerprint():
-    """A sha256 of the code behind the stored runs (RUN_CODE's definitions in this module,
-    and normkit/language_model.py) as Python's parser reads it, written back: a docstring,
-    a comment or a line's layout changes nothing, a change to the code changes it."""
-    module = ast.parse(inspect.getsource(inspect.getmodule(code_fingerprint)))
-    wanted = [node for node in module.body if any(name in RUN_CODE for name in _defines(node))]
+    """A sha256 of the code behind the stored runs (RUN_CODE's definitions, in RUN_CODE's
+    order, from this module and from normlib/_blocks.py, whose attention the models use; and
+    normkit/language_model.py) as Python's parser reads it, written back: a docstring, a
+    comment or a line's layout changes nothing, a change to the code changes it."""
+    import normlib._blocks
+
+    wanted = sorted((node for source in (inspect.getmodule(code_fingerprint), normlib._blocks)
+                     for node in ast.parse(inspect.getsource(source)).body
+                     if any(name in RUN_CODE for name in _defines(node))),
+                    key=lambda node: RUN_CODE.index(_defines(node)[0]))
     capstone = ast.parse(inspect.getsource(language_model))
     # (ast.unparse, not ast.dump: its text is the same from one Python to the next)
     dumped = "\n".join(ast.unparse(_without_docstrings(tree))

@@ -7,7 +7,7 @@ the saved rstd (1, C, 1, .., 1).
 
 import numpy as np
 
-from normkit.channels import channel_affine, per_channel, update_running
+from normlib._channels import channel_affine, per_channel, update_running
 
 
 def batch_norm_forward(x, running_mean=None, running_var=None, weight=None, bias=None,

@@ -14,7 +14,7 @@ bias (C,). The kernels are NumPy in, NumPy out, and keep x's dtype (float32 or f
 import numpy as np
 import torch
 
-from normkit.validation import check_layer_norm_args
+from normlib._validation import check_layer_norm_args
 
 
 def dyt_forward(x, alpha, weight, bias):

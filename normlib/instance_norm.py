@@ -7,7 +7,7 @@ rstd (N, C, 1, .., 1) from the input's statistics, (1, C, 1, .., 1) from running
 
 import numpy as np
 
-from normkit.channels import channel_affine, channel_affine_backward, per_channel, update_running
+from normlib._channels import channel_affine, channel_affine_backward, per_channel, update_running
 
 from .norm import normalize_backward, normalize_forward
 

@@ -4,7 +4,7 @@ Each module has its torch twin's constructor signature and parameter names (so
 state_dicts load both ways), and runs forward and backward through a
 torch.autograd.Function that converts tensors to NumPy, calls the kernels and
 converts back. CPU tensors only. An empty input never reaches a kernel: KernelFunction
-runs empty_forward and empty_backward instead, torch's result (see normkit.validation).
+runs empty_forward and empty_backward instead, torch's result (see normlib/_validation.py).
 
 Each of Unit 3's modules imports its kernels when it runs, not when this module is
 imported: a broken batch_norm.py breaks BatchNorm1d, not LayerNorm (Exercise 2.5).
@@ -12,7 +12,7 @@ imported: a broken batch_norm.py breaks BatchNorm1d, not LayerNorm (Exercise 2.5
 
 import torch
 
-from normkit.validation import (
+from normlib._validation import (
     as_normalized_shape,
     check_batch_norm_args,
     check_group_norm_args,

@@ -163,26 +163,25 @@ def test_an_older_checkout_is_told_which_files_to_delete(edition):
     by git where the student edited them) are named, with the advice to delete them; the
     checks run as usual."""
     (edition / "normlib" / "testing.py").write_text("# the old checks\n")
-    (edition / "normlib" / "_validation.py").write_text("")
+    (edition / "normlib" / "channels.py").write_text("")
     code, out = check(edition, "1.1")
     assert code == 0
-    assert out.startswith("Delete normlib/_validation.py, normlib/testing.py: the course's code "
+    assert out.startswith("Delete normlib/channels.py, normlib/testing.py: the course's code "
                           "moved from normlib/ to normkit/"), out
     assert "Exercise 1.1  layer_norm_stats  not yet implemented" in out
     (edition / "normlib" / "testing.py").unlink()
-    (edition / "normlib" / "_validation.py").unlink()
+    (edition / "normlib" / "channels.py").unlink()
     assert "Delete" not in check(edition, "1.1")[1]
     # an exercise file of the old stubs imports the provided helpers from normlib/
     path = edition / "normlib" / "batch_norm.py"
-    path.write_text(path.read_text().replace("from normkit.channels import",
+    path.write_text(path.read_text().replace("from normlib._channels import",
                                              "from .channels import"))
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1)
                 if "from .channels import" in text)
     code, out = check(edition, "1.1")
-    assert f"In normlib/batch_norm.py, line {line}, write `from normkit.channels import " \
+    assert f"In normlib/batch_norm.py, line {line}, write `from normlib._channels import " \
            "channel_affine, per_channel, update_running` for `from .channels import " \
-           "channel_affine, per_channel, update_running`: it imports what moved to normkit/" \
-           in out, out
+           "channel_affine, per_channel, update_running`: it imports what moved" in out, out
 
 
 def test_make_check_works_from_notebooks():

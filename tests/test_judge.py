@@ -1023,3 +1023,26 @@ def test_a_function_that_calls_its_kernels_for_show_fails(tmp_path):
     passed, detail = judged(submission(tmp_path, dyt=kernels_for_show()), cells)["8.4"]
     assert not passed and "the Function's output is not what your dyt_forward returned" \
         in detail, detail
+
+
+def test_an_exercise_file_importing_the_helpers_from_normkit_still_grades(tmp_path):
+    """The provided helpers moved into normlib (_channels.py, _validation.py, _blocks.py) on
+    2026-12-07; an exercise file written before imports them from normkit (channels,
+    validation, conditioning and modern), which still hold them: the reference so written
+    passes."""
+    old = {"batch_norm": ("from normlib._channels import", "from normkit.channels import"),
+           "dyt": ("from normlib._validation import", "from normkit.validation import"),
+           "adaln": ("from normlib._blocks import EPS, Attention, check_block_inputs",
+                     "from normkit.conditioning import EPS, check_block_inputs\n"
+                     "from normkit.modern import Attention")}
+    files = {}
+    for name, (new, before) in old.items():
+        text = (SOLUTIONS / "normlib" / f"{name}.py").read_text()
+        assert text.count(new) == 1, name
+        files[name] = text.replace(new, before)
+    folder = submission(tmp_path, **files)
+    cells = [(e.grade_id, e.source) for e in exercises()
+             if e.number in ("3.3", "3.8", "8.2", "8.5")]
+    results = run_checks(folder, cells, LIMITS_HERE, sandboxed=SANDBOX)
+    assert {g: passed for g, (passed, _) in results.items()} == dict.fromkeys(
+        (g for g, _ in cells), True), results

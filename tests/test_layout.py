@@ -6,6 +6,7 @@ the order of their first imports decides what runs)."""
 
 import ast
 import graphlib
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -193,12 +194,52 @@ def test_a_worker_loading_the_nbgrader_config_imports_none_of_the_heads_code():
 
 
 def test_normlib_names_every_module_it_holds():
-    """normlib/__init__.py's __all__ is every module of the package, each imported as
-    normlib.<name> on first use, and its docstring (the student's map of it) names each."""
+    """normlib/__init__.py's __all__ is every public module of the package, each imported as
+    normlib.<name> on first use, and its docstring (the student's map of it) names each,
+    and the provided private ones (_validation, _channels)."""
     import normlib
 
-    modules = sorted(p.stem for p in (REPO / "solutions" / "normlib").glob("*.py")
-                     if p.stem != "__init__")
+    files = sorted(p.stem for p in (REPO / "solutions" / "normlib").glob("*.py")
+                   if p.stem != "__init__")
+    modules = [m for m in files if not m.startswith("_")]
     assert sorted(normlib.__all__) == modules
     assert [m for m in modules if f"``normlib.{m}``" not in normlib.__doc__] == []
+    assert [m for m in files if m.startswith("_") and f"{m}:" not in normlib.__doc__] == []
     assert [getattr(normlib, m).__name__ for m in modules] == [f"normlib.{m}" for m in modules]
+
+
+ALONE = {"numpy", "torch", "numba", "normlib"}  # what normlib/ may import beside Python's own
+
+
+def foreign_imports(folder):
+    """{file name: [module]} of the imports of a normlib/ folder's files that name neither
+    Python's standard library nor ALONE (relative imports are the package's own)."""
+    import sys
+
+    found = {}
+    for path in sorted(Path(folder).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top not in ALONE and top not in sys.stdlib_module_names:
+                    found.setdefault(path.name, []).append(name)
+    return found
+
+
+def test_normlib_stands_alone():
+    """A student reading normlib/ never has to open normkit/ (issue 61): the reference's
+    files and the student edition's import NumPy, torch, Numba, normlib and Python's own
+    modules only; the provided helpers are normlib's private modules."""
+    for folder in (REPO / "solutions" / "normlib", REPO / "normlib"):
+        assert foreign_imports(folder) == {}, folder
+
+
+def test_a_normlib_file_importing_the_course_is_found(tmp_path):
+    (tmp_path / "batch_norm.py").write_text("import numpy as np\nfrom . import _channels\n"
+                                            "from normkit.channels import per_channel\n")
+    (tmp_path / "dyt.py").write_text("import math, os.path\nimport scipy.special\n"
+                                     "def f():\n    import tools.course\n")
+    assert foreign_imports(tmp_path) == {"batch_norm.py": ["normkit.channels"],
+                                         "dyt.py": ["scipy.special", "tools.course"]}

@@ -37,7 +37,7 @@ def test_solution_lines_are_secret_and_shared_lines_are_not():
     assert RSTD.strip() in secret  # from normlib/layer_norm.py
     assert "check_stats(X.astype(dtype), (2, 3, 4))  # the whole tensor is one group" in secret
     assert "import numpy as np" not in secret  # also outside the blocks: no false alarm
-    # a provided helper's line (normkit/channels.py) that a solution block holds too
+    # a provided helper's line (normlib/_channels.py) that a solution block holds too
     assert "if weight is not None:" not in secret
 
 

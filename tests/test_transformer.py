@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.nn
+from normkit.grad_norms import grad_norm_profile, last_layer_grad_norms, one_thread, xavier_init_
 from normkit.testing import (
     TOLERANCES,
     assert_same_computation,
@@ -23,11 +24,7 @@ from normlib.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
     add_norm,
-    grad_norm_profile,
-    last_layer_grad_norms,
     linear2_grad_norms,
-    one_thread,
-    xavier_init_,
 )
 from tests.conftest import exercise
 

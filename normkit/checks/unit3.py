@@ -12,7 +12,6 @@ check runs, so it is always your file as it is now.
 import numpy as np
 import torch
 
-from normkit.channels import per_channel
 from normkit.checks import exercise
 from normkit.testing import (
     CheckFailed,
@@ -26,6 +25,7 @@ from normkit.testing import (
     torch_grads,
     torch_normalize,
 )
+from normlib._channels import per_channel
 
 NOT_MEANS = ("dweight and dbias sum over every value of their channel (each value uses the "
              "weight and the bias), not their mean")

@@ -1,7 +1,9 @@
 """normlib: normalization layers written in NumPy, wrapped as torch modules. Here is what
-you write, the exercises, and the public API around them (functional, nn). The course's
-code (checks, experiments, provided helpers) is the package normkit, which you import but
-never edit.
+you write, the exercises, the public API around them (functional, nn), and the provided
+private modules they use (_validation: the argument checks; _channels: what BatchNorm,
+InstanceNorm and GroupNorm share; _blocks: Unit 8's attention and its blocks' checks). It
+imports NumPy, torch and itself only (and Numba, for Unit 7). The course's code (checks,
+experiments) is the package normkit, which you import but never edit.
 
 - ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1-2.4)
 - ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)

@@ -11,17 +11,16 @@ model (normkit.conditioning.ConditionalLM) runs on it once your check passes.
 Shapes: N batch, T sequence length, E = d_model. x (N, T, E), the residual stream; c (N, E),
 one condition embedding per sequence.
 
-Provided, not graded here: the attention (normkit.modern.Attention, causal, as in the
-unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and 8.1's
-subject; and check_block_inputs, which refuses a c of the wrong shape. What you write is
+Provided, not graded here (normlib/_blocks.py): the attention (Attention, causal, as in
+the unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and
+8.1's subject; and check_block_inputs, which refuses a c of the wrong shape. What you write is
 what makes the block adaLN-Zero's: the norms, the modulation and its initialization, and
 the forward that wires them.
 """
 
 import torch
 
-from normkit.conditioning import EPS, check_block_inputs
-from normkit.modern import Attention
+from normlib._blocks import EPS, Attention, check_block_inputs
 
 
 class AdaLNZeroBlock(torch.nn.Module):

@@ -1,10 +1,10 @@
 """torch.nn.functional's normalization functions in NumPy: same signatures, same
 defaults, same results; NumPy arrays in, a NumPy array of the input's dtype out.
 Running statistics, where given, are updated in place, as torch does. An empty input
-never reaches a kernel: empty_forward gives torch's result (see normkit.validation). Each
+never reaches a kernel: empty_forward gives torch's result (see normlib/_validation.py). Each
 function imports its kernel when called, so a broken kernel file breaks only its own."""
 
-from normkit.validation import (
+from normlib._validation import (
     check_batch_norm_args,
     check_group_norm_args,
     check_instance_norm_args,

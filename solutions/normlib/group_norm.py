@@ -5,7 +5,7 @@ every spatial position; the affine is per channel.
 Shapes: x (N, C, *spatial); weight, bias (C,); the saved rstd (N, G, 1).
 """
 
-from normkit.channels import channel_affine, channel_affine_backward
+from normlib._channels import channel_affine, channel_affine_backward
 
 from .norm import normalize_backward, normalize_forward
 

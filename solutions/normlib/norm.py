@@ -1,6 +1,6 @@
 """The one normalization every layer of Unit 3 is a view of (Exercises 3.1 and 3.2).
 (The per-channel affine and running statistics that BatchNorm, InstanceNorm and GroupNorm
-share are provided in normkit.channels.)
+share are provided in normlib/_channels.py.)
 
 A layer is a choice of reduction axes. For an image batch x of shape (N, C, H, W):
 

@@ -4,7 +4,7 @@ tolerances."""
 
 import numpy as np
 
-from normkit.channels import per_channel
+from normlib._channels import per_channel
 
 
 def _float64_stats(x, axes, eps):

@@ -3,7 +3,7 @@ check (tests/test_graders.py). Keyed by exercise number, then by the mistake's n
 
 import numpy as np
 
-from normkit.channels import channel_affine, per_channel, update_running
+from normlib._channels import channel_affine, per_channel, update_running
 from normlib.norm import normalize_forward
 from tests.variants.mistake import Mistake
 

@@ -42,9 +42,13 @@ from normkit.checks import case, namespace
 from tools.course.exercises import exercises, student_files
 from tools.course.markers import EXERCISE, STUB_MESSAGE
 
-# The files normlib/ held before the course's code moved to normkit/ (its own package)
-MOVED = ("_validation.py", "benchmark.py", "channels.py", "diagnosis.py", "gradcheck.py",
-         "language_model.py", "notebook.py", "testing.py", "training.py")
+# The files normlib/ held before the course's code moved to normkit/ (its own package), and
+# where each module is now (the per-channel helpers came back as normlib's provided
+# _channels.py on 2026-12-07)
+MOVED = {"benchmark.py": "normkit.benchmark", "channels.py": "normlib._channels",
+         "diagnosis.py": "normkit.diagnosis", "gradcheck.py": "normkit.gradcheck",
+         "language_model.py": "normkit.language_model", "notebook.py": "normkit.notebook",
+         "testing.py": "normkit.testing", "training.py": "normkit.training"}
 
 
 def run(source, filename, exercise=None):
@@ -108,16 +112,16 @@ def moved(folder):
     if stale:
         advice.append(f"Delete {', '.join(stale)}: the course's code moved from normlib/ to "
                       "normkit/, its own package, which you import but never edit (your "
-                      "exercise files stay in normlib/). Stale copies there are never used, "
-                      "nor graded.")
+                      "exercise files stay in normlib/; the per-channel helpers are its "
+                      "provided _channels.py). Stale copies there are never used, nor graded.")
     for path in sorted(folder.glob("*.py")):
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if path.name not in MOVED and OLD_IMPORT.search(line):
                 new = OLD_IMPORT.sub(lambda m: ("from " if m[1] == "from ." else "") +
-                                     "normkit." + m[2].lstrip("_"), line)
+                                     MOVED[f"{m[2]}.py"], line)
                 advice.append(f"In normlib/{path.name}, line {number}, write "
                               f"`{new.strip()}` for `{line.strip()}`: it imports what moved "
-                              "to normkit/ (graded as it is, the old line fails).")
+                              "(graded as it is, the old line fails).")
     return "\n".join(advice)
 
 
