@@ -61,11 +61,17 @@ def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):
         task.grade(kit(task.code_digest()), TASK)
 
 
-@pytest.mark.parametrize("path", ["../../../owned.py", "/tmp/owned.py"])
-def test_a_result_cannot_write_outside_its_folder(tmp_path, path):
+@pytest.mark.parametrize("path, message", [
+    ("../../../owned.ipynb", "a path outside its folder"),
+    ("/tmp/owned.ipynb", "a path outside its folder"),
+    # only the notebooks return from a worker (issue 61): the course's files are the head's
+    ("normkit/checks/unit1.py", "the worker host:1 returned files that are not notebooks: "
+                                "'normkit/checks/unit1.py'")])
+def test_a_result_writes_its_notebooks_alone_and_never_outside_its_folder(tmp_path, path,
+                                                                           message):
     outcome = Outcome("unit1", "s1", "0" * 64, {}, [], None, [], [], {}, {}, {},
                       {"01_layernorm_forward.ipynb": b"{}", path: b"owned"}, "", "host:1")
-    with pytest.raises(ValueError, match="a path outside its folder"):
+    with pytest.raises(ValueError, match=message):
         write_autograded(tmp_path, outcome)
     assert not list(tmp_path.rglob("*"))
 

@@ -594,9 +594,15 @@ def test_release_has_no_solution_and_student_files_are_graded(graded):
     for path in (root / "release").rglob("*"):
         if path.is_file():
             assert not has_marker(path.read_text(errors="ignore")), path
-    # what autograde ran is the student's file, not the course's reference
-    graded_file = root / "autograded" / "stubs" / "unit1" / "normlib" / "layer_norm.py"
-    assert 'raise NotImplementedError("Exercise 1.1' in graded_file.read_text()
+    # what autograde ran (--execute: the notebook in the sandboxed kernel) is the student's
+    # file, not the course's reference
+    errors = [(o["ename"], o["evalue"] + "".join(o["traceback"]))
+              for o in cell(autograded(root, "unit1", "stubs"), "ex1_1_layer_norm_stats")[
+                  "outputs"] if o["output_type"] == "error"]
+    assert [name for name, text in errors if "Exercise 1.1" in text] == \
+        ["NotImplementedError"], errors
+    # ... and only the notebooks came back from the workers (issue 61)
+    assert {p.suffix for p in (root / "autograded").rglob("*") if p.is_file()} == {".ipynb"}
 
 
 def test_experiments_are_skipped_at_grading_and_checks_never(graded):

@@ -175,11 +175,15 @@ def written_answer(grade, comment, unreadable, before, now):
 
 
 def write_autograded(root, outcome):
-    """The outcome's autograded/<student>/<assignment>/ in place of the one before, and
-    nbgrader's log of it in logs/autograde/. A path that would leave the folder (a
-    worker's result is trusted no further) stops it."""
+    """The outcome's autograded/<student>/<assignment>/ (its notebooks) in place of the one
+    before, and nbgrader's log of it in logs/autograde/. A file that is not a notebook, or a
+    path that would leave the folder (a worker's result is trusted no further), stops it."""
+    strays = sorted(rel for rel in outcome.autograded if not rel.endswith(".ipynb"))
+    if strays:
+        raise ValueError(f"the worker {outcome.worker} returned files that are not notebooks: "
+                         f"{', '.join(map(repr, strays[:3]))}")
     put(root / "autograded" / outcome.student / outcome.assignment,
-                outcome.autograded, replace=True)
+        outcome.autograded, replace=True)
     logs = root / "logs" / "autograde"
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"{outcome.assignment}-{outcome.student}.log").write_text(

@@ -337,7 +337,9 @@ def feedback(root, names=(), exchange=False, lms=None):
 
 def _pages(root, name):
     """{student: [their pages of the assignment]}, once every file of feedback/*/<name>/
-    but the pages is removed (nbgrader copies the graded folder's files beside them)."""
+    but the pages is removed (nbgrader copies the autograded folder's other files beside
+    them: a folder graded before 2026-12-07 holds the course's files, which workers no
+    longer return)."""
     for path in root.glob(f"feedback/*/{name}/**/*"):
         if path.is_file() and path.suffix != ".html":
             path.unlink()

@@ -19,7 +19,9 @@ limits. The worker grades it as tools/instructor/autograde.py describes: the jud
 within its bytes and cells: tools/worker/stage.py) into the scratch gradebook, in this
 process, within record_seconds (tools/course/deadline.py: past it, nothing of it is
 recorded and the status says so). It returns an Outcome: the verdicts, nbgrader's scores and
-comments of every cell, the autograded folder's files and nbgrader's log. The scratch
+comments of every cell, the autograded notebooks and nbgrader's log. (Only the notebooks:
+the course's files that nbgrader copies beside them, normkit/ and the released normlib/,
+are the head's already, and the student's own are in its submitted/.) The scratch
 course forgets the submission after; the instructor's process alone writes the course's
 gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed)
 writes nothing. A worker grades one task at a time, whatever its threads.
@@ -64,7 +66,7 @@ from pathlib import Path
 
 from tools.course.deadline import TimeUp, deadline
 from tools.course.exercises import REPO
-from tools.course.folder import files_of, nbgrader_in_process, put
+from tools.course.folder import nbgrader_in_process, put
 from tools.sandboxed.limits import Limits
 from tools.worker.stage import stage, stand_in
 
@@ -112,7 +114,8 @@ class Outcome:
     scores: dict  # {(notebook, grade_id): auto_score}: nbgrader's, for every graded cell
     comments: dict  # {(notebook, grade_id): auto_comment}
     penalties: dict  # {notebook: late_submission_penalty}
-    autograded: dict  # {path: bytes}: autograded/<student>/<assignment>/ as nbgrader wrote it
+    autograded: dict  # {path: bytes}: the notebooks of autograded/<student>/<assignment>/,
+    # as nbgrader wrote them
     log: str  # nbgrader's log of it
     worker: str  # host:pid of the worker that graded it
 
@@ -172,7 +175,13 @@ def _grade(root, kit, task, where):
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
     return Outcome(a, s, task.digest, found, missing, error, notes, unreadable,
-                   *_nbgrader_record(root, a, s), files_of(folder), log, where)
+                   *_nbgrader_record(root, a, s), notebooks_of(folder), log, where)
+
+
+def notebooks_of(folder):
+    """{name: bytes} of the notebooks at the top of an autograded folder (what returns to
+    the head: none of the files nbgrader copied beside them)."""
+    return {p.name: p.read_bytes() for p in sorted(Path(folder).glob("*.ipynb")) if p.is_file()}
 
 
 def kept(kit):
