@@ -243,3 +243,30 @@ def test_a_normlib_file_importing_the_course_is_found(tmp_path):
                                      "def f():\n    import tools.course\n")
     assert foreign_imports(tmp_path) == {"batch_norm.py": ["normkit.channels"],
                                          "dyt.py": ["scipy.special", "tools.course"]}
+
+
+STEPS = {"submitted", "autograded", "feedback", "staging"}  # the course's per-submission folders
+
+
+def hand_built_paths(files):
+    """["file:line", ...] of each `... / "submitted"` (or another of STEPS) among these
+    files' code: a submission's folder is made by tools.course.folder.submission_folder
+    alone (issue 61)."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and \
+                    isinstance(node.right, ast.Constant) and node.right.value in STEPS:
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_submission_folder_is_made_by_the_path_helper(tmp_path):
+    files = [p for p in sorted((REPO / "tools").rglob("*.py"))]
+    helper = REPO / "tools" / "course" / "folder.py"
+    assert hand_built_paths(files) == [] and helper in files
+    assert "return Path(root) / step\n" in helper.read_text()
+    planted = tmp_path / "planted.py"
+    planted.write_text('from pathlib import Path\n\ndef f(root, s, a):\n'
+                       '    return Path(root) / "autograded" / s / a\n')
+    assert hand_built_paths([planted]) == ["planted.py:4"]

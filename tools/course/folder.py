@@ -53,6 +53,19 @@ def write_config(root, layout, exclude):
     )
 
 
+def submission_folder(root, student, assignment, step="submitted"):
+    """A submission's folder in one of the course's steps (submitted, autograded, feedback,
+    and a worker's staging): <root>/<step>/<student>/<assignment>, nbgrader's layout
+    (its CourseDirectory.directory_structure, "{nbgrader_step}/{student_id}/{assignment_id}").
+    Every such path of tools/ is made here."""
+    return step_folder(root, step) / student / assignment
+
+
+def step_folder(root, step):
+    """The folder of one of the course's steps, every submission's: <root>/<step>."""
+    return Path(root) / step
+
+
 def load_course(root):
     """The course.json that build_course wrote: {"layout", "assignments": {name: {...}}}."""
     path = Path(root) / "course.json"

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 from tools.course.exercises import of_notebooks, questions_of
-from tools.course.folder import files_of, load_course, put, submissions
+from tools.course.folder import files_of, load_course, put, submission_folder, submissions
 from tools.course.settings import config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
@@ -64,7 +64,7 @@ def pending(root, names=(), students=(), force=False):
                 continue
             known = done.get((assignment, student))
             if force or students or known is None or known.digest != gradebook.digest(
-                    Path(root) / "submitted" / student / assignment):
+                    submission_folder(root, student, assignment)):
                 todo.setdefault(assignment, []).append(student)
             else:
                 unchanged += 1
@@ -95,7 +95,7 @@ def tasks(root, todo, limits, execute, sandboxed):
     found, refused = [], []
     for assignment, students in sorted(todo.items()):
         for student in students:
-            files = files_of(Path(root) / "submitted" / student / assignment)
+            files = files_of(submission_folder(root, student, assignment))
             try:
                 when = submitted_at_of(files)
             except ValueError as error:
@@ -118,9 +118,10 @@ def save(root, outcome, sent):
                          f"({outcome.assignment} {outcome.student})")
     root = Path(root)
     plan = load_course(root)["assignments"][a]
-    before = answers(root / "autograded" / s / a, plan["notebooks"])
+    graded = submission_folder(root, s, a, "autograded")
+    before = answers(graded, plan["notebooks"])
     write_autograded(root, outcome)
-    now = answers(root / "autograded" / s / a, plan["notebooks"])
+    now = answers(graded, plan["notebooks"])
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
         submission = save_to_nbgrader(gb, outcome, sent.submitted_at)
@@ -182,7 +183,7 @@ def write_autograded(root, outcome):
     if strays:
         raise ValueError(f"the worker {outcome.worker} returned files that are not notebooks: "
                          f"{', '.join(map(repr, strays[:3]))}")
-    put(root / "autograded" / outcome.student / outcome.assignment,
+    put(submission_folder(root, outcome.student, outcome.assignment, "autograded"),
         outcome.autograded, replace=True)
     logs = root / "logs" / "autograde"
     logs.mkdir(parents=True, exist_ok=True)

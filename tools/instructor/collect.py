@@ -91,7 +91,7 @@ from typing import NamedTuple
 
 from tools.course import confusables
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import assignment_names, files_of, load_course
+from tools.course.folder import assignment_names, files_of, load_course, submission_folder
 from tools.course.late import late_words
 from tools.course.settings import read
 from tools.instructor import gradebook, inbound, roster, unpack
@@ -473,7 +473,7 @@ def collect_archive(root, assignment, settings, rows=None, dry_run=False):
         rejected += older
         if newest is None:
             continue
-        folder = Path(root) / "submitted" / student / assignment
+        folder = submission_folder(root, student, assignment)
         state = _other(before.get(student), newest) or _keep(folder, newest)
         if isinstance(state, list):
             rejected += state
@@ -698,7 +698,7 @@ def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
     for student, folder in sorted(found.items()):
         if folder.entry in {c.entry for c in clashes}:
             continue
-        target = Path(root) / "submitted" / student / assignment
+        target = submission_folder(root, student, assignment)
         state = _keep(target, Found(folder.entry, (folder.entry,), student,
                                     downloads.Name("exchange", student), folder.when,
                                     inbound.SOURCE, folder.files, {}))

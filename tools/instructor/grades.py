@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tools.course import late
 from tools.course.exercises import of_notebooks, questions_of
-from tools.course.folder import assignment_names, load_course
+from tools.course.folder import assignment_names, load_course, submission_folder
 from tools.course.settings import read
 from tools.instructor import grade_sheet, gradebook
 from tools.instructor.collect import read_collected
@@ -112,14 +112,14 @@ def _points(gb, name, student, checks, written):
 def _newer(root, name, student, submission, known):
     """Whether a submission graded (known: its gradebook.graded status) has a newer one,
     collected since, in submitted/ (its digest is not the one graded)."""
-    folder = Path(root) / "submitted" / student / name
+    folder = submission_folder(root, student, name)
     return bool(known and submission and folder.is_dir()
                 and gradebook.digest(folder) != known.digest)
 
 
 def _status(root, name, student, submission, known, waiting, newer):
     """The status column of a student's assignment (see the module's docstring)."""
-    folder = Path(root) / "submitted" / student / name
+    folder = submission_folder(root, student, name)
     status = known.status if known and submission else \
         "collected, not graded yet (make autograde)" if folder.is_dir() else "missing"
     if newer:

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from tools.course.exercises import REPO, by_number, needs, of_notebooks, student_files
-from tools.course.folder import KIT, KIT_JUNK, load_course
+from tools.course.folder import KIT, KIT_JUNK, load_course, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
 
@@ -130,7 +130,7 @@ def graded_folder(root, assignment, student, folder):
     file missing from the submission (or a link) is missing there too: its checks fail.
     Returns the missing files."""
     root, folder = Path(root), Path(folder)
-    submission = root / "submitted" / student / assignment
+    submission = submission_folder(root, student, assignment)
     shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
     # normkit/ as the repository has it now, like the hidden tests (exercises(), from
     # solutions/), which import its check functions: the two always agree, and a worker's

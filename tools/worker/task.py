@@ -66,7 +66,7 @@ from pathlib import Path
 
 from tools.course.deadline import TimeUp, deadline
 from tools.course.exercises import REPO
-from tools.course.folder import nbgrader_in_process, put
+from tools.course.folder import nbgrader_in_process, put, step_folder, submission_folder
 from tools.sandboxed.limits import Limits
 from tools.worker.stage import stage, stand_in
 
@@ -150,7 +150,7 @@ def _grade(root, kit, task, where):
     from tools.sandbox import bubblewrap
 
     a, s = task.assignment, task.student
-    submitted, staging = root / "submitted" / s / a, root / "staging"
+    submitted, staging = submission_folder(root, s, a), step_folder(root, "staging")
     put(submitted, task.files)
     limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
         *task.limits.protected, str(root), str(REPO / "solutions")))
@@ -161,7 +161,7 @@ def _grade(root, kit, task, where):
     except Exception as failure:  # (one submission's failure is its own)
         found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
     stems = kit.course["assignments"][a]["notebooks"]
-    notes, unreadable = stage(submitted, stems, staging / s / a,
+    notes, unreadable = stage(submitted, stems, submission_folder(root, s, a, "staging"),
                               functools.partial(stand_in, root, a))
     (root / "verdicts.json").write_text(json.dumps(
         {a: {s: {g: list(v) for g, v in found.items()}}}))
@@ -170,7 +170,7 @@ def _grade(root, kit, task, where):
     if late:  # nothing half recorded: the judge's scores stand, said so
         _forget_record(root, a, s)
         error = "; ".join(filter(None, [error, late]))
-    folder = root / "autograded" / s / a
+    folder = submission_folder(root, s, a, "autograded")
     if not folder.is_dir():
         notes.append("nbgrader recorded no notebook of it, so it has no feedback page "
                      f"(logs/autograde/{a}-{s}.log)")
@@ -332,7 +332,8 @@ def _forget_record(root, assignment, student):
     autograded folder, its gradebook record), as if it had recorded nothing."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    shutil.rmtree(root / "autograded" / student / assignment, ignore_errors=True)
+    shutil.rmtree(submission_folder(root, student, assignment, "autograded"),
+                  ignore_errors=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         try:
             gb.remove_submission(assignment, student)
@@ -343,7 +344,7 @@ def _forget_record(root, assignment, student):
 def _forget(root, assignment, student):
     """The submission out of the scratch course: its folders and its gradebook record."""
 
-    for folder in ("submitted", "staging"):
-        shutil.rmtree(root / folder / student / assignment, ignore_errors=True)
+    for step in ("submitted", "staging"):
+        shutil.rmtree(submission_folder(root, student, assignment, step), ignore_errors=True)
     (root / "verdicts.json").unlink(missing_ok=True)
     _forget_record(root, assignment, student)
