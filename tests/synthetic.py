@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from tools.course.exercises import SOLUTIONS, by_number, student_files, unit
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.worker.execute import TAG as SKIP_TAG
 
 
@@ -475,7 +475,7 @@ def honest_class(root, assignment, n):
     """n right submissions of an assignment of the course at root (the reference's text in
     every file its students write, the notebooks as released), zipped as an LMS download
     (in downloaded/<assignment>/archive/, for `collect`)."""
-    stems = load_course(root)["assignments"][assignment]["notebooks"]
+    stems = Course.load(root).assignments[assignment].notebooks
     right = reference_submission(*(unit(stem) for stem in stems))
     zip_class(root, assignment, {f"student{i:02d}": "right" for i in range(n)},
               Path(root) / "staging", {"right": right})

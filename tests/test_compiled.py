@@ -460,13 +460,13 @@ def test_a_file_submitted_beside_the_students_files_never_reaches_a_runner(tmp_p
     """The judge's runners see of a submission its student files alone
     (client.graded_folder): a Numba cache submitted in __pycache__, or any other file,
     is left out (docs/security.md, the compiled kernels' memory row)."""
-    from tools.course.folder import load_course
+    from tools.course.folder import Course
     from tools.instructor.build import build_course
     from tools.judge.client import graded_folder
 
     root = build_course(tmp_path / "course", layout="unit")
     submitted = root / "submitted" / "s1" / "unit7"
-    own = load_course(root)["assignments"]["unit7"]["student_files"]
+    own = Course.load(root).assignments["unit7"].student_files
     for rel in own:
         (submitted / rel).parent.mkdir(parents=True, exist_ok=True)
         (submitted / rel).write_text(f"# {rel}, the student's\n")

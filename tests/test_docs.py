@@ -284,9 +284,9 @@ STUDENTS = {"alice": ("Alice Smith", 1001, "right"), "bob": ("Bob Jones", 1002, 
 
 
 def the_course(run, output):
-    from tools.course.folder import load_course
+    from tools.course.folder import Course
 
-    assert list(load_course(run.course)["assignments"]) == [f"unit{n}" for n in range(1, 9)]
+    assert list(Course.load(run.course).assignments) == [f"unit{n}" for n in range(1, 9)]
     assert (run.course / "release" / "unit1").is_dir()
     assert not (run.course / "release" / "unit2").exists()  # (A=unit1)
 
@@ -383,10 +383,10 @@ CANVAS_EXPORT = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),Curre
 def canvas_export(run):
     """CANVAS_EXPORT with unit1's points possible the course's maximum (make grades stops
     on another: tools/instructor/grade_sheet.py)."""
-    from tools.course.folder import load_course
+    from tools.course.folder import Course
     from tools.instructor.grades import maximum
 
-    notebooks = load_course(run.course)["assignments"]["unit1"]["notebooks"]
+    notebooks = Course.load(run.course).assignments["unit1"].notebooks
     return CANVAS_EXPORT.format(points=f"{maximum(notebooks):.2f}")
 
 

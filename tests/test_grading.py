@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools.course.exercises import REPO
+from tools.course.folder import Course
 from tools.instructor import autograde
 from tools.instructor.autograde import write_autograded
 from tools.sandboxed.limits import Limits
@@ -20,7 +21,7 @@ TASK = Task("unit1", "s1", {"normlib/layer_norm.py": b""}, "0" * 64, Limits())
 
 
 def kit(code):
-    return Kit({"layout": "unit", "assignments": {}}, {}, b"", None, code, "1" * 64)
+    return Kit(Course("unit", {}), {}, b"", None, code, "1" * 64)
 
 
 def test_a_worker_with_other_tools_or_hidden_tests_refuses_to_grade():

@@ -29,7 +29,7 @@ import pytest
 from tests.conftest import exercise_marks
 from tests.synthetic import override
 from tools.course.exercises import SOLUTIONS, by_number, exercises, imported, student_files
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.instructor.build import build_course
 from tools.judge.client import verdicts
 from tools.sandboxed.limits import Limits
@@ -157,12 +157,12 @@ def grade(root, rel, every):
     check, or (every=False) those that ran() says a break of rel could reach (the compiled kernels' checks, 10 s of compiling and
     measuring a run, are judged beside a broken file in the course layout)."""
     found = {}
-    for name, info in load_course(root)["assignments"].items():
-        if rel not in info["student_files"]:
+    for name, info in Course.load(root).assignments.items():
+        if rel not in info.student_files:
             continue
         submission = Path(root) / "submitted" / "student" / name
         shutil.rmtree(submission, ignore_errors=True)
-        for other in info["student_files"]:
+        for other in info.student_files:
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
         (submission / rel).write_text(override(rel, BROKEN))

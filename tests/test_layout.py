@@ -270,3 +270,18 @@ def test_every_submission_folder_is_made_by_the_path_helper(tmp_path):
     planted.write_text('from pathlib import Path\n\ndef f(root, s, a):\n'
                        '    return Path(root) / "autograded" / s / a\n')
     assert hand_built_paths([planted]) == ["planted.py:4"]
+
+
+def course_json_readers(files):
+    """The names of these files whose code names "course.json": the course's plan is read
+    and written by tools.course.folder.Course alone (issue 61)."""
+    return sorted({path.name for path in files for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Constant) and node.value == "course.json"})
+
+
+def test_the_course_plan_is_read_by_the_course_object_alone(tmp_path):
+    assert course_json_readers(sorted((REPO / "tools").rglob("*.py"))) == ["folder.py"]
+    planted = tmp_path / "planted.py"
+    planted.write_text('import json\n\ndef plan(root):\n'
+                       '    return json.loads((root / "course.json").read_text())\n')
+    assert course_json_readers([planted]) == ["planted.py"]

@@ -23,7 +23,7 @@ import pytest
 
 from tests.test_collect import php_fputcsv
 from tools.course.exercises import questions_of
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.course.late import LOG
 from tools.course.settings import read
 from tools.instructor import gradebook
@@ -84,7 +84,7 @@ def grade(root, submitted, waiting=()):
     students waiting, and its status "graded" (with the digest of the student's collected
     folder, where collect wrote one). Returns how many written answers unit1 has."""
     due_dates(root, read(root))
-    answers = questions_of(load_course(root)["assignments"]["unit1"]["notebooks"])
+    answers = questions_of(Course.load(root).assignments["unit1"].notebooks)
     with gradebook.connect(root) as gb:
         for student, when in submitted.items():
             gb.update_or_create_student(student)

@@ -52,7 +52,7 @@ from normkit.checks import namespace
 from tests.conftest import exercise_param, processes_naming
 from tests.synthetic import CASES, LEAK_LAST, leak_record, zip_class
 from tools.course.exercises import SOLUTIONS, by_number, exercises, notebooks, questions, unit
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.course.leaks import secret_lines
 from tools.course.markers import BEGIN_HIDDEN, fold_hidden, has_marker, split_check
 from tools.course.settings import gradebook_url
@@ -684,10 +684,10 @@ def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(grad
     root, *_ = graded
     secret = secret_lines()
     hidden = {line.strip() for e in exercises() for line in e.hidden.splitlines()} & secret
-    plan = load_course(root)["assignments"]
+    plan = Course.load(root).assignments
     scanned = 0
     for assignment, student in EXPECTED:
-        own = plan[assignment]["student_files"]
+        own = plan[assignment].student_files
         worker = tmp_path / assignment / student
         graded_folder(root, assignment, student, worker)
         for folder in (root / "autograded" / student / assignment, worker):
@@ -704,26 +704,26 @@ def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(grad
 
 def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(tmp_path):
     root = build_course(tmp_path, layout="course")
-    plan = load_course(root)
-    assert plan["layout"] == "course"
-    assert list(plan["assignments"]) == ["normalization"]
-    course = plan["assignments"]["normalization"]
-    assert course["notebooks"] == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
-    assert course["student_files"] == [
+    plan = Course.load(root)
+    assert plan.layout == "course"
+    assert list(plan.assignments) == ["normalization"]
+    course = plan.assignments["normalization"]
+    assert course.notebooks == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
+    assert course.student_files == [
         "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
         "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
         "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
         "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
         "normlib/transformer.py", "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
-        [f"{n}.ipynb" for n in course["notebooks"]]
+        [f"{n}.ipynb" for n in course.notebooks]
     config = (root / "nbgrader_config.py").read_text()
-    assert f"'normalization': {course['student_files']!r}" in config
+    assert f"'normalization': {course.student_files!r}" in config
 
 
 def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
-    plan = load_course(build_course(tmp_path, layout="unit"))["assignments"]
-    assert {a: info["student_files"] for a, info in plan.items()} == {
+    plan = Course.load(build_course(tmp_path, layout="unit")).assignments
+    assert {a: info.student_files for a, info in plan.items()} == {
         "unit1": ["normlib/layer_norm.py"],
         "unit2": ["normlib/layer_norm.py", "normlib/nn.py"],
         "unit3": ["normlib/batch_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",

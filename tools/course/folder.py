@@ -5,13 +5,14 @@ it, and nbgrader run in it:
     <root>/nbgrader_config_local.py  the instructor's (grading limits, an exchange, a
                                      PostgreSQL db_url): never overwritten
     <root>/course.json               the layout: each assignment's notebooks and student
-                                     files (load_course)
+                                     files (Course.load: every step's one reading of it)
     <root>/submitted/<student>/<assignment>/   what collect accepted (submissions)
 
 and a folder's files as {relative path: bytes} and back (files_of, put), which is how a
 grading task carries a submission and its results between the head and a worker.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -66,12 +67,43 @@ def step_folder(root, step):
     return Path(root) / step
 
 
-def load_course(root):
-    """The course.json that build_course wrote: {"layout", "assignments": {name: {...}}}."""
-    path = Path(root) / "course.json"
-    if not path.is_file():
-        sys.exit(f"{root} is not a course built by make build (no course.json): build it first")
-    return json.loads(path.read_text())
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """One assignment: its notebooks (their stems, in order) and the student's files it
+    grades (paths in a submission: normlib/layer_norm.py, ...)."""
+    notebooks: list
+    student_files: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Course:
+    """A course that make build made: its layout ("unit" or "course") and its assignments
+    ({name: Assignment}, in order), as its course.json holds them."""
+    layout: str
+    assignments: dict
+
+    @classmethod
+    def load(cls, root):
+        """The course at root (its course.json); exits saying so where there is none."""
+        path = Path(root) / "course.json"
+        if not path.is_file():
+            sys.exit(f"{root} is not a course built by make build (no course.json): build it "
+                     "first")
+        return cls.from_json(json.loads(path.read_text()))
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(data["layout"], {name: Assignment(a["notebooks"], a["student_files"])
+                                    for name, a in data["assignments"].items()})
+
+    def to_json(self):
+        """course.json's content: {"layout", "assignments": {name: {"notebooks",
+        "student_files"}}}."""
+        return {"layout": self.layout, "assignments": {
+            name: dataclasses.asdict(a) for name, a in self.assignments.items()}}
+
+    def write(self, root):
+        (Path(root) / "course.json").write_text(json.dumps(self.to_json(), indent=1) + "\n")
 
 
 def bin_first():
@@ -105,7 +137,7 @@ def nbgrader(root, *args, check=True, env=None):
 def assignment_names(root, names=()):
     """These assignments of the course at root (all of them if none is named); exits
     naming any the course does not have."""
-    known = list(load_course(root)["assignments"])
+    known = list(Course.load(root).assignments)
     unknown = [name for name in names if name not in known]
     if unknown:
         sys.exit(f"no assignment {', '.join(unknown)} in {root} (it has {', '.join(known)})")
@@ -121,7 +153,7 @@ def submissions(root, names=()):
 def targets(root, names):
     """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
     process for all of them) when they are all the course's, else one per assignment."""
-    return ["*"] if set(names) == set(load_course(root)["assignments"]) else list(names)
+    return ["*"] if set(names) == set(Course.load(root).assignments) else list(names)
 
 
 def run(root, *args):

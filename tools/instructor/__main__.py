@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.course.settings import gradebook_url
 from tools.instructor import grade_sheet
 from tools.instructor.autograde import JOBS, autograde
@@ -90,7 +90,7 @@ def main(argv=None):
         check_reachable(gradebook_url(root))
     if args.step == "build":
         build_course(root, args.layout)
-        names = ", ".join(load_course(root)["assignments"])
+        names = ", ".join(Course.load(root).assignments)
         print(f"course at {root} ({args.layout} layout): {names}")
     elif args.step == "release":
         release(root, args.assignments, args.exchange)

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 from tools.course.exercises import of_notebooks, questions_of
-from tools.course.folder import files_of, load_course, put, submission_folder, submissions
+from tools.course.folder import Course, files_of, put, submission_folder, submissions
 from tools.course.settings import config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
@@ -73,14 +73,14 @@ def pending(root, names=(), students=(), force=False):
 
 def kit(root, names):
     """The course as a grading worker needs it for these assignments (tools.worker.task.Kit)."""
-    course = load_course(root)
+    course = Course.load(root)
     files = {f"source/{name}/{rel}": data for name in names
              for rel, data in files_of(Path(root) / "source" / name).items()}
     definitions = gradebook.definitions(root)
     settings = config(root)
     settings.CourseDirectory.pop("db_url", None)  # (which may hold a password)
     code = task.code_digest()
-    sha = hashlib.sha256(json.dumps(course, sort_keys=True).encode() + definitions +
+    sha = hashlib.sha256(json.dumps(course.to_json(), sort_keys=True).encode() + definitions +
                          pickle.dumps(settings) + code.encode())
     for rel, data in files.items():
         sha.update(rel.encode() + hashlib.sha256(data).digest())
@@ -117,19 +117,19 @@ def save(root, outcome, sent):
         raise ValueError(f"the worker {outcome.worker} answered for another submission "
                          f"({outcome.assignment} {outcome.student})")
     root = Path(root)
-    plan = load_course(root)["assignments"][a]
+    plan = Course.load(root).assignments[a]
     graded = submission_folder(root, s, a, "autograded")
-    before = answers(graded, plan["notebooks"])
+    before = answers(graded, plan.notebooks)
     write_autograded(root, outcome)
-    now = answers(graded, plan["notebooks"])
+    now = answers(graded, plan.notebooks)
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
         submission = save_to_nbgrader(gb, outcome, sent.submitted_at)
-        for e in of_notebooks(plan["notebooks"]):  # each check: the judge's score
+        for e in of_notebooks(plan.notebooks):  # each check: the judge's score
             grade = gb.find_grade(e.grade_id, e.notebook, a, s)
             grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
             grade.needs_manual_grade = grade.manual_score is not None
-        for q in questions_of(plan["notebooks"]):
+        for q in questions_of(plan.notebooks):
             grade = gb.find_grade(q.grade_id, q.notebook, a, s)
             comment = gb.find_comment(q.grade_id, q.notebook, a, s)
             if written_answer(grade, comment, outcome.unreadable.get(q.notebook),

@@ -26,12 +26,11 @@ and at autograde nbgrader puts the source's copy in place, so tampering with it 
 nothing.
 """
 
-import json
 import shutil
 from pathlib import Path
 
 from tools.course.exercises import SOLUTIONS, notebooks, student_files, unit
-from tools.course.folder import KIT, KIT_JUNK, write_config
+from tools.course.folder import KIT, KIT_JUNK, Assignment, Course, write_config
 from tools.course.markers import strip_solutions
 
 COURSE = "normalization"  # the single assignment of the "course" layout
@@ -71,10 +70,9 @@ def build_course(root, layout="unit"):
             (source / rel).write_text(text if rel.as_posix() in graded else
                                       strip_solutions(text, rel.as_posix()))
         shutil.copytree(KIT, source / KIT.name, ignore=KIT_JUNK)
-        plan[name] = {"notebooks": stems, "student_files": graded}
-    (root / "course.json").write_text(json.dumps({"layout": layout, "assignments": plan},
-                                                 indent=1) + "\n")
-    write_config(root, layout, {name: a["student_files"] for name, a in plan.items()})
+        plan[name] = Assignment(stems, graded)
+    Course(layout, plan).write(root)
+    write_config(root, layout, {name: a.student_files for name, a in plan.items()})
     return root
 
 

@@ -91,7 +91,7 @@ from typing import NamedTuple
 
 from tools.course import confusables
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import assignment_names, files_of, load_course, submission_folder
+from tools.course.folder import Assignment, Course, assignment_names, files_of, submission_folder
 from tools.course.late import late_words
 from tools.course.settings import read
 from tools.instructor import gradebook, inbound, roster, unpack
@@ -205,9 +205,9 @@ def submitted_at_of(files):
 
 def places(root, assignment):
     """The Places of an assignment: its notebooks and its exercise files (course.json)."""
-    plan = load_course(root)["assignments"].get(assignment, {})
-    return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.get("notebooks", ())),
-                         frozenset(Path(rel).name for rel in plan.get("student_files", ())))
+    plan = Course.load(root).assignments.get(assignment, Assignment([], []))
+    return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.notebooks),
+                         frozenset(Path(rel).name for rel in plan.student_files))
 
 
 def _time(name, student, times):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tools.course import late
 from tools.course.exercises import of_notebooks, questions_of
-from tools.course.folder import assignment_names, load_course, submission_folder
+from tools.course.folder import Course, assignment_names, submission_folder
 from tools.course.settings import read
 from tools.instructor import grade_sheet, gradebook
 from tools.instructor.collect import read_collected
@@ -143,8 +143,8 @@ def table(root, gb, names, settings, students, plan, records, maxima):
     maximum."""
     from nbgrader.api import MissingEntry
 
-    checks = {name: of_notebooks(plan[name]["notebooks"]) for name in names}
-    written = {name: questions_of(plan[name]["notebooks"]) for name in names}
+    checks = {name: of_notebooks(plan[name].notebooks) for name in names}
+    written = {name: questions_of(plan[name].notebooks) for name in names}
     columns = [e.grade_id for name in names for e in checks[name]]
     answers = [q.grade_id for name in names for q in written[name]]
     statuses = gradebook.graded(root)
@@ -263,8 +263,8 @@ def export(root, out, names=(), lms=None, template=None):
     settings = read(root)
     names = [n for n in assignment_names(root, names) if n in released(root)]
     roster = read_roster(settings.roster) if settings.roster else []
-    plan = load_course(root)["assignments"]
-    maxima = {n: maximum(plan[n]["notebooks"]) for n in names}
+    plan = Course.load(root).assignments
+    maxima = {n: maximum(plan[n].notebooks) for n in names}
     records = {n: read_collected(root, n) for n in names}
     filling = grade_sheet.prepare(root, lms, template, names, settings.lms_columns,
                                  maxima) if lms or template else None

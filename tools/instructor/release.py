@@ -10,7 +10,7 @@ test or a stored output stops the release (tools.course.leaks.leaks).
 
 from pathlib import Path
 
-from tools.course.folder import assignment_names, load_course, run, targets
+from tools.course.folder import Course, assignment_names, run, targets
 from tools.course.leaks import leaks
 
 
@@ -29,5 +29,5 @@ def release(root, names=(), exchange=False):
 
 def released(root):
     """The assignments released so far (release/<assignment>/ exists), in course order."""
-    return [name for name in load_course(root)["assignments"]
+    return [name for name in Course.load(root).assignments
             if (Path(root) / "release" / name).is_dir()]

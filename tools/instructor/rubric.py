@@ -16,7 +16,7 @@ from pathlib import Path
 from nbconvert.filters import markdown2html
 
 from tools.course.exercises import SOLUTIONS, questions_of
-from tools.course.folder import load_course
+from tools.course.folder import Course
 from tools.course.markers import BEGIN, END
 from tools.instructor.markdown import sanitize, tex_in, tex_out
 
@@ -48,9 +48,9 @@ def rubric(root):
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Rubric</title>"
              f"<style>{STYLE}</style></head><body><h1>Written questions: model "
              "answers and rubrics</h1><p>For graders only: never hand this page out.</p>"]
-    for assignment, info in load_course(root)["assignments"].items():
+    for assignment, info in Course.load(root).assignments.items():
         parts.append(f"<h2>{html.escape(assignment)}</h2>")
-        for q in questions_of(info["notebooks"]):
+        for q in questions_of(info.notebooks):
             question, answer = question_cells(q.notebook)[q.grade_id]
             parts.append(f"<h3 id='{q.grade_id}'>Question {q.number} ({q.points} points): "
                          f"<code>{q.grade_id}</code></h3>"

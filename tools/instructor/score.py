@@ -19,7 +19,7 @@ from nbgrader.api import MissingEntry
 
 from tools.course.bounds import id_problem
 from tools.course.exercises import of_notebooks, questions_of
-from tools.course.folder import assignment_names, load_course
+from tools.course.folder import Course, assignment_names
 from tools.instructor import gradebook
 
 SHOWN = 12  # students named in a message, at most
@@ -63,7 +63,7 @@ def graded_cell(root, assignment, question):
     """The written question (or check) whose grade_id is `question` in the assignment of
     the course at root; SystemExit naming the assignment's own."""
     [assignment] = assignment_names(root, [assignment])  # (exits naming the course's)
-    stems = load_course(root)["assignments"][assignment]["notebooks"]
+    stems = Course.load(root).assignments[assignment].notebooks
     written, checks = questions_of(stems), of_notebooks(stems)
     for cell in [*written, *checks]:
         if cell.grade_id == question:

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from tools.course.exercises import REPO, by_number, needs, of_notebooks, student_files
-from tools.course.folder import KIT, KIT_JUNK, load_course, submission_folder
+from tools.course.folder import KIT, KIT_JUNK, Course, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
 
@@ -114,7 +114,7 @@ def assignment_judge_folder(root, assignment):
     __pycache__), not at every submission."""
     judge_dir = Path(root) / "judge" / assignment
     if not judge_dir.is_dir():
-        files = load_course(root)["assignments"][assignment]["student_files"]
+        files = Course.load(root).assignments[assignment].student_files
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             judge_folder(Path(root) / "source" / assignment / "normlib", KIT, files,
                          Path(tmp) / "judge")
@@ -137,7 +137,7 @@ def graded_folder(root, assignment, student, folder):
     # are the head's (tools.worker.task.code_digest covers both)
     shutil.copytree(KIT, folder / KIT.name, ignore=KIT_JUNK)
     missing = []
-    for rel in load_course(root)["assignments"][assignment]["student_files"]:
+    for rel in Course.load(root).assignments[assignment].student_files:
         if (submission / rel).is_file() and not (submission / rel).is_symlink():
             shutil.copy2(submission / rel, folder / rel)
         else:
@@ -150,12 +150,12 @@ def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen
     """{grade_id: (passed, the verdict's text)} of every check of a submission (chosen: of
     those of its exercises for which chosen(exercise) is true), and the student files it
     lacks: see the module's docstring."""
-    info = load_course(root)["assignments"][assignment]
-    checks = [e for e in of_notebooks(info["notebooks"]) if chosen is None or chosen(e)]
+    info = Course.load(root).assignments[assignment]
+    checks = [e for e in of_notebooks(info.notebooks) if chosen is None or chosen(e)]
     with tempfile.TemporaryDirectory() as tmp:
         missing = graded_folder(root, assignment, student, tmp)
         found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
-                           info["student_files"], sandboxed,
+                           info.student_files, sandboxed,
                            assignment_judge_folder(root, assignment))
     failed = {e.number for e in checks if not found[e.grade_id][0]}
     return {e.grade_id: (found[e.grade_id][0],

@@ -66,7 +66,7 @@ from pathlib import Path
 
 from tools.course.deadline import TimeUp, deadline
 from tools.course.exercises import REPO
-from tools.course.folder import nbgrader_in_process, put, step_folder, submission_folder
+from tools.course.folder import Course, nbgrader_in_process, put, step_folder, submission_folder
 from tools.sandboxed.limits import Limits
 from tools.worker.stage import stage, stand_in
 
@@ -78,7 +78,7 @@ class Refused(RuntimeError):
 
 @dataclass(frozen=True)
 class Kit:
-    course: dict  # course.json: {"layout", "assignments": {name: {...}}}
+    course: Course  # its plan: the layout, each assignment's notebooks and student files
     files: dict  # {path relative to the course: bytes} of source/<assignment>/
     definitions: bytes  # a SQLite gradebook: the assignments, notebooks and cells, no student
     config: object  # the course's nbgrader settings (a traitlets Config), without db_url
@@ -160,7 +160,7 @@ def _grade(root, kit, task, where):
         error = None
     except Exception as failure:  # (one submission's failure is its own)
         found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
-    stems = kit.course["assignments"][a]["notebooks"]
+    stems = kit.course.assignments[a].notebooks
     notes, unreadable = stage(submitted, stems, submission_folder(root, s, a, "staging"),
                               functools.partial(stand_in, root, a))
     (root / "verdicts.json").write_text(json.dumps(
@@ -250,10 +250,10 @@ def _scratch(kit):
             shutil.rmtree(courses.pop(old), ignore_errors=True)
         root = Path(tempfile.mkdtemp(prefix="normlib-worker-", dir=_workspace()))
         put(root, kit.files)
-        (root / "course.json").write_text(json.dumps(kit.course))
+        kit.course.write(root)
         (root / "gradebook.db").write_bytes(kit.definitions)
-        write_config(root, kit.course["layout"], {
-            name: a["student_files"] for name, a in kit.course["assignments"].items()})
+        write_config(root, kit.course.layout, {
+            name: a.student_files for name, a in kit.course.assignments.items()})
         courses[kit.digest] = root
     return courses[kit.digest]
 
