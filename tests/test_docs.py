@@ -383,8 +383,8 @@ CANVAS_EXPORT = ("Student,ID,SIS User ID,SIS Login ID,Section,unit1 (4521),Curre
 def canvas_export(run):
     """CANVAS_EXPORT with unit1's points possible the course's maximum (make grades stops
     on another: tools/instructor/grade_sheet.py)."""
+    from tools.course.exercises import maximum
     from tools.course.folder import Course
-    from tools.instructor.grades import maximum
 
     notebooks = Course.load(run.course).assignments["unit1"].notebooks
     return CANVAS_EXPORT.format(points=f"{maximum(notebooks):.2f}")

@@ -184,14 +184,17 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     in full. Then nbgrader's autograde past its time (record_seconds made 0.01 s): the
     submission fails saying so, nothing of its notebook recorded, the judge's scores kept."""
     import contextlib
+    import dataclasses
     import hashlib
     import io
 
     from tests.synthetic import both, edit_notebook, reference_submission, write_submission
-    from tools.course.exercises import exercises
+    from tools.course.exercises import exercises, maximum
     from tools.course.settings import read
+    from tools.instructor import gradebook
     from tools.instructor.build import build_course
     from tools.instructor.release import release
+    from tools.judge.client import Verdict
 
     root = build_course(tmp_path / "course", layout="unit")
     with contextlib.redirect_stdout(io.StringIO()):
@@ -204,11 +207,14 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
         write_submission(root, "unit1", student, root / "submitted" / student / "unit1", cases)
     kit = autograde.kit(root, ["unit1"])
 
+    graded = {}  # {student: (Outcome, Task)}, the last
+
     def grade(*students):
         todo, _ = autograde.pending(root, ["unit1"], students)
         listed, refused = autograde.tasks(root, todo, read(root).limits, False, True)
         assert refused == []
-        return {one.student: autograde.save(root, task.grade(kit, one), one) for one in listed}
+        graded.update({one.student: (task.grade(kit, one), one) for one in listed})
+        return {s: autograde.save(root, *graded[s]) for s in students}
 
     found = grade("honest", "cells")
     points = sum(e.points for e in exercises() if e.unit == 1)
@@ -223,6 +229,35 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     assert found["honest"][1].startswith(f"{points:g} / ")
     autograded = root / "autograded" / "cells" / "unit1" / "01_layernorm_forward.ipynb"
     assert len(autograded.read_bytes()) < 100_000  # (the stand-in)
+
+    # a check's score is its verdict's alone: nbgrader's copy of it (the notebook's) is not
+    # written, whatever it says (issue 61: one verdict)
+    checks = {e.grade_id: e for e in exercises() if e.unit == 1}
+
+    def check_scores():
+        with gradebook.connect(root) as gb:
+            return {g: gb.find_grade(g, e.notebook, "unit1", "honest").auto_score
+                    for g, e in checks.items()}
+
+    outcome, sent = graded["honest"]
+    assert check_scores() == {g: e.points for g, e in checks.items()}
+    nothing = {k: 0 if k[1] in checks else v for k, v in outcome.scores.items()}
+    assert nothing != outcome.scores
+    autograde.save(root, dataclasses.replace(outcome, scores=nothing), sent)
+    assert check_scores() == {g: e.points for g, e in checks.items()}
+    failed = {g: Verdict(False, "The judge: failed") for g in outcome.verdicts}
+    status, score = autograde.save(root, dataclasses.replace(outcome, verdicts=failed), sent)
+    assert check_scores() == dict.fromkeys(checks, 0)
+    assert score == f"0 / {maximum(['01_layernorm_forward']):g}"
+    with gradebook.connect(root) as gb:  # nbgrader's record alone leaves the checks' rows
+        for g, e in checks.items():
+            gb.find_grade(g, e.notebook, "unit1", "honest").auto_score = None
+        autograde.save_to_nbgrader(gb, outcome, sent.submitted_at, set(checks))
+        assert {g: gb.find_grade(g, e.notebook, "unit1", "honest").auto_score
+                for g, e in checks.items()} == dict.fromkeys(checks)
+        gb.db.rollback()
+    autograde.save(root, outcome, sent)
+    assert check_scores() == {g: e.points for g, e in checks.items()}
 
     monkeypatch.setattr(task, "record_seconds", lambda *args: 0.01)
     status, score = grade("honest")["honest"]

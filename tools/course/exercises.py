@@ -233,6 +233,13 @@ def of_notebooks(stems, folder=SOLUTIONS):
     return [e for e in exercises(folder) if e.notebook in stems]
 
 
+def maximum(stems):
+    """An assignment's maximum (its notebooks' stems: course.json's): its checks' points and
+    its written answers', as solutions/ gives them (the one source: the gradebook's cells
+    are built from the same notebooks)."""
+    return sum(e.points for e in of_notebooks(stems)) + sum(q.points for q in questions_of(stems))
+
+
 def imported(rel, folder=SOLUTIONS):
     """The student files that file rel imports when it is imported, and those they import:
     a relative import at its top level (normlib/qk_norm.py's `from .transformer import

@@ -39,7 +39,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from tools.course.exercises import of_notebooks, questions_of
+from tools.course.exercises import maximum, of_notebooks, questions_of
 from tools.course.folder import Course, files_of, put, submission_folder, submissions
 from tools.course.settings import config, read
 from tools.instructor import gradebook
@@ -124,10 +124,13 @@ def save(root, outcome, sent):
     now = answers(graded, plan.notebooks)
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
-        submission = save_to_nbgrader(gb, outcome, sent.submitted_at)
-        for e in of_notebooks(plan.notebooks):  # each check: the judge's score
+        checks = of_notebooks(plan.notebooks)
+        submission = save_to_nbgrader(gb, outcome, sent.submitted_at,
+                                      {e.grade_id for e in checks})
+        for e in checks:  # each check's row, written once: the judge's verdict is its score
+            verdict = outcome.verdicts.get(e.grade_id)  # (none: the judge failed)
             grade = gb.find_grade(e.grade_id, e.notebook, a, s)
-            grade.auto_score = e.points if outcome.verdicts.get(e.grade_id, (False,))[0] else 0
+            grade.auto_score = e.points if verdict is not None and verdict.passed else 0
             grade.needs_manual_grade = grade.manual_score is not None
         for q in questions_of(plan.notebooks):
             grade = gb.find_grade(q.grade_id, q.notebook, a, s)
@@ -136,7 +139,7 @@ def save(root, outcome, sent):
                               before.get(q.grade_id), now.get(q.grade_id)):
                 why.append(f"answer {q.number} changed: its hand grade was dropped")
         gb.db.commit()
-        score = f"{submission.score:g} / {submission.max_score:g}"
+        score = f"{submission.score:g} / {maximum(plan.notebooks):g}"
     if outcome.missing:
         why.append("missing " + ", ".join(outcome.missing))
     status = f"failed: {outcome.error}" if outcome.error else \
@@ -191,11 +194,12 @@ def write_autograded(root, outcome):
         f"graded by {outcome.worker}\n{outcome.log}")
 
 
-def save_to_nbgrader(gb, outcome, when):
+def save_to_nbgrader(gb, outcome, when, checks):
     """nbgrader's record of an outcome into the gradebook gb, as its autograde leaves it:
     the submission and its time (when: its files' time, or None), each cell's auto score
     (needing a grader's look where it has none, or had a hand grade: SaveAutoGrades's
-    rule) and auto comment, each notebook's late penalty. Returns the submission."""
+    rule) but the checks' (their grade_ids: save writes those from the verdicts alone) and
+    auto comment, each notebook's late penalty. Returns the submission."""
     a, s = outcome.assignment, outcome.student
     gb.update_or_create_student(s)
     submission = gb.update_or_create_submission(a, s, **({} if when is None else {
@@ -207,7 +211,7 @@ def save_to_nbgrader(gb, outcome, when):
             if (notebook.name, c.name) in outcome.comments:
                 c.auto_comment = outcome.comments[notebook.name, c.name]
         for g in notebook.grades:
-            if (notebook.name, g.name) in outcome.scores:
+            if g.name not in checks and (notebook.name, g.name) in outcome.scores:
                 g.auto_score = outcome.scores[notebook.name, g.name]
                 g.needs_manual_grade = g.manual_score is not None or g.auto_score is None
     return submission

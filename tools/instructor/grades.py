@@ -37,7 +37,7 @@ import datetime
 from pathlib import Path
 
 from tools.course import late
-from tools.course.exercises import of_notebooks, questions_of
+from tools.course.exercises import maximum, of_notebooks, questions_of
 from tools.course.folder import Course, assignment_names, submission_folder
 from tools.course.settings import read
 from tools.instructor import grade_sheet, gradebook
@@ -127,13 +127,6 @@ def _status(root, name, student, submission, known, waiting, newer):
     if waiting:
         status += f"; {waiting} written answer{'s' * (waiting > 1)} to grade by hand"
     return status
-
-
-def maximum(notebooks):
-    """An assignment's maximum (its notebooks: course.json's): its checks' points and its
-    written answers'."""
-    return sum(e.points for e in of_notebooks(notebooks)) + sum(
-        q.points for q in questions_of(notebooks))
 
 
 def table(root, gb, names, settings, students, plan, records, maxima):

@@ -5,7 +5,7 @@ computes the values the checks ask for. No cell of the student's notebooks runs:
 verdict depends on the submission's normlib files alone, and it is the grade.
 
     verdicts(root, assignment, student, limits, env=None, sandboxed=True)
-        -> ({grade_id: (passed, text)}, the student files the submission lacks)
+        -> ({grade_id: Verdict(passed, text)}, the student files the submission lacks)
 
 A check that runs over the time limit, or whose runner dies, fails; the runner is started
 again for the checks after it, so the rest of the submission is still graded.
@@ -24,11 +24,20 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 from tools.course.exercises import REPO, by_number, needs, of_notebooks, student_files
 from tools.course.folder import KIT, KIT_JUNK, Course, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
+
+
+class Verdict(NamedTuple):
+    """The judge's verdict on one check, made once here: the grade's one source (the head
+    scores the check from `passed` alone), and `text`, what the student reads under the check
+    (the autograded notebook's copy, the feedback page's)."""
+    passed: bool
+    text: str
 
 
 class JudgeProcess:
@@ -147,7 +156,7 @@ def graded_folder(root, assignment, student, folder):
 
 
 def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen=None):
-    """{grade_id: (passed, the verdict's text)} of every check of a submission (chosen: of
+    """{grade_id: Verdict} of every check of a submission (chosen: of
     those of its exercises for which chosen(exercise) is true), and the student files it
     lacks: see the module's docstring."""
     info = Course.load(root).assignments[assignment]
@@ -158,8 +167,8 @@ def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen
                            info.student_files, sandboxed,
                            assignment_judge_folder(root, assignment))
     failed = {e.number for e in checks if not found[e.grade_id][0]}
-    return {e.grade_id: (found[e.grade_id][0],
-                         verdict(*found[e.grade_id], e.points, needs(e.number, failed)))
+    return {e.grade_id: Verdict(found[e.grade_id][0],
+                                verdict(*found[e.grade_id], e.points, needs(e.number, failed)))
             for e in checks}, missing
 
 

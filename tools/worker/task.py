@@ -104,7 +104,7 @@ class Outcome:
     assignment: str
     student: str
     digest: str
-    verdicts: dict  # {grade_id: (passed, the verdict's text)}; {} if the judge failed
+    verdicts: dict  # {grade_id: tools.judge.client.Verdict}; {} if the judge failed
     missing: list  # the student files the submission lacks
     error: str | None  # why the judge could not grade it, or nbgrader's autograde ran over
     # its time (record_seconds: nothing of it is recorded; the judge's scores stand): the
