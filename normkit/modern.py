@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from normkit import language_model
 from normkit.language_model import Corpus, text_windows, unigram_loss, validation_loss
 from normkit.training import jitter_
-from normlib._blocks import QK_EPS, Attention  # noqa: F401 (QK_EPS: for the fingerprint)
+from normlib._blocks import QK_EPS, Attention  # noqa: F401 (QK_EPS: modern.QK_EPS, notebook 08's)
 
 __all__ = ["Corpus", "Settings", "settings", "Config", "CharLM", "Run", "train", "logit_bound",
            "qk_runs", "qk_claims", "dyt_runs", "dyt_claims", "norm_points", "s_shape",

@@ -20,8 +20,10 @@ from nbgrader.exchange import ExchangeFactory
 from traitlets.config import Config
 
 from tools.course.bounds import BOUNDS
+from tools.instructor.autograde import autograde
 from tools.instructor.build import build_course
 from tools.instructor.collect import collect, submitted_at
+from tools.instructor.feedback import feedback
 from tools.instructor.release import release
 from tools.instructor.unpack import read_regular
 
@@ -68,6 +70,15 @@ def test_release_fetch_submit_collect_through_the_exchange(tmp_path, capsys):
     assert "collected unit1 from the exchange: 1 submission " \
            f"({released} files left out: only notebooks and the assignment's exercise files " \
            "are collected, grading takes the rest from the course)\n" in capsys.readouterr().out
+
+    # graded, and its feedback released to the exchange, which the student fetches: the
+    # release reads nbgrader's timestamp.txt and submission_secret.txt beside each page
+    assert autograde(root, ["unit1"], jobs=1) == 0
+    feedback(root, ["unit1"], exchange=True)
+    as_student(home, exchange, "FetchFeedback")
+    fetched = sorted(home.glob("unit1/feedback/*/*.html"))
+    assert [p.name for p in fetched] == ["01_layernorm_forward.html"], fetched
+    assert "The judge: " in fetched[0].read_text()
 
 
 def test_the_exchanges_time_is_when_its_files_last_changed_not_what_submit_wrote(

@@ -63,19 +63,30 @@ def test_a_worker_without_the_sandbox_grades_nothing(monkeypatch):
 
 
 @pytest.mark.parametrize("path, message", [
-    ("../../../owned.ipynb", "a path outside its folder"),
-    ("/tmp/owned.ipynb", "a path outside its folder"),
+    ("../../../owned.ipynb", "not notebooks: '../../../owned.ipynb'"),
+    ("/tmp/owned.ipynb", "not notebooks: '/tmp/owned.ipynb'"),
     # only the notebooks return from a worker (issue 61): the course's files are the head's
     ("normkit/checks/unit1.py", "the worker host:1 returned files that are not notebooks: "
-                                "'normkit/checks/unit1.py'")])
+                                "'normkit/checks/unit1.py'"),
+    ("normlib/owned.ipynb", "returned files that are not notebooks: 'normlib/owned.ipynb'")])
 def test_a_result_writes_its_notebooks_alone_and_never_outside_its_folder(tmp_path, path,
                                                                            message):
     outcome = Outcome("unit1", "s1", "0" * 64, {}, [], None, [], [], {}, {}, {},
                       {"01_layernorm_forward.ipynb": b"{}", path: b"owned"}, "", "host:1")
     with pytest.raises(ValueError, match=message):
-        write_autograded(tmp_path, outcome)
+        write_autograded(tmp_path, outcome, TASK)
     assert not list(tmp_path.rglob("*"))
 
+
+
+@pytest.mark.parametrize("path", ["../../../owned.py", "/tmp/owned.py", "a/../../owned.py"])
+def test_files_are_never_put_outside_their_folder(tmp_path, path):
+    """What crosses between the head and a worker (tools.course.folder.put)."""
+    from tools.course.folder import put
+
+    with pytest.raises(ValueError, match="a path outside its folder"):
+        put(tmp_path / "in", {"ok.txt": b"", path: b"owned"})
+    assert not list(tmp_path.rglob("*"))
 
 @pytest.mark.parametrize("student, digest", [("s2", "0" * 64), ("s1", "1" * 64)])
 def test_a_result_for_another_submission_or_other_files_is_refused(tmp_path, student, digest):
@@ -84,7 +95,8 @@ def test_a_result_for_another_submission_or_other_files_is_refused(tmp_path, stu
     outcome = Outcome("unit1", student, digest, {}, [], None, [], {}, {}, {}, {},
                       {"01_layernorm_forward.ipynb": b"{}"}, "", "host:1")
     with pytest.raises(ValueError, match=rf"the worker host:1 answered for another "
-                                         rf"submission \(unit1 {student}\)"):
+                                         rf"submission or other files \(unit1 {student}, "
+                                         rf"files {digest[:12]}; sent: unit1 s1, files 0{{12}}\)"):
         autograde.save(tmp_path, outcome, TASK)
     assert not list(tmp_path.rglob("*"))
 
@@ -265,3 +277,29 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
                      "record_timeout): nothing of its notebooks was recorded"
     assert score.startswith(f"{points:g} / ")
     assert not (root / "autograded" / "honest" / "unit1").exists()
+
+
+def test_a_course_built_before_normlibs_private_modules_is_graded_with_them(tmp_path):
+    """normkit/ (the repository's, at grading) imports normlib's provided private modules:
+    the runner's and the judge's folders take them from the repository, as normkit/, so a
+    course whose source/ was built before they existed still grades. They hold no solution
+    block (the runner has them)."""
+    import contextlib
+    import io
+
+    from tools.course.exercises import SOLUTIONS
+    from tools.course.markers import has_marker
+    from tools.instructor.build import build_course
+    from tools.judge.client import assignment_judge_folder, graded_folder
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        root = build_course(tmp_path / "course", layout="unit")
+    private = sorted((SOLUTIONS / "normlib").glob("_[!_]*.py"))
+    assert [p.name for p in private] == ["_blocks.py", "_channels.py", "_validation.py"]
+    assert not [p for p in private if has_marker(p.read_text())]
+    for path in private:
+        (root / "source" / "unit3" / "normlib" / path.name).unlink()
+    graded_folder(root, "unit3", "s1", tmp_path / "runner")
+    for folder in (tmp_path / "runner", assignment_judge_folder(root, "unit3")):
+        assert [(folder / "normlib" / p.name).read_bytes() for p in private] == \
+            [p.read_bytes() for p in private], folder

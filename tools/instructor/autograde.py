@@ -49,6 +49,7 @@ from tools.worker import task
 from tools.worker.stage import answers
 
 JOBS = os.cpu_count() or 1
+NBGRADER = ("timestamp.txt", "submission_secret.txt")  # nbgrader's files of a submission
 MiB = 1 << 20
 
 
@@ -114,13 +115,14 @@ def save(root, outcome, sent):
     the task carried. Returns (the status, "score / max")."""
     a, s = sent.assignment, sent.student
     if (outcome.assignment, outcome.student, outcome.digest) != (a, s, sent.digest):
-        raise ValueError(f"the worker {outcome.worker} answered for another submission "
-                         f"({outcome.assignment} {outcome.student})")
+        raise ValueError(f"the worker {outcome.worker} answered for another submission or "
+                         f"other files ({outcome.assignment} {outcome.student}, files "
+                         f"{outcome.digest[:12]}; sent: {a} {s}, files {sent.digest[:12]})")
     root = Path(root)
     plan = Course.load(root).assignments[a]
     graded = submission_folder(root, s, a, "autograded")
     before = answers(graded, plan.notebooks)
-    write_autograded(root, outcome)
+    write_autograded(root, outcome, sent)
     now = answers(graded, plan.notebooks)
     why = list(outcome.notes)
     with gradebook.connect(root) as gb:
@@ -178,16 +180,19 @@ def written_answer(grade, comment, unreadable, before, now):
     return False
 
 
-def write_autograded(root, outcome):
-    """The outcome's autograded/<student>/<assignment>/ (its notebooks) in place of the one
-    before, and nbgrader's log of it in logs/autograde/. A file that is not a notebook, or a
-    path that would leave the folder (a worker's result is trusted no further), stops it."""
-    strays = sorted(rel for rel in outcome.autograded if not rel.endswith(".ipynb"))
+def write_autograded(root, outcome, sent):
+    """The outcome's autograded/<student>/<assignment>/ in place of the one before: its
+    notebooks, beside nbgrader's files of the submission that the task sent (NBGRADER:
+    feedback through the exchange reads them), and nbgrader's log of it in logs/autograde/.
+    A file that is not a notebook at the folder's top, or a path that would leave it (a
+    worker's result is trusted no further), stops it."""
+    strays = sorted(rel for rel in outcome.autograded if "/" in rel or not rel.endswith(".ipynb"))
     if strays:
         raise ValueError(f"the worker {outcome.worker} returned files that are not notebooks: "
                          f"{', '.join(map(repr, strays[:3]))}")
     put(submission_folder(root, outcome.student, outcome.assignment, "autograded"),
-        outcome.autograded, replace=True)
+        {**outcome.autograded, **{n: sent.files[n] for n in NBGRADER if n in sent.files}},
+        replace=True)
     logs = root / "logs" / "autograde"
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"{outcome.assignment}-{outcome.student}.log").write_text(

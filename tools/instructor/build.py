@@ -20,7 +20,7 @@ at autograde nbgrader puts that copy in place of the student's. So a mistake in 
 costs no points in Unit 3, and the reference of
 another unit is nowhere the submission's code runs (the grading kernel, the judge's
 worker) nor in its feedback. (No exercise calls another unit's file: tests/test_isolation.)
-The course's normkit/ (checks, experiments, provided helpers) is released beside normlib/,
+The course's normkit/ (checks, experiments) is released beside normlib/,
 so that a release runs on its own, and is never the student's: collect keeps none of it,
 and at autograde nbgrader puts the source's copy in place, so tampering with it gains
 nothing.

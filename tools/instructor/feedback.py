@@ -316,6 +316,8 @@ def feedback(root, names=(), exchange=False, lms=None):
         if name not in graded:
             print(f"feedback for {name}: no submission graded yet (make autograde)")
             continue
+        if exchange:  # (before _pages: it reads each folder's timestamp and secret)
+            run(root, "release_feedback", name)
         pages = _pages(root, name)
         zips = root / "feedback_zips" / name
         zips.mkdir(parents=True, exist_ok=True)
@@ -323,8 +325,6 @@ def feedback(root, names=(), exchange=False, lms=None):
             with zipfile.ZipFile(zips / f"{student}.zip", "w", zipfile.ZIP_DEFLATED) as z:
                 for page in found:
                     z.write(page, f"{name}/{page.name}")
-        if exchange:
-            run(root, "release_feedback", name)
         print(f"feedback for {name}: feedback/*/{name}/, one zip per student in "
               f"feedback_zips/{name}/ ({len(pages)})")
         if lms in upload.BULK:

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
-from tools.course.exercises import REPO, by_number, needs, of_notebooks, student_files
+from tools.course.exercises import REPO, SOLUTIONS, by_number, needs, of_notebooks, student_files
 from tools.course.folder import KIT, KIT_JUNK, Course, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
@@ -105,11 +105,20 @@ def run_checks(folder, cells, limits, env=None, files=None, sandboxed=True, judg
     return JudgeProcess.get(env or {}).grade(job, limits)
 
 
+def private_modules(normlib):
+    """normlib's provided private modules (_validation.py, ...: no exercise in them) put in
+    the normlib folder as the repository has them, as normkit/ is (which imports them):
+    a course whose source/ was built before they existed (2026-12-07) lacks them."""
+    for path in sorted((SOLUTIONS / "normlib").glob("_[!_]*.py")):
+        shutil.copy2(path, Path(normlib) / path.name)
+
+
 def judge_folder(normlib, normkit, files, judge_dir):
     """judge_dir made the judge's folder: these normlib/ and normkit/ without the student's
     files (the judge never has student code). Returns judge_dir."""
     for source, package in ((normlib, "normlib"), (normkit, "normkit")):
         shutil.copytree(source, Path(judge_dir) / package, ignore=KIT_JUNK)
+    private_modules(Path(judge_dir) / "normlib")
     for rel in files:
         (Path(judge_dir) / rel).unlink(missing_ok=True)
     return Path(judge_dir)
@@ -141,6 +150,7 @@ def graded_folder(root, assignment, student, folder):
     root, folder = Path(root), Path(folder)
     submission = submission_folder(root, student, assignment)
     shutil.copytree(root / "source" / assignment / "normlib", folder / "normlib")
+    private_modules(folder / "normlib")
     # normkit/ as the repository has it now, like the hidden tests (exercises(), from
     # solutions/), which import its check functions: the two always agree, and a worker's
     # are the head's (tools.worker.task.code_digest covers both)

@@ -8,13 +8,15 @@ The kit is the course as a worker needs it, sent once to each worker: course.jso
 source/ folders of the assignments being graded, nbgrader's record of them (its
 definitions of the assignments, notebooks and cells, copied from the course's gradebook
 into a SQLite file: tools.instructor.gradebook.definitions), the course's nbgrader settings (without
-its gradebook's URL, which may hold a password) and the digest of the instructor's tools/
-and solutions/: a worker whose own differ (another commit, other hidden tests) refuses
-to grade. A worker makes a scratch course of the kit once, in its own folder, with its
-own gradebook; it keeps the newest kit's alone.
+its gradebook's URL, which may hold a password) and the digest of the instructor's CODE
+(tools/, normkit/, solutions/, nbgrader_config.py): a worker whose own differ (another
+commit, other checks or hidden tests) refuses to grade. A worker makes a scratch course
+of the kit once, in its own folder, with its own gradebook; it keeps the newest kit's
+alone.
 
-The task is one submission: its files (bytes), the digest they were chosen under and the
-limits. The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
+The task is one submission: its files (bytes) as the head read them once, their digest and
+submission time (which the head saves with the result), and the limits.
+The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
 (tools/judge/client.py), then nbgrader's autograde of the staged notebooks (each read
 within its bytes and cells: tools/worker/stage.py) into the scratch gradebook, in this
 process, within record_seconds (tools/course/deadline.py: past it, nothing of it is
