@@ -53,6 +53,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -200,20 +201,39 @@ class Run:
     seconds: dict = dataclasses.field(default_factory=dict)  # {block: how long it ran}
 
     def stop(self, key):
-        """Stop the server a block started, and every process it started."""
+        """Stop the server a block started and every process of its group, the ones that
+        outlive the block's own (make's jupyter lab outlived make once, for hours): SIGTERM,
+        then SIGKILL to what is left (STOPPING)."""
         process = self.servers.pop(key, None)
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        for sig, wait in STOPPING:
             try:
                 os.killpg(process.pid, sig)
             except ProcessLookupError:
                 return
-            try:
-                process.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+            until = time.monotonic() + wait
+            while time.monotonic() < until:
+                process.poll()  # (the block's own process, reaped)
+                if not group_alive(process.pid):
+                    return
+                time.sleep(0.2)
+
+
+STOPPING = ((signal.SIGTERM, 30), (signal.SIGKILL, 10))  # (signal, seconds to wait for it)
+
+
+def group_alive(group):
+    """The live processes (not zombies) of a process group: their pids."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # (it ended meanwhile)
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            found.append(int(pid))
+    return found
 
 
 def run_block(run, block):
@@ -471,6 +491,22 @@ def the_formgrader(run, output):
     assert "nbgrader.server_extensions.formgrader | extension was successfully loaded" in log
     assert not re.search(r"^\[C ", log, re.MULTILINE) and "Unwritable" not in log, log
     run.stop(key)
+
+
+def test_a_server_is_stopped_with_every_process_it_started(tmp_path, monkeypatch):
+    """A block's server whose own process has ended, leaving a child that ignores SIGTERM:
+    stop kills the child too (the docs test once left `make formgrader`'s jupyter lab
+    running for hours)."""
+    monkeypatch.setattr(sys.modules[__name__], "STOPPING",
+                        ((signal.SIGTERM, 1), (signal.SIGKILL, 5)))
+    run = Run(tmp_path, tmp_path, {}, None)
+    process = subprocess.Popen(["bash", "-c", "(trap '' TERM; exec sleep 300) & sleep 0.5"],
+                               start_new_session=True)
+    process.wait(10)  # the block's own process has ended; its child lives on
+    assert len(group_alive(process.pid)) == 1
+    run.servers["a block"] = process
+    run.stop("a block")
+    assert group_alive(process.pid) == [] and run.servers == {}
 
 
 def test_the_exchange_is_quiet_only_where_the_course_has_none(tmp_path, caplog):
