@@ -7,34 +7,10 @@ measure runs, not with this module: a stub or a broken file stops only the cells
 measure.
 """
 
-import contextlib
-
 import numpy as np
 import torch
 
-
-@contextlib.contextmanager
-def one_thread():
-    """Run torch on one thread: at these tiny sizes its threads only add overhead, and on a
-    2-core machine they fight NumPy's for the cores (about 4x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def xavier_init_(encoder):
-    """The paper's initialization: Xavier (Glorot) uniform weights and zero biases; the
-    norms keep weight 1 and bias 0."""
-    for name, p in encoder.named_parameters():
-        if ".norm" in f".{name}":
-            continue
-        if p.dim() == 2:
-            torch.nn.init.xavier_uniform_(p)
-        else:
-            torch.nn.init.zeros_(p)
+from normkit.training import one_thread, xavier_init_
 
 
 def grad_norms_at_init(num_layers, norm_first, seed=0, d_model=64, nhead=4,

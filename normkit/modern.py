@@ -46,7 +46,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from normkit import language_model
+from normkit import language_model, training
 from normkit.language_model import Corpus, text_windows, unigram_loss, validation_loss
 from normkit.training import jitter_
 from normlib._blocks import QK_EPS, Attention  # noqa: F401 (QK_EPS: modern.QK_EPS, notebook 08's)
@@ -262,15 +262,11 @@ class Run:
 
 
 def one_thread(function):
-    """function run with torch on one thread (the number restored after)."""
+    """function run with torch on one thread (normkit.training.one_thread)."""
     @functools.wraps(function)
     def run(*args, **kwargs):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with training.one_thread():
             return function(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
     return run
 
 

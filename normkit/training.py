@@ -19,6 +19,7 @@ al. 2021's "edge of stability", where full-batch gradient descent's sharpness ho
 2 / lr: nothing here measures sharpness.)
 """
 
+import contextlib
 import functools
 import math
 
@@ -44,6 +45,31 @@ def progress_bars(total=200, width=30):
         bars[label].update(Pretty(f"{label:<26} [{'#' * filled}{'.' * (width - filled)}] "
                                   f"{step}/{total}"))
     return report
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one thread (the number restored after): at the experiments' tiny sizes
+    its threads only add overhead, and on a 2-core machine they fight NumPy's for the cores
+    (about 4x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def xavier_init_(encoder):
+    """The paper's initialization: Xavier (Glorot) uniform weights and zero biases; the
+    norms keep weight 1 and bias 0."""
+    for name, p in encoder.named_parameters():
+        if ".norm" in f".{name}":
+            continue
+        if p.dim() == 2:
+            torch.nn.init.xavier_uniform_(p)
+        else:
+            torch.nn.init.zeros_(p)
 
 
 def jitter_(tensors, seed, size=JITTER):
@@ -226,7 +252,6 @@ class TinyModel(torch.nn.Module):
     def __init__(self, norm_first, num_layers=4, d_model=32):
         # imported here, not above: your transformer.py (a stub, or broken) must not stop
         # Unit 4's experiments, which import this module too
-        from normkit.grad_norms import xavier_init_
         from normkit.testing import torch_norms
         from normlib import transformer
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import normlib.nn
-from normkit.grad_norms import grad_norm_profile, last_layer_grad_norms, one_thread, xavier_init_
+from normkit.grad_norms import grad_norm_profile, last_layer_grad_norms, xavier_init_
 from normkit.testing import (
     TOLERANCES,
     assert_same_computation,
@@ -18,6 +18,7 @@ from normkit.testing import (
     perturb_,
     torch_tensor_close,
 )
+from normkit.training import one_thread
 from normlib.transformer import (
     AddNorm,
     MultiheadSelfAttention,

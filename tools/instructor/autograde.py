@@ -44,12 +44,13 @@ from tools.course.folder import Course, files_of, put, submission_folder, submis
 from tools.course.settings import config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
-from tools.instructor.collect import submitted_at_of
+from tools.instructor.collect import TIMESTAMP, submitted_at_of
+from tools.instructor.inbound import SECRET
 from tools.worker import task
 from tools.worker.stage import answers
 
 JOBS = os.cpu_count() or 1
-NBGRADER = ("timestamp.txt", "submission_secret.txt")  # nbgrader's files of a submission
+NBGRADER = (TIMESTAMP, SECRET)  # nbgrader's files of a submission
 MiB = 1 << 20
 
 
@@ -222,6 +223,10 @@ def save_to_nbgrader(gb, outcome, when, checks):
     return submission
 
 
+def not_graded(assignment, student, why):
+    print(f"{assignment} {student}: NOT GRADED ({why})", flush=True)
+
+
 def due_dates(root, settings):
     """The course's due dates (c.Grading.due) into the gradebook, where nbgrader reads
     them (a submission's lateness, formgrader)."""
@@ -275,7 +280,7 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
         # priority, Dask's workers start theirs in an order of their own
         listed, refused = tasks(root, todo, limits, execute, sandboxed)
         for assignment, student, why in refused:
-            print(f"{assignment} {student}: NOT GRADED ({why})", flush=True)
+            not_graded(assignment, student, why)
         futures = {dask.submit(task.grade, shared, one, pure=False,
                                priority=len(listed) - i,  # (Dask: the highest first)
                                key=f"grade-{one.assignment}-{one.student}-"
@@ -289,8 +294,7 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
                 status, score = save(root, outcome, sent)
             except Exception as error:
                 refused.append((assignment, student, f"{type(error).__name__}: {error}"))
-                print(f"{assignment} {student}: NOT GRADED ({type(error).__name__}: {error})",
-                      flush=True)
+                not_graded(*refused[-1])
                 continue
             statuses[assignment, student] = status
             print(f"{assignment} {student}: {score} ({status})", flush=True)

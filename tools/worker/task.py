@@ -132,10 +132,8 @@ def grade(kit, task):
         raise Refused(f"the worker {where} grades nothing without the OS sandbox: "
                       f"{sandbox_problem()}")
     if kit.code != code_digest():
-        raise Refused(f"the worker {where} has other tools/, normkit/, solutions/ or "
-                      "nbgrader_config.py than the "
-                      "course's (another commit, other checks or hidden tests): update its "
-                      "repository")
+        raise Refused(f"the worker {where} has other {_code_names()} than the course's "
+                      "(another commit, other checks or hidden tests): update its repository")
     nbgrader_in_process()
     with _ONE_AT_A_TIME:
         root = _scratch(kit)
@@ -205,6 +203,13 @@ def sandbox_problem():
 CODE = ("tools", "normkit", "solutions", "nbgrader_config.py")  # what grades: the judge, the
 # checks it runs (from this worker's own normkit/: tools.judge.client.graded_folder), the
 # hidden tests, and the nbgrader settings its Autograde loads (tools.course.folder.write_config)
+
+
+def _code_names():
+    """CODE as a worker's refusal names it: "tools/, normkit/, solutions/ or
+    nbgrader_config.py"."""
+    names = [f"{top}/" if (REPO / top).is_dir() else top for top in CODE]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 @functools.cache
