@@ -1,23 +1,15 @@
-"""normkit: the course's code, which you import but never edit or submit (your code is
-normlib/). At grading, the course's copy is used whatever your folder holds.
+"""normkit: the course's code, which you import but never edit or submit (yours is normlib/).
 
-- ``normkit.checks``          each exercise's visible checks: ``check("1.1")`` in a notebook
-- ``normkit.testing``         what the checks compare against: exact references, the error
-                              model's tolerances, assert_close
-- ``normkit.diagnosis``       why a check failed: the likely cause of a wrong value
-- ``normkit.notebook``        the notebooks' IPython extension: a stub or a failed check
-                              shows as one short message, not a traceback
-- ``normkit.validation``, ``normkit.channels``: exercise files written before 2026-12-07
-                              import normlib's provided _validation and _channels from here
-- ``normkit.gradcheck``       a central-difference gradient checker for NumPy functions
-- ``normkit.training``        the training experiments of Units 4 and 5, and their claims
-- ``normkit.grad_norms``      Unit 5's gradient norms at initialization, Post-LN against
-                              Pre-LN (Xiong et al. 2020)
-- ``normkit.network``         Unit 4's network trained by hand: data, parameters, loss, SGD,
-                              the same network in torch, weight decay and the instruments
-- ``normkit.convnet``         Unit 4's ConvNet at batch size 2 and 32, and its claims
-- ``normkit.language_model``  Unit 5's capstone: a character-level language model
-- ``normkit.benchmark``       `make bench`: the LayerNorm kernels timed against torch
-- ``normkit.sync_batch_norm`` SyncBatchNorm's statistics as a merge of Welford states
-                              (notebook 06, section 1)
+At grading the course's copy is used, whatever your folder holds. The modules:
+- ``normkit.checks``      each exercise's visible checks: ``check("1.1")`` in a notebook
+- ``normkit.testing``     the exact references, the error model's tolerances, assert_close
+- ``normkit.diagnosis``   why a check failed: the likely cause of a wrong value
+- ``normkit.notebook``    the notebooks' IPython extension: short messages, not tracebacks
+- ``normkit.gradcheck``   a central-difference gradient checker for NumPy functions
+- ``normkit.kernel_code`` what a Numba kernel's code shows: races, fastmath, its prange loop
+- the experiments: ``normkit.training`` (Units 4 and 5), ``normkit.network`` and
+  ``normkit.convnet`` (Unit 4), ``normkit.grad_norms`` and ``normkit.language_model`` (Unit
+  5), ``normkit.sync_batch_norm`` (Unit 6), ``normkit.benchmark`` (`make bench`) and
+  ``normkit.triton_layer_norm`` (Unit 7), ``normkit.modern``, ``normkit.conditioning`` (8)
+- ``normkit.validation``, ``normkit.channels``: for exercise files of before 2026-12-07
 """

@@ -1,26 +1,17 @@
-"""How fast are the LayerNorm kernels? Your naive (Exercises 1.2, 2.2) and fast (7.1,
-7.2) NumPy kernels and your compiled Numba ones (7.3, 7.4) against
-torch.nn.functional.layer_norm, in one run (not an exercise); then RMSNorm against
-LayerNorm (Unit 4, section 3), torch's and your naive kernels.
+"""Times the LayerNorm kernels against torch.nn.functional.layer_norm (not an exercise).
 
-    make bench                          your normlib/, the table below
+    make bench                                  your normlib/ (REFERENCE=1: the reference's)
     python -m normkit.benchmark --sizes 1024 --rounds 5
+    from normkit.benchmark import run, table; print(table(*run()))      (in a notebook)
 
-or, from a notebook, `from normkit.benchmark import run, table; print(table(*run()))`.
-
-What it measures, for 4096 rows of H values (float32), H in SIZES:
-- the median time of a forward, and of a forward plus backward (upstream gradient given),
-  over interleaved rounds: each round times every kernel once, in turn, so that a
-  machine busy for a moment slows all of them alike;
-- the ratio of each median to torch's, measured in the same run;
-- the memory traffic of the minimum-traffic model (forward: read x, write y = 2|x|;
-  backward: read x and dy, write dx = 3|x|; weight, bias and the statistics are small),
-  divided by the median: the bandwidth the kernel would have reached had it moved only
-  those bytes, and its fraction of the machine's memory-copy bandwidth, measured in the
-  same run (a copy reads and writes each byte once: no LayerNorm can run faster).
-
-Times vary from run to run and machine to machine; ratios measured in one run much less.
-Never assert a time in a test.
+It times your naive (Exercises 1.2, 2.2), fast (7.1, 7.2) and compiled (7.3, 7.4) kernels,
+then RMSNorm against LayerNorm (Unit 4, section 3), on 4096 rows of H float32 values (H in
+SIZES): the median of a forward and of a forward plus backward over interleaved rounds (each
+round times every kernel once, so a busy moment slows all alike), its ratio to torch's, and
+the bandwidth of the minimum traffic (TRAFFIC) against a memory copy timed in the same run.
+With CUDA, it also times torch.compile's fused kernel. Times vary between runs and machines,
+ratios from one run much less: never assert a time in a test. README.md, "Speed: `make
+bench`", shows a table and how to read it.
 """
 
 import argparse

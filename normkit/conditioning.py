@@ -1,35 +1,17 @@
-"""Unit 8's conditioning section (notebook 08): conditioning through the norm, adaptive
-LayerNorm with adaLN-Zero (Peebles & Xie 2023, "Scalable Diffusion Models with
-Transformers", DiT, section 3.2), on the unit's character-level language model.
+"""Unit 8's conditioning section (notebook 08): adaLN-Zero on the unit's language model.
 
-A norm without its own affine parameters, whose scale and shift come from a condition c:
-adaLN(x, c) = LayerNorm(x) * (1 + scale(c)) + shift(c), FiLM's (Perez et al. 2018) gamma and
-beta placed in the norm. adaLN-Zero adds a gate to each residual sublayer F,
-x + gate(c) * F(adaLN(x, c)), and starts every (shift, scale, gate) at zero: each block is
-then exactly the identity at initialization, as ResNets whose last norm's gamma starts at
-zero (Goyal et al. 2017). DiT computes them per block from the condition's embedding c (E,)
-by SiLU then Linear(E, 6E), zero-initialized, weight and bias; so does this module.
-
-The condition here: which of two texts a window comes from, the capstone's Coriolanus as it
-is (condition 0) or upper-cased (condition 1), over one vocabulary covering both (`Texts`).
-The two differ in one visible way (the case of every letter, 7.9% upper-case in the play),
-which a sample shows at a glance. (The issue's other idea, the play's two halves: swapping
-their conditions raised the validation loss by only 0.03 to 0.06 nats, seeds 0 to 2,
-150 steps, against 3.1 to 3.9 for the case.) The context could tell the case too, but the
-trained model reads it from the condition: from a prompt in the other case, condition 0 went
-on 4% to 23% upper-case and condition 1 99.4% to 100% (seeds 0 to 4, both settings; printed
-in the notebook, not asserted). Not shown at this scale: DiT's advantage of adaLN-Zero over
-adaLN with the modulation at torch's default initialization, whose validation loss ended
-within 0.03 of adaLN-Zero's, either side (seeds 0 to 4, 150 steps).
-
-The model is modern.CharLM's (Pre-LN blocks of modern.Attention and a GELU MLP), its norms
-replaced by adaLN-Zero (`ConditionalLM`); it trains with Adam at the usual rate (`train`),
-on windows drawn from either text (`fit`). `init_claims` are exact and cheap (the identity at
-init); `claims` are what the trained run shows. Settings travel as one frozen dataclass:
-Settings() is the notebook's, Settings.light() what nbval runs (NORMLIB_LIGHT=1), chosen by
-settings(). Each claim holds by a wide margin under the perturbation test (normkit.training's
-jitter, other seeds) and on torch's generic and AVX2 kernels; its docstring gives what was
-observed.
+adaLN-Zero (Peebles & Xie 2023, DiT, section 3.2) conditions a block through its norms: they
+have no affine parameters, and a shift and a scale computed from the condition c take their
+place, adaLN(x, c) = LayerNorm(x) * (1 + scale(c)) + shift(c); a gate computed from c scales
+each residual branch, x + gate(c) * F(adaLN(x, c)). The modulation (SiLU, then Linear(E, 6E))
+starts at zero, so each block is the identity at initialization. The condition: which text a
+window comes from, Coriolanus as written (0) or upper-cased (1), over one vocabulary
+(`Texts`), a difference a sample shows at a glance. The model is modern.CharLM's, its norms
+replaced by adaLN-Zero (`ConditionalLM`, whose blocks are AdaLNBlock or the student's
+Exercise 8.5), trained by Adam (`train`, on windows of either text: `fit`). `init_claims` are
+exact; `claims` are what the trained run shows, each docstring with what was observed.
+Settings() is the notebook's, Settings.light() nbval's (NORMLIB_LIGHT=1).
+tests/test_conditioning.py reruns the claims perturbed (normkit.training's jitter).
 """
 
 import dataclasses

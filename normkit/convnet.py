@@ -1,26 +1,16 @@
-"""Unit 4, section 9: a small ConvNet with BatchNorm, GroupNorm or LayerNorm after each
-convolution, trained at batch size 2 and 32 on images the course draws (`runs`), and the
-claims its notebook asserts (`convnet_claims`).
+"""Unit 4, section 9: a small ConvNet with BatchNorm, GroupNorm or LayerNorm, at batch 2 and 32.
 
-The images: 12x12 pixels, one channel, a short blurred bar at one of 4 orientations (the
-class: 0, 45, 90 or 135 degrees, each give or take 9), anywhere within 2 pixels of the
-centre, in Gaussian pixel noise, each image with its own contrast and brightness, as
-lighting varies from photograph to photograph. Made here from a seed; nothing downloaded.
-
-The network (after LeNet-5, whose last convolution also leaves a 1x1 map): three 3x3
-convolutions, each followed by the norm and a ReLU, 2x2 max pooling after the first two,
-and a linear layer on the last one's 1x1 map: 12x12 -> 6x6 -> 3x3 -> 1x1. So the last
-norm sees one value per channel and sample: BatchNorm's statistics there come from the
-batch alone, the case of section 1, where a batch of 2 normalizes every value to -1 or +1.
-
-Each run sees the same 4096 training images once, in the same order (a fixed number of
-samples seen, not of steps: 2048 steps at batch size 2, 128 at 32), by SGD with momentum
-0.9 and the learning rate scaled linearly with the batch size (Goyal et al. 2017, as Wu and
-He 2018 trained GroupNorm's comparisons), from the same initial weights. Accuracy is that of
-evaluation mode (`model.eval()`: BatchNorm uses its running statistics) on 1000 held-out
-images. `jitter` multiplies every initial parameter by (1 + 1e-6 * noise), as in
-normkit/training.py; tests/test_convnet.py asserts the claims under a jitter, here and on
-torch's generic kernels.
+`runs` trains it; `convnet_claims` are what notebook 04 asserts. The images are made here
+from a seed, nothing downloaded: 12x12, one channel, a short blurred bar at one of 4
+orientations (the class) near the centre, in pixel noise, each image with its own contrast
+and brightness. The network, after LeNet-5: three 3x3 convolutions, each followed by the
+norm and a ReLU, max pooling after the first two, and a linear layer on the last one's 1x1
+map. So the last norm sees one value per channel and sample: at batch size 2, BatchNorm
+there maps every value to -1 or +1 (section 1's case). Each run sees the same 4096 images
+once, in the same order, from the same initial weights, by SGD with momentum and the
+learning rate scaled linearly with the batch size (Goyal et al. 2017); accuracy is that of
+evaluation mode on 1000 held-out images. tests/test_convnet.py asserts the claims under a
+`jitter` (as in normkit/training.py), here and on torch's generic kernels.
 """
 
 import copy

@@ -1,35 +1,17 @@
-"""Why a check failed: the short message of normkit.testing.assert_close, and the likely
-cause where the error has a known signature (not an exercise; at grading the course's copy
-of this file is used, not the student's).
+"""Why a check failed: the message of normkit.testing.assert_close, with the likely cause.
 
-A failed comparison reads
-
-    rstd for x (2, 4) float32, normalized_shape=(4,), eps=1e-05: 8 of 8 values are wrong.
-      Worst at index (1, 0): expected 0.4472136, got 0.3872983 (tolerance 1.4e-05).
-      Likely cause: the unbiased variance: dividing by N - 1 = 3 (ddof=1, ...), where ...
-
-The signatures, from the most specific:
-- a known mistake of this check (the check computes what that mistake gives, exactly, and
-  passes it as `mistakes`): eps added to the std, the std returned for rstd, ...;
-- every value off by one factor: the sign, or a scale;
-- with `over` (the axes of one normalization group): an error that is the same for every
-  element of a group (a missing or extra mean term).
-
-Where no signature matches, the message still says where the error is and what pattern it
-has (where()), computed from the two arrays alone, for any wrong code:
-
-    dx for x (8, 6) float64: 12 of 48 values are wrong.
-      Worst at index (7, 2): expected 0.1208, got 0.0 (tolerance 6.2e-10).
-      Where: 12 of 48 values: every value at axis 0's indices 6, 7 of 0..7 (the last 2);
-      there, got is 0 (values never written, or a branch that gives zeros?).
-
-Each pattern is a fact about the difference, tested exactly (AGREE), and worded as what to
-look at, never as the exercise's answer: which indices along which axes hold the wrong
-values; NaN or inf where the exact value is finite; the right values at the wrong places
-(two axes swapped, an axis reversed, shifted by one); wrong exactly where the exact value is
-negative (clamped to 0, or its sign flipped); 0 where the exact value is not; one factor or
-one shift over the wrong values; an error of a lower precision's size (float32's in a
-float64 result, rounding rather than a wrong formula in a float32 one); otherwise its size.
+A failed comparison names the quantity and the case, how many values are wrong and the worst
+one against its tolerance, then a likely cause where the error has a known signature, from
+the most specific: a known mistake of this check (passed as `mistakes`, which the check
+computes exactly); one factor over every value (the sign, a scale); with `over` (the axes of
+one normalization group), an error the same for every element of a group (a missing or extra
+mean term). Where none matches, where() says where the wrong values are and what pattern
+they have, from the two arrays alone, for any wrong code: which indices along which axes,
+NaN or inf, right values at wrong places, wrong where the exact value is negative, 0 where
+it is not, one factor or shift, a lower precision's error, else its size. Each pattern holds
+to within AGREE and is worded as where to look, never as the exercise's answer (what a
+message may quote: docs/security.md, section 5). Not an exercise: at grading the course's
+copy of this file is used, not the student's.
 """
 
 import itertools

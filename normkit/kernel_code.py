@@ -1,26 +1,17 @@
-"""What a Numba kernel's code shows (Exercises 7.3 and 7.4's checks): a data race, fastmath
-flags that compile NaN and inf away, no parallel loop. Read from the code, since none of
-the three shows reliably in one run's numbers. (And whether Numba is installed at all:
-numba_installed, NUMBA_INSTALL.)
+"""Reads a Numba kernel's code for Exercises 7.3 and 7.4's checks: races, fastmath, prange.
 
-Races. Two iterations of a `prange` loop run on different threads at the same time. A write in
-the loop's body to an element that another iteration may write too is a data race: both
-threads read the old value, both add their share, and one of the two writes is lost. How
-often that happens depends on the machine, the load and the number of threads (on one
-thread, never), so a race is found from the loop's structure, not from one run's numbers:
-
-    for r in prange(rows):
-        for j in range(h):
-            dweight[j] += grad_output[r, j] * x_hat     # every row writes dweight[j]: a race
-
-An element written in the body belongs to its iteration when its index involves the loop's
-variable (dweight_parts[p, j] in a loop over parts p), a name computed from it (a row r of
-part p), or the thread's id (numba.get_thread_id()); or when the array itself is made in
-the body (a scratch row of the iteration's own). A reduction into a scalar (total += ...)
-or a whole array (dbias += row) is one that Numba itself makes private to each thread.
-Two writes of one array must not meet either: out[r] and out[r + 1] are each a row of the
-iteration's own, yet iteration r + 1 writes the row that iteration r writes second.
-What the reader cannot prove an iteration's own, it reads as shared (_disjoint, below).
+What it finds: a data race, fastmath flags that compile NaN and inf away, no parallel loop
+(and numba_installed: whether Numba is there). It reads the code, since none of the three
+shows reliably in one run's numbers. A race: two iterations of a `prange` loop, on two
+threads, may write one element (`dweight[j] += ...` in a loop over rows), and one of the
+two writes is lost, more or less often by machine, load and thread count (on one thread,
+never). An element belongs to its iteration when its index involves the loop's variable, a
+name computed from it, or the thread's id, or when its array is made in the loop's body. A
+reduction into a scalar or a whole array is one Numba makes private to each thread. Two
+writes of one array must not meet either: out[r] and out[r + 1] are each an iteration's
+own row, yet iteration r + 1 writes the row that iteration r writes second. What the reader
+cannot prove an iteration's own, it reads as shared (_owned, _disjoint). At grading the
+judge reads the submission's file and runs none of it (docs/security.md, section 4).
 """
 
 import ast

@@ -1,24 +1,17 @@
-"""Unit 5's capstone (notebook 05, section 7; provided, no exercise): your layers train a
-character-level language model.
+"""Unit 5's capstone (notebook 05, section 7): your layers train a character-level LM.
 
-The model reads `context` characters and predicts each next one: an embedding and learned
-positions, your TransformerEncoder (Exercises 5.2 and 5.3, around your add_norm of 5.1)
-with causal self-attention, and a linear head. Its norms are yours: normlib.nn.LayerNorm
-(Exercise 2.5, over your kernels of 1.2 and 2.2) and normlib.nn.RMSNorm (3.6, 3.7). Four
-kinds (KINDS) are trained with Adam at two learning rates on the opening of Coriolanus
-(data/coriolanus.txt, public domain): Post-LN, Pre-LN, Pre-LN with RMSNorm, and no norm
-(the same encoder with every norm replaced by the identity).
-
-Settings travel as one frozen dataclass: Settings() is the notebook's (about 20 s on 2
-cores), Settings.light() what nbval runs (conftest.py sets NORMLIB_LIGHT=1), chosen by
-settings(). The claims the notebook asserts (claims) hold by a wide margin with both: nbval
-runs the light ones as the notebook does; tests/test_language_model.py with every initial
-weight times 1 + 1e-6 * noise (normkit.training's jitter), and tests/test_machines.py so on
-torch's generic kernels; claims' docstring gives what was observed.
-
+Provided, no exercise. The model reads `context` characters and predicts each next one: an
+embedding and learned positions, your TransformerEncoder (Exercises 5.2 and 5.3, around your
+add_norm of 5.1) with causal self-attention, and a linear head. Its norms are yours too:
+normlib.nn.LayerNorm (Exercise 2.5, over your kernels of 1.2 and 2.2) and normlib.nn.RMSNorm
+(3.6, 3.7). The four KINDS (Post-LN, Pre-LN, Pre-LN with RMSNorm, no norm) train with Adam
+at two learning rates on the opening of Coriolanus (data/coriolanus.txt, public domain).
 While an exercise the model needs is still a stub, the model is built from torch's layers
-instead (layers="torch": torch.nn.TransformerEncoder with torch's norms), so that the
-notebook runs; missing() says which exercises are still stubs.
+instead (layers="torch"), so that the notebook runs; missing() says which exercises.
+Settings() is the notebook's, Settings.light() nbval's (NORMLIB_LIGHT=1). The claims the
+notebook asserts (`claims`, whose docstring gives what was observed) hold by a wide margin:
+tests/test_language_model.py reruns them perturbed (normkit.training's jitter), and
+tests/test_machines.py so on torch's generic kernels.
 """
 
 import dataclasses

@@ -1,39 +1,17 @@
-"""Unit 8's experiments (notebook 08): normalization in today's models, on a small
-character-level language model built from torch's own layers (not yours: the experiments run
-whatever the state of your exercises).
+"""Unit 8's experiments (notebook 08): normalization in today's models, on a small LM.
 
-The model is the capstone's (normkit.language_model: the same text, windows, batches and
-validation loss) written out so that each choice of today's models is one option of `Config`:
+    python -m normkit.modern --store    retrain the notebook's stored runs, data/today_runs.pt
 
-- `norm`: "layer" (LayerNorm), "rms" (RMSNorm) or "dyt" (Dynamic Tanh, Zhu et al. 2025:
-  gamma * tanh(alpha * x) + beta, alpha one learned scalar initialized to 0.5 as in the
-  authors' code, jiachenzhu/DyT's dynamic_tanh.py);
-- `qk_norm`: an RMSNorm over each head's dimension, with a learned gain, on the queries and
-  the keys before their dot product, as in Gemma 3 and Qwen3 (Dehghani et al. 2023 and
-  Wortsman et al. 2023 used a LayerNorm there);
-- `placement`: where the norms sit around each sublayer F (PLACEMENTS): "pre" (x + F(N(x))),
-  "post" (N(x + F(x))), "peri" (x + N(F(N(x))), CogView's Sandwich-LN, Gemma 2 and 3),
-  "reordered" (x + N(F(x)), OLMo 2's placement, here without OLMo 2's QK-norm) and
-  "deepnorm" (N(alpha x + F(x)) with DeepNet's initialization, Wang et al. 2022). Each is
-  one line of PLACEMENTS.
-
-Each attention records the largest |logit| of its last forward, so that `train` logs the
-largest attention logit of every step beside the loss. Three experiments, each with the
-claims the notebook asserts: QK-norm against plain Pre-LN at a usual and a high learning
-rate (`qk_runs`, `qk_claims`); DyT against LayerNorm and RMSNorm (`dyt_runs`, `dyt_claims`),
-with the S-shaped curves that motivated DyT (`norm_points`, `s_shape`, `curve_claims`); and
-the five placements at a depth where plain Post-LN fails (`placement_runs`,
-`placement_claims`), with the gradient-norm profile across the blocks at initialization
-(`grad_profile`: Unit 5's Exercise 5.5 on this model; `profile_claims`). Settings travel as
-one frozen dataclass: Settings() is the notebook's, Settings.light() what nbval runs
-(NORMLIB_LIGHT=1), chosen by settings(); the placements' are Settings.deep() and
-Settings.deep_light(), chosen by deep_settings(). Run All shows the QK-norm and DyT runs of
-Settings() as stored in data/today_runs.pt (store() wrote them, stored_runs() reads them:
-about a minute of training that would otherwise double the notebook's time) until the
-student sets `stored = False`; nbval's light settings are never stored, so it trains them.
-Each claim holds by a wide margin under the perturbation test (normkit.training's jitter,
-other seeds) and on torch's generic and AVX2 kernels (tests/test_modern.py,
-tests/test_machines.py); the claims' docstrings give what was observed.
+The model is the capstone's (normkit.language_model's text, batches and loss), built from
+torch's layers, not yours, so the experiments run whatever the state of your exercises. `Config`
+picks its `norm` ("layer", "rms", or "dyt": Dynamic Tanh, Zhu et al. 2025, alpha from 0.5 as in
+jiachenzhu/DyT), `qk_norm` (an RMSNorm over each head's queries and keys, as in Gemma 3 and
+Qwen3) and `placement` (a key of PLACEMENTS). The experiments, with the claims notebook 08
+asserts: QK-norm (`qk_runs`, `qk_claims`), DyT (`dyt_runs`, `dyt_claims`, `curve_claims`), the
+placements at a depth where Post-LN fails (`placement_runs`, `placement_claims`,
+`profile_claims`). Settings() is the notebook's, Settings.light() nbval's, Settings.deep() the
+placements'. tests/test_modern.py reruns the claims perturbed (normkit.training's jitter); each
+claim's docstring gives what was observed.
 """
 
 import ast

@@ -1,32 +1,17 @@
-"""What the notebooks' first cell loads (`%load_ext normkit.notebook`): an exercise that is
-not yet written shows as one line saying so, not as a traceback.
+"""The notebooks' IPython extension (`%load_ext normkit.notebook`): messages, not tracebacks.
 
-A stub (`raise NotImplementedError("Exercise N.M: implement layer_norm_stats")`, or the
-bare `raise NotImplementedError()` of a "your turn" cell) reached from a cell prints
-
-    NotImplementedError: Exercise N.M is not yet implemented: layer_norm_stats in
-    normlib/layer_norm.py still raises NotImplementedError. Write it, then run this cell again.
-
-A check that finds a wrong value (normkit.testing.CheckFailed) prints its message alone,
-which says the quantity, the case, the worst element and the likely cause, then where to
-look: the exercise's function in your normlib/ file, with its line, and the case that
-failed (its line in normkit/checks/), instead of a traceback through NumPy.
-
-A cell whose output would give away what an exercise asks you to predict runs only once that
-exercise's check has passed in this kernel: it starts with `if revealed("2.4"):`, which
-otherwise prints why it waits. The extension records which check cells passed.
-
-A normlib/ file that you changed and that no longer imports (a syntax error, a name
-error at its top level) stops the next cell before it runs, with one message naming the
-file, the line and the error (NotReloaded): autoreload would print its traceback and then
-run the code from before your change, as if nothing were wrong. The notebooks load
-`%autoreload 2 --full --hide-errors`: --full reloads whole modules, so that tracebacks
-point at the right lines (IPython 9's default reloads only the changed functions and
-gives them wrong line numbers), and --hide-errors leaves the message to this extension.
-Any other exception keeps its usual traceback. The cell still ends in an error, so a check
-of an unfinished exercise still fails (nbgrader scores it 0, Validate reports it), and its
-`raises-exception` tag lets JupyterLab's Run All go on to the next cell. Not an exercise: at
-grading the course's copy of this file is used, not the student's.
+- A stub reached from a cell (its NotImplementedError) prints one line: which exercise is
+  not yet written, and in which normlib/ file.
+- A failed check (normkit.testing.CheckFailed) prints its message alone: the quantity, the
+  case, the worst element, the likely cause, then the lines of your function and of the case.
+- A cell that starts with `if revealed("2.4"):` runs only once that exercise's check has
+  passed in this kernel: its output would give away what the exercise asks you to predict.
+- A changed normlib/ file that no longer imports stops the next cell with one message
+  (NotReloaded), where autoreload would print a traceback and then run the old code. The
+  notebooks load `%autoreload 2 --full --hide-errors` for it.
+Any other exception keeps its traceback. The cell still ends in an error, so an unfinished
+exercise's check still fails (nbgrader scores it 0); its `raises-exception` tag lets Run All
+go on. Not an exercise: at grading the course's copy of this file is used, not the student's.
 """
 
 import ast

@@ -1,27 +1,17 @@
-"""SyncBatchNorm's statistics as a merge of Welford states (notebook 06, section 1;
-provided, no exercise).
+"""SyncBatchNorm's statistics as a merge of Welford states (notebook 06, section 1; provided).
 
-Data-parallel training cuts each batch into slices, one per device, and BatchNorm needs
-every channel's mean and variance over the *whole* batch, which no device holds.
-torch.nn.SyncBatchNorm has each device compute its slice's count, mean and (inverse)
-standard deviation, gathers those few numbers from every device (an all_gather: slices
-may differ in size, so a plain sum would not do) and combines them
-(torch/nn/modules/_functions.py, torch.batch_norm_gather_stats_with_counts). The
-combination is Chan, Golub and LeVeque's merge of two partial results (1979), folded over
-the devices: Exercise 6.2's welford_merge. (The backward all_reduces 2C more sums; both
-collectives block, once per SyncBatchNorm layer and step: the cost is latency, not bytes.)
+Data-parallel training cuts each batch into slices, one per device, and BatchNorm needs each
+channel's mean and variance over the whole batch. torch.nn.SyncBatchNorm gathers each
+slice's count, mean and inverse standard deviation from every device and merges them, one
+device after another, by Chan, Golub and LeVeque's merge (1979): Exercise 6.2's
+welford_merge. merged_statistics(slices) does the same on one machine, with your
+normlib.variance.welford (6.1) and welford_merge (6.2) where you have written them and this
+module's own where they are still stubs, so that notebook 06 runs either way (sources() says
+which). This module's merge is the answer of Exercise 6.2: read it after your check passes.
 
-merged_statistics(slices) does the same on one machine: each slice's state (count, mean,
-m2) per channel, then the states merged one device after another. It uses your
-normlib.variance.welford (6.1) and welford_merge (6.2) where you have implemented them,
-and this module's own where they are still stubs, so that notebook 06 runs either way
-(sources() says which). This module's merge is the answer of Exercise 6.2: read it after
-your check passes.
-
-Shapes: a slice is (N_i, C, *L), as BatchNorm's input (N, C, *L): the statistics are per
-channel C, over the N_i samples and every position of *L. Slices share C, *L and dtype;
-N_i may differ, and a slice of N_i = 0 (a device without data) is skipped, as
-SyncBatchNorm skips a count of 0.
+Shapes: a slice is (N_i, C, *L), as BatchNorm's input; the statistics are per channel C.
+Slices share C, *L and dtype; N_i may differ, and a slice of N_i = 0 (a device without
+data) is skipped, as SyncBatchNorm skips a count of 0.
 """
 
 import numpy as np

@@ -1,41 +1,17 @@
-"""What the exercise checks compare against: exact results (torch in float64, rounded to the
-input's dtype) as NumPy arrays, and one assert_close with tolerances derived from one error
-model (not an exercise; at grading time the autograder uses the course's own copy of this
-file, not the student's).
+"""What the exercise checks compare against: exact references and the error model's tolerances.
 
-The error model. A correct kernel differs from the exact result by rounding alone. Every
-floating-point operation rounds its result by at most u, the unit roundoff of the dtype it
-computes in (float32: u = 2**-24 ~ 6e-8). A result built by `depth` chained stages (one
-normalization, one linear layer, one step back through a graph), each of a few elementwise
-operations and a reduction of up to `length` terms, errs by about
+The references (torch_layer_norm, ...) compute in float64 with torch and round to the input's
+dtype, so that only the kernel's own rounding counts. assert_close's tolerance comes from one
+error model: a result of `depth` chained stages, each reducing up to `length` terms, errs by
 
-    bound = u * depth * (ROUNDINGS + LAMBDA * sqrt(length)) * cond    (units: the result's size)
+    bound = u * depth * (ROUNDINGS + LAMBDA * sqrt(length)) * cond
 
-- ROUNDINGS = 8: the elementwise operations of one stage (subtract the mean, square, add
-  eps, sqrt, divide, scale, shift, and rounding the result to the output dtype).
-- LAMBDA * sqrt(length): however a sum of n terms is ordered (a loop, NumPy's pairwise sum,
-  torch's vectorized Welford, float64 accumulation), its rounding errors add like random
-  steps, so they stay below lambda sqrt(n) u relative to the sum of |terms| for a small
-  constant lambda, not n u (Higham and Mary, "A New Approach to Probabilistic Rounding
-  Error Analysis", SIAM J. Sci. Comput. 41(5), 2019). A plain loop stays below 1.3
-  sqrt(n) u cond in notebook 06's measurement (which asserts it); LAMBDA = 4.
-- cond: how much the inputs amplify one rounding. For a normalization it is the largest
-  mean(|x|) * rstd over the groups (condition() computes it): a mean near an offset of
-  1e3 carries rounding errors of u * 1e3, which x - mean divides by the spread. A sum of
-  squared deviations (the variance, Welford's m2) is spared that: the mean's rounding
-  cancels from it to first order, so cond multiplies only ROUNDINGS, not the sum's term.
-
-A check's tolerance is MARGIN = 10 times its bound: rtol = atol, atol in units of the
-result's largest magnitude (assert_close: a small entry computed from larger terms carries
-their rounding). tests/test_graders.py proves both sides, and tests/test_machines.py
-repeats it on torch's generic and AVX2 kernels, with NumPy's SIMD dispatch off, on 1 and
-2 threads: correct implementations pass at a tenth of each tolerance (within the bound
-itself), every mistake fails at ten times it.
-
-float64 results are checked with the same model and u = sqrt(u32 * u64) ~ 2.6e-12, the
-geometric middle of float32's and float64's unit roundoffs, 2.3e4 times each: far above the
-rounding of a float64 computation, below that of a kernel that computes a float64 input in
-float32 (the mistake a float64 check is there to catch) even after MARGIN.
+u is the unit roundoff of the dtype computed in (float64 results: sqrt(u32 * u64)), cond the
+largest mean(|x|) * rstd of a group (condition()). A tolerance is MARGIN times the bound,
+rtol = atol, atol in units of the result's largest magnitude; notebook 06, section 4, derives
+each term. tests/test_graders.py holds it to both sides: correct code passes at a tenth of
+it, every mistake fails at ten times it. Not an exercise: at grading the judge uses the
+course's copy of this file, not the student's (docs/instructors.md, step 5).
 """
 
 import collections

@@ -1,22 +1,17 @@
-"""The units' training experiments, shared by the notebooks and tests/test_training.py:
+"""The units' training experiments, shared by the notebooks and tests/test_training.py.
 
 - Unit 4, section 4: a small MLP without a norm, with BatchNorm and with LayerNorm, trained
   by SGD over learning rates, initialization scales and seeds (`sweep`);
 - Unit 5, section 6: a tiny transformer, Post-LN and Pre-LN, trained by Adam with and
   without a learning-rate warm-up (`warmup_runs`).
 
-Training near the largest learning rate that trains is chaotic: the last bit of one weight,
+Near the largest learning rate that trains, training is chaotic: the last bit of one weight,
 which another CPU's rounding changes, can decide whether a run diverges. So each experiment
-takes `jitter`, a seed: every initial weight is multiplied by (1 + 1e-6 * noise), noise
-standard normal. Each experiment's claims (`sweep_claims`, `warmup_claims`, `edge_claims`) are what
-its notebook asserts, and each must hold by a wide margin: tests/test_training.py asserts
-them under two of the five jitters (JITTERS): jitter 0 on this machine's kernels, and jitter
-1 on torch's generic ones (through tests/test_machines.py); the runs at that edge
-(`sweep_edge`) under all five, as notebook 04 shows, in both. An outcome that does not hold
-that way (which runs diverge at the edge) is printed and explained in the notebook; only
-its spread is asserted. (That edge is the largest learning rate that trains, not Cohen et
-al. 2021's "edge of stability", where full-batch gradient descent's sharpness hovers at
-2 / lr: nothing here measures sharpness.)
+takes `jitter`, a seed: every initial weight is multiplied by (1 + 1e-6 * noise). Its claims
+(`sweep_claims`, `warmup_claims`, `edge_claims`) must hold by a wide margin under two of the
+JITTERS (0 on this machine's kernels, 1 on torch's generic ones, via tests/test_machines.py),
+and the runs at that edge (`sweep_edge`) under all five. Which of them diverge is printed and
+explained in notebook 04; only its spread is asserted (README.md, "For authors").
 """
 
 import contextlib

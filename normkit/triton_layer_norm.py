@@ -1,25 +1,17 @@
-"""The fused LayerNorm on a GPU, in Triton (Unit 7's optional extra; not an exercise): the
-same kernel as the compiled CPU one, where a CUDA device and Triton are present.
+"""A fused LayerNorm on a GPU, in Triton (Unit 7's optional extra; not an exercise).
 
     python -m normkit.triton_layer_norm     the table of report(), or one line saying why not
 
-The forward is structured as the Triton "Layer Normalization" tutorial's (one program per
-row; triton-lang/triton, python/tutorials/05-layer-norm.py; llm.c's CUDA kernels give a row
-one warp: karpathy/llm.c, llmc/layernorm.cuh). The backward is not the tutorial's, whose
-programs (one per row) share GROUP_SIZE_M partial rows under a lock; it is closer to llm.c's
-layernorm_backward_kernel10 (a partial sum per block, then their sum):
-- forward: one program per row; the row is loaded once into a block of BLOCK values (the
-  next power of two >= H, masked past H), its mean and centred variance are two sums over
-  that block in registers, and y is written once: 2|x| of memory traffic;
-- backward: each program takes a run of consecutive rows, writes dx of each (reading x
-  and dy once), and adds dy * xhat and dy of its rows into partial sums of dγ and dβ kept
-  in registers; a program writes its partials to row p of a (programs, H) buffer, and a
-  torch sum over the programs gives dγ and dβ: a two-stage reduction, with no two programs
-  ever writing the same address (no atomics, no race).
-
-Triton is not part of the course's CPU environment (nor of pyproject.toml): it comes with
-CUDA builds of torch. This module imports without it; forward() and backward() raise a
-RuntimeError where it or CUDA is missing.
+The same kernel as the compiled CPU one, where a CUDA device and Triton are present. The
+forward, as in Triton's "Layer Normalization" tutorial, gives each row one program: the row
+is loaded once into a block of BLOCK values (the next power of two >= H, masked past H), its
+mean and centred variance are two sums in registers, and y is written once. The backward is
+closer to llm.c's layernorm_backward_kernel10 than to the tutorial's (whose programs share
+partial rows under a lock): each program writes dx for a run of consecutive rows and keeps
+partial sums of dγ and dβ in registers, then writes them to its own row of a (programs, H)
+buffer that a torch sum reduces: no two programs write one address (no atomics, no race).
+Triton comes with CUDA builds of torch, not with the course's CPU environment: this module
+imports without it; forward() and backward() raise a RuntimeError where it or CUDA is missing.
 """
 
 from __future__ import annotations  # the kernels' `tl.constexpr` annotations stay strings

@@ -1,21 +1,17 @@
-"""Argument checks shared by normlib.functional and normlib.nn, and their result for an
-empty input (not an exercise).
+"""Argument checks shared by normlib.functional and normlib.nn, and results for empty inputs.
 
-Each check raises a TypeError or ValueError that names the argument, what was
-expected and what came, so that a bad call fails here and not deep inside NumPy.
-
-Empty inputs are handled here, in one place and one way: normlib.functional and
-normlib.nn check an input with no elements like any other, then call empty_forward and
-empty_backward instead of the layer's kernels, so that no kernel (a student's included)
-ever sees an empty array. torch's results on an empty input are:
-    - an empty output of the input's shape and dtype; in the backward, an empty dx and
-      zero gradients for weight and bias (torch's GroupNorm gives NaN for weight on an
-      empty spatial dim; zero is the gradient of an output with no elements);
-    - the running statistics left as they were, in training too, except that
-      instance_norm with input statistics and no sample (N = 0) sets them to NaN: it
-      averages the statistics of no instance (forget_running_stats);
-    - an error where an empty input does not fit the layer's layout (the checks below) and
-      where torch cannot apply a weight or bias to no channel (check_empty_affine).
+Not an exercise. Each check raises a TypeError or ValueError that names the argument, what
+was expected and what came, so that a bad call fails here and not deep inside NumPy.
+An input with no elements is checked like any other, then given empty_forward and
+empty_backward's results instead of the layer's kernels', so that no kernel (a student's
+included) ever sees an empty array. These follow torch:
+- an empty output of the input's shape and dtype; in the backward, an empty dx and zero
+  gradients for weight and bias (torch's GroupNorm gives NaN for weight on an empty spatial
+  dim; zero is the gradient of an output with no elements);
+- the running statistics left as they were, in training too, except that instance_norm
+  with input statistics and N = 0 sets them to NaN (forget_running_stats);
+- an error where an empty input does not fit the layer's layout, and where torch cannot
+  apply a weight or bias to no channel (check_empty_affine).
 """
 
 import math

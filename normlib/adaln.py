@@ -1,21 +1,17 @@
-"""adaLN-Zero (Unit 8: Exercise 8.5): a transformer block conditioned through its norms, as
-DiT's (Peebles & Xie 2023, "Scalable Diffusion Models with Transformers", section 3.2;
-official code: facebookresearch/DiT, models.py, class DiTBlock and function modulate).
+"""adaLN-Zero (Unit 8: Exercise 8.5): a transformer block conditioned through its norms, as DiT's.
 
-A condition c (a class, a noise level: here which text a window comes from) steers every
-block through its norms: each norm has no affine parameters of its own, and a scale and a
-shift computed from c take their place; a gate computed from c scales each residual
-branch. Notebook 08, section 4, states the block; this file holds it, and the section's
-model (normkit.conditioning.ConditionalLM) runs on it once your check passes.
+DiT: Peebles & Xie 2023, "Scalable Diffusion Models with Transformers", section 3.2; code:
+facebookresearch/DiT, models.py (class DiTBlock, function modulate). A condition c (here:
+which text a window comes from) steers every block through its norms: they have no affine
+parameters of their own, a scale and a shift computed from c take their place, and a gate
+computed from c scales each residual branch. Notebook 08, section 4, states the block; the
+section's model (normkit.conditioning.ConditionalLM) runs on it once your check passes.
 
 Shapes: N batch, T sequence length, E = d_model. x (N, T, E), the residual stream; c (N, E),
 one condition embedding per sequence.
-
-Provided, not graded here (normlib/_blocks.py): the attention (Attention, causal, as in
-the unit's other models) and the MLP (Linear(E, 4E), GELU, Linear(4E, E)), Unit 5's and
-8.1's subject; and check_block_inputs, which refuses a c of the wrong shape. What you write is
-what makes the block adaLN-Zero's: the norms, the modulation and its initialization, and
-the forward that wires them.
+Provided (normlib/_blocks.py): the attention, the MLP (Linear(E, 4E), GELU, Linear(4E, E))
+and check_block_inputs, which refuses a c of the wrong shape. What you write makes the block
+adaLN-Zero's: the norms, the modulation and its initialization, and the forward.
 """
 
 import torch

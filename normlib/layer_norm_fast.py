@@ -1,22 +1,15 @@
-"""A fast LayerNorm in NumPy (Exercises 7.1 and 7.2): the same results as
-normlib.layer_norm's forward and backward, with far less memory traffic.
+"""A fast LayerNorm in NumPy (Exercises 7.1 and 7.2): same results, far less memory traffic.
 
-Why the naive kernels are slow. Every NumPy expression such as `(x - mean) * rstd`
-reads its operands from memory and writes a new full-size array: the naive forward
-makes about 15 passes over arrays the size of x and needs twice x's memory at its peak
-(one full-size temporary besides y; the backward four times x's), while the least any
-LayerNorm can do is read x once and write y once. At 4096 rows of 1024 float32 values
-(16 MB, far more than the caches), each pass goes to main memory.
-
-The three fixes, all here:
+Every NumPy expression such as `(x - mean) * rstd` reads its operands from memory and writes
+a new full-size array: the naive forward makes about 15 passes over arrays the size of x,
+while the least any LayerNorm can do is read x once and write y once. The three fixes:
 - write into the output in place (np.subtract(x, mean, out=y); y *= rstd), so that no
   full-size temporary is ever allocated;
-- process the rows in blocks of about BLOCK_BYTES, small enough to stay in the CPU's
-  cache between the several passes over them, so that only the first read of x and the
-  final write of y reach main memory;
+- process the rows in blocks of about BLOCK_BYTES, small enough to stay in the CPU's cache
+  between the passes over them, so that only the first read of x and the final write of y
+  reach main memory;
 - let one call do a whole reduction: np.vecdot(y, y) is the sum of squares of every row
   without forming y * y, and x @ (ones / H) the mean of every row.
-
 Shapes: x (*B, *S), S = normalized_shape, flattened here to R rows of H = prod(S) values;
 mean and rstd (*B, 1, .., 1) as the naive kernels save them; weight, bias (*S).
 """

@@ -1,19 +1,17 @@
-"""A network trained by hand (Unit 4: Exercises 4.1 and 4.2): a multilayer perceptron
-whose forward and backward you wire from your own kernels (Units 1 to 3), with no autograd.
+"""A network trained by hand (Exercises 4.1 and 4.2): an MLP wired from your kernels, no autograd.
 
-The network: L hidden layers, each linear -> norm -> ReLU, then a linear output layer
-giving the logits. Its parameters are a list of one dict per layer, named as torch names
-the modules of one layer (torch.nn.Linear's weight is (out_features, in_features)):
+The network: L hidden layers, each linear -> norm -> ReLU, then a linear output layer giving
+the logits. Its parameters are a list of one dict per layer, named as torch names the
+modules of one layer (torch.nn.Linear's weight is (out_features, in_features)):
 
     hidden layer l: "linear.weight" (H_l, H_{l-1}), "linear.bias" (H_l,), and with a norm
-                    "norm.weight" (H_l,), "norm.bias" (H_l,) (gamma and beta); BatchNorm's
-                    also "norm.running_mean" and "norm.running_var" (H_l,)
+                    "norm.weight", "norm.bias" (H_l,) (gamma and beta); BatchNorm's also
+                    "norm.running_mean" and "norm.running_var" (H_l,)
     output layer:   "linear.weight" (K, H_L), "linear.bias" (K,)
 
 norm: "batch" (your batch_norm_forward / batch_norm_backward, Exercises 3.3 and 3.8), "layer"
 (your layer_norm_forward / layer_norm_backward over the H_l features, Exercises 1.2 and 2.2),
-or "none". normkit.network makes the data and the parameters, computes the loss, and
-trains the network with your two functions.
+or "none". normkit.network makes the data and the parameters, computes the loss, and trains.
 """
 
 import numpy as np

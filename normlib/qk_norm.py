@@ -1,5 +1,4 @@
-"""QK-norm (Unit 8: Exercise 8.1): self-attention whose queries and keys are normalized,
-head by head, before their dot product.
+"""QK-norm (Unit 8: Exercise 8.1): self-attention whose queries and keys are normalized, per head.
 
 In a plain transformer an attention logit q . k / sqrt(D) has no bound: when the weights
 that make q and k grow in training, the logits grow, the softmax saturates to one-hot and
@@ -7,8 +6,8 @@ training can diverge (Dehghani et al. 2023, "Scaling Vision Transformers to 22 B
 Parameters"; Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
 training instabilities"). QK-norm normalizes each head's query and key before the dot
 product: ViT-22B and Wortsman et al. with a LayerNorm ("qk-layernorm"), Gemma 3 and Qwen3
-with an RMSNorm over the head's dimension D, as here; OLMo 2 with an RMSNorm over the
-whole projection (all heads at once), before splitting the heads.
+with an RMSNorm over the head's dimension D, as here; OLMo 2 with an RMSNorm over the whole
+projection (all heads at once), before splitting the heads.
 
 Shapes: N batch, S sequence length, E = d_model, H heads, D = E / H. Inputs are batch
 first, (N, S, E). The norms are the course's own (normlib.nn.RMSNorm, Exercises 3.6 and

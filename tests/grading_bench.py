@@ -1,38 +1,17 @@
-"""`make grading-bench`: whole-course submissions graded per minute, with 1 job and with
-2 (or --jobs), judge-only and with --execute, each in a fresh course, in one run; and
-judge-only on a Dask cluster started beforehand as an instructor starts one (`dask
-scheduler`, then `dask worker` processes as `make worker` starts them), with 1 and 2 (or
---jobs) workers: what a cluster's workers give, next to the jobs of one machine.
+"""Time grading: honest whole-course submissions graded per minute, in several set-ups.
 
     python -m tests.grading_bench [--students N] [--jobs N] [--no-execute] [--no-dask]
-    python -m tests.grading_bench --floor
-    python -m tests.grading_bench --profile
-    python -m tests.grading_bench --pipeline
+    python -m tests.grading_bench --floor | --profile | --pipeline
 
-The class is honest (tests/synthetic.honest_class: the reference's text in every file a
-student writes, the notebooks as released), the course layout (every notebook in one
-assignment), the default limits, the OS sandbox on. A run with jobs starts its local
-cluster and stops it (as make autograde does); a run on a cluster does not count its
-start. The README's figures come from it.
-
-Each run prints its wall time beside the CPU time the machine spent meanwhile (every
-process's, from /proc/stat: the grading processes and the sandboxes, which end unreaped
-by this process's tree, are counted only there) and the machine's load average before and
-after. Run it on a machine doing nothing else: a run that is slow with its cores busy was
-slow (measure); one with idle cores waited (for a lock, a disk, the network).
-
-The floor: before the runs, every exercise's check (its visible and hidden cases, as the
-judge runs them) is run once on the reference in one process with one thread, the imports
-paid before the first (`floor`): the CPU a whole-course submission would cost with no
-overhead, no judge, runner, sandbox, nbgrader or cluster. Each run prints its CPU per
-submission as a multiple of the floor: the overhead, measured. `--floor` prints the
-floor alone, check by check. `--profile` judges one whole-course submission of the
-reference, sandboxed, with the grading limits, and prints each check's wall and CPU time
-(the machine's, the judge's runners and sandboxes included; the judge's start is the
-first check's) beside its floor: where the overhead is. `--pipeline` grades two
-whole-course submissions end to end in this process, as a worker and the head do
-(`pipeline`), and prints each step's CPU: the head's plan, the judge, the notebooks'
-staging, nbgrader's record, the rest of the worker's task and the head's save.
+Run by `make grading-bench`; the README's grading figures come from it. Each run grades
+tests/synthetic.honest_class in a fresh course (course layout, default limits, sandbox on):
+1 and --jobs jobs, judge-only and with --execute, then judge-only on a Dask cluster of 1 and
+--jobs workers started beforehand (its start not counted). Each prints its wall time, the
+machine's CPU time meanwhile (from /proc/stat: the sandboxes' processes end unreaped by this
+process) and the load average: run it on an idle machine. The floor is every check run once
+on the reference in one process, with no judge or sandbox; each run's CPU a submission is
+printed as a multiple of it. --floor prints the floor check by check; --profile, one
+submission's checks beside it; --pipeline, each step of two submissions graded end to end.
 """
 
 import argparse
@@ -49,6 +28,7 @@ from pathlib import Path
 
 from tests.synthetic import honest_class
 from tools.course.exercises import REPO, SOLUTIONS
+from tools.course.folder import Course
 from tools.course.settings import read
 from tools.instructor.autograde import autograde
 from tools.instructor.build import COURSE, build_course
@@ -205,18 +185,19 @@ def pipeline(students=2):
         worker._nbgrader_record = timed("nbgrader's record", worker._nbgrader_record)
         try:
             settings = read(root)
-            todo, _ = timed("the head's plan", head.pending)(root)
+            course = timed("the head's plan", Course.load)(root)
+            todo, _ = timed("the head's plan", head.pending)(root, course)
             timed("the head's plan", head.due_dates)(root, settings)
-            course = timed("the head's plan", head.kit)(root, sorted(todo))
+            kit = timed("the head's plan", head.make_kit)(root, course, sorted(todo))
             listed, _ = timed("the head's plan", head.tasks)(
                 root, todo, settings.limits, False, bubblewrap.bwrap() is not None)
             for one in listed:
-                outcome = timed("the worker's task", worker.grade)(course, one)
+                outcome = timed("the worker's task", worker.grade)(kit, one)
                 failed = [g for g, (passed, _) in outcome.verdicts.items() if not passed]
                 if outcome.error or failed:
                     raise RuntimeError("the reference failed in the pipeline: "
                                        f"{outcome.error or ', '.join(failed)}")
-                timed("the head's save", head.save)(root, outcome, one)
+                timed("the head's save", head.save)(root, course, outcome, one)
                 task_wall, task_cpu = now.pop("the worker's task")
                 inside = [now.get(s, (0.0, 0.0)) for s in INSIDE]
                 now["the rest of the worker's task"] = (

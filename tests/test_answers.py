@@ -1,30 +1,17 @@
 """The student derives: no graded answer appears before its check. The student edition's
-notebooks, read in course order up to each exercise's check cell, and the files of its
-normlib/ that students write (stubs and the code provided beside them: a student opens them
-at any time) hold neither the code nor the closed form that an exercise asks the student to
-find. (normkit/testing.py is the checks' own comparison code, which grading replaces with the
-course's copy; it computes the exact results with torch.)
+notebooks, read in course order up to each exercise's check cell, and the normlib/ files
+students write (stubs and the code beside them) hold neither the code nor the closed form an
+exercise asks for; nor does any output (the stored ones before each check, and a Run All of
+the student edition on its stubs). After its check, in the rest of its section, an answer
+is shown only in a collapsed block (<details>, or a code cell whose source is hidden).
+(normkit/testing.py, the checks' comparison code, computes exact results and is not read.)
 
-ANSWERS gives, for each exercise whose answer is derived (a formula, or the step that makes
-the code general), patterns of that answer in code, in LaTeX and in prose. A pattern is a
-regular expression matched against a cell's or a file's text with all whitespace and LaTeX
-spacing removed, so line breaks and spacing cannot hide it.
-
-After its check, in the rest of its section, an answer is shown only when the student opens it: in
-a collapsed "Show the derivation" block (<details>), or in a code cell whose source is
-collapsed (JupyterLab's source_hidden). Outputs are scanned too: the solutions' stored ones
-before each check, and every output of a Run All of the student edition on its stubs, where
-no check passes, so no output may hold any answer (an output that would, such as 2.4's run,
-waits for its check: normkit.notebook.revealed).
-
-DEFINITIONS names the exercises whose formula is the definition the student implements,
-taught before them on purpose, with the reason. Every exercise is in exactly one of the two.
-
-STEPS gives the derivations that are not graded exercises (the student derives, writes the
-result in a "your turn" cell, and a code cell checks it against a run) by the id of that
-check cell, with the same patterns and the same rules: no cell before it holds the answer
-(nor normkit/, which the notebooks send the student to read), and after it, in the rest of
-its section, only a collapsed block does.
+ANSWERS: patterns of each derived answer in code, LaTeX and prose, as regular expressions
+matched with all whitespace and LaTeX spacing removed. DEFINITIONS: the exercises whose
+formula is the definition, taught before them on purpose, with why. Every exercise is in
+exactly one of the two. STEPS: derivations that are not graded exercises (a "your turn"
+cell checked by a code cell), by that check cell's id, under the same rules, normkit/
+included (the notebooks send the student to read it).
 """
 
 import json

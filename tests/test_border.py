@@ -31,9 +31,10 @@ from hypothesis import strategies as st
 from tests.test_feedback import PNG
 from tests.test_feedback import page as render_page
 from tools.course.bounds import id_problem
+from tools.course.folder import Course
 from tools.course.settings import read
 from tools.instructor.build import build_course
-from tools.instructor.collect import collect_archive
+from tools.instructor.collect import collect_archive, places
 from tools.instructor.feedback import FeedbackExporter
 from tools.instructor.grades import cell
 
@@ -144,7 +145,8 @@ def test_collect_accounts_for_every_entry_and_writes_only_where_it_may(course, e
     names = sorted(p.name for p in archive.iterdir())
     before = files_under(root) - files_under(download) - files_under(root / "submitted")
     with contextlib.redirect_stdout(io.StringIO()):
-        outcome, rejected, kept, *_ = collect_archive(root, "unit1", read(root))
+        outcome, rejected, kept, *_ = collect_archive(
+            root, "unit1", places(Course.load(root).assignments["unit1"]), read(root))
     # every entry: collected (still in archive/) or rejected (moved, with a reason)
     left = sorted(p.name for p in archive.iterdir())
     gone = sorted(r.entry for r in rejected)

@@ -7,13 +7,11 @@ driven by Playwright in headless Chromium, asserted from the page.
    its exercise is not yet implemented, and the figures still show.
 4. With the reference normlib/ dropped in, Run All passes every check, and once the written
    question has an answer Validate says the notebook passes.
-5. No broken panel on the way: no Nbgrader menu (formgrader, course list, assignment list
-   without an exchange), no news pop-up.
+5. No broken panel: no Nbgrader menu, no news pop-up.
 
-Each step saves a screenshot under the test's temporary folder; `make screenshots` copies
-them to docs/screenshots/ (COURSE_SCREENSHOTS). Without Chromium (/usr/bin/chromium, or
-COURSE_CHROMIUM) the test is skipped, unless COURSE_REQUIRE_BROWSER=1 (CI) makes that a
-failure.
+Each step saves a screenshot; `make screenshots` copies them to docs/screenshots/
+(COURSE_SCREENSHOTS). Without Chromium (/usr/bin/chromium, or COURSE_CHROMIUM) the test is
+skipped, unless COURSE_REQUIRE_BROWSER=1 (CI) makes that a failure.
 """
 
 import contextlib

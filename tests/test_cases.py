@@ -1,22 +1,13 @@
 """The case rules (docs/mistakes.md, "The case rules"): each exercise's visible cases vary
 every argument and mode of its contract, so that code ignoring one fails.
 
-Shown for every exercise at once, by generic mutants of the reference: each ignores one
-argument or mode of the contract (its function's signature, a module's constructor and
-train/eval, an autograd Function's forward), and the exercise's visible check must fail it:
-
-- "p at its default": p takes a non-default value in some case, and that value counts;
-- "p never at its default": some case leaves p at its default (None: the parameter absent,
-  affine off), and the code must cope;
-- "p frozen": an argument without a default (not an array) takes two values that count;
-- "float64 computed in float32": a float64 case whose result must carry float64's precision
-  (a kernel computing, or keeping a sum or a saved statistic, in float32 fails it);
-- "eval() ignored", "train() ignored": a module's evaluation mode and training mode each
-  count in some case (dropout > 0 on both sides).
-
-Where a mutant cannot fail, EXEMPT says why. The large-offset rule (a kernel whose naive
-formula cancels has a case far from 0) and the block rule (a blocked kernel has more rows
-than a block, fewer, and a remainder) read the cases' inputs: OFFSET and BLOCKED.
+Shown for every exercise at once with generic mutants of the reference, each ignoring one
+argument or mode of the contract (a function's signature, a module's constructor and
+train/eval, an autograd Function's forward), which the exercise's visible check must fail:
+"p at its default", "p never at its default", "p frozen" (an argument without a default),
+"float64 computed in float32", "eval() ignored" and "train() ignored". Where a mutant cannot
+fail, EXEMPT says why. The large-offset rule and the block rule read the cases' inputs
+(OFFSET, BLOCKED).
 """
 
 import functools

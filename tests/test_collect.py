@@ -17,7 +17,7 @@ import zipfile
 import pytest
 
 from tools.course.bounds import BOUNDS
-from tools.course.folder import submissions
+from tools.course.folder import Course, submissions
 from tools.instructor.build import build_course
 from tools.instructor.collect import collect, read_collected
 from tools.instructor.roster import student_of
@@ -90,7 +90,7 @@ def collected(tmp_path_factory):
 
 def test_every_entry_is_collected_or_rejected_and_none_vanishes(collected):
     root, out = collected
-    assert submissions(root, ["unit1"]) == {"unit1": [
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": [
         "alice", "frank", "grace-hopper", "hoppergrace", "judy", "van_der_berg"]}
     gone = sorted(p.name for p in (root / "downloaded" / "unit1" / "rejected").iterdir())
     assert gone == ["bob_unit1.zip", "carol_unit1.zip", "dave_unit1.zip", "erin_unit1.zip",
@@ -181,7 +181,7 @@ def test_dot_dot_as_a_name_writes_nothing_outside_submitted(tmp_path):
     write_zip(archive / "honest1_unit1.zip", GOOD)
     out = run(root, "unit1")
     assert "a student id must start with a letter or a digit ('..')" in rejected(out, ".._unit1.zip")
-    assert submissions(root, ["unit1"]) == {"unit1": ["honest1"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["honest1"]}
     assert not (root / "unit1").exists() and not (root / "submitted" / "unit1").exists()
 
 
@@ -197,7 +197,7 @@ def test_a_name_no_line_can_show_is_printed_escaped_and_refused_alone(tmp_path):
     out = run(root, "unit1")
     assert "  new: s1001" in out.splitlines() and "  new: s1666" not in out.splitlines()
     assert rejected(out, "x.zip\\n  new: s1666") and rejected(out, "\\udcff\\udcfe_unit1")
-    assert submissions(root, ["unit1"])["unit1"] == ["s1001"]
+    assert submissions(root, Course.load(root), ["unit1"])["unit1"] == ["s1001"]
 
 
 def test_ids_that_differ_only_in_case_or_normalization_are_refused(tmp_path):
@@ -209,7 +209,7 @@ def test_ids_that_differ_only_in_case_or_normalization_are_refused(tmp_path):
     for entry, other in (("Alice_unit1.zip", "alice"), ("alice_unit1.zip", "Alice")):
         assert f"differs from {other} only in case, Unicode normalization or look-alike " \
                "characters" in rejected(out, entry)
-    assert submissions(root, ["unit1"]) == {"unit1": ["honest1"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["honest1"]}
     write_zip(archive / "HONEST1_unit1.zip", GOOD)  # against one collected before
     out = run(root, "unit1")
     assert "differs from honest1 only in case" in rejected(out, "HONEST1_unit1.zip")
@@ -239,7 +239,7 @@ def test_look_alike_ids_and_names_are_never_two_students(tmp_path):
             "or look-alike characters (Unicode's confusable skeletons, UTS #39): refused (if "
             "they are two students, list both ids in the roster, c.Grading.roster); moved to "
             "downloaded/unit1/rejected/")
-    assert submissions(root, ["unit1"]) == {"unit1": ["grace-hopper", "s1002"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["grace-hopper", "s1002"]}
 
 
 def test_look_alike_ids_a_roster_lists_are_two_students_and_it_says_so(tmp_path):
@@ -256,7 +256,7 @@ def test_look_alike_ids_a_roster_lists_are_two_students_and_it_says_so(tmp_path)
     out = run(root, "unit1")
     assert "WARNING: roster.csv, line 4: student id 'sl00l' looks like line 2's 's1001'" in \
         out.replace(str(root) + "/", "")
-    assert submissions(root, ["unit1"])["unit1"] == ["s1001", "sl00l"]
+    assert submissions(root, Course.load(root), ["unit1"])["unit1"] == ["s1001", "sl00l"]
     assert "no student of the roster has this id 's100l'" in rejected(out, "s100l_unit1.zip")
     (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n"
                                      ",S1001,Eve Other\n")
@@ -280,7 +280,7 @@ def test_a_moodle_display_name_cannot_carry_another_students_number(tmp_path):
     write_zip(archive / "Honest One_1001_assignsubmission_file_work.zip", GOOD)
     out = run(root, "unit1")
     assert "holds '_', which Moodle never writes" in rejected(out, forged.name)
-    assert submissions(root, ["unit1"]) == {"unit1": ["honest-one", "honest-two"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["honest-one", "honest-two"]}
     assert (root / "submitted/honest-two/unit1/normlib/layer_norm.py").read_text() == "x = 1\n"
 
 
@@ -316,7 +316,7 @@ def test_with_a_roster_and_the_worksheet_a_number_is_one_student(tmp_path):
     write_zip(archive / "Ada Lovelace_13_assignsubmission_file_a.zip", WRONG)  # 13's
     write_zip(archive / "Somebody_99_assignsubmission_file_a.zip", GOOD)
     out = run(root, "unit1")
-    assert submissions(root, ["unit1"]) == {"unit1": ["s1001", "s1003"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["s1001", "s1003"]}
     assert "participant 13 is 'Mallory Other' in Grades-unit1.csv, but the entry's name " \
            "says 'Ada Lovelace'" in rejected(out, "Ada Lovelace_13_assignsubmission_file_a.zip")
     assert "participant 99 is not in Grades-unit1.csv" in \
@@ -340,7 +340,7 @@ def test_a_roster_maps_lms_names_and_an_unknown_name_is_listed_not_guessed(tmp_p
     write_zip(archive / "s1004_unit1.zip", GOOD)  # by student id
     write_zip(archive / "Mallory Unknown_999_assignsubmission_file_.zip", GOOD)
     out = run(root, "unit1")
-    assert submissions(root, ["unit1"]) == {"unit1": ["s1001", "s1002", "s1003", "s1004"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["s1001", "s1002", "s1003", "s1004"]}
     assert "no student of the roster has this name 'Mallory Unknown'" in \
         rejected(out, "Mallory Unknown_999_assignsubmission_file_.zip")
 
@@ -384,7 +384,7 @@ def test_with_a_roster_a_second_entry_of_a_student_is_refused_too(tmp_path):
     write_zip(archive / "s1002_unit1_v2.zip", {**WRONG, "timestamp.txt": "2099-01-01 00:00:00"})
     write_zip(archive / "s1001_unit1.zip", GOOD)
     out = run(root, "unit1")
-    assert submissions(root, ["unit1"]) == {"unit1": ["s1001"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["s1001"]}
     assert "2 entries of s1002" in rejected(out, "s1002_unit1_v2.zip")
 
 
@@ -590,7 +590,7 @@ def test_a_worksheet_row_whose_columns_are_off_refuses_that_entry_alone(tmp_path
     assert rejected(out, "Mallory Other_1005_assignsubmission_file").endswith(
         ": participant 1005's row: line 5 of Grades-unit1.csv cannot be read: 11 columns "
         "where the header has 10; moved to downloaded/unit1/rejected/")
-    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing",
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing",
                                                       "grace-hopper"]}
     assert "late: grace-hopper (1 h 6 min late)" in out and "TIMES UNKNOWN" not in out
 
@@ -617,7 +617,7 @@ def test_a_link_in_a_folder_is_refused_never_followed(tmp_path):
     out = run(root, "unit1")
     assert "a link (normlib/layer_norm.py -> ../../../../../source/unit1/normlib/layer_norm.py" \
            "): links are not followed" in rejected(out, folder.name)
-    assert submissions(root, ["unit1"]) == {"unit1": ["honest-one"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["honest-one"]}
     assert not list((root / "submitted").rglob("*.py")) == []  # honest one's, only
     assert "BEGIN SOLUTION" not in "".join(p.read_text() for p in (root / "submitted").rglob("*.py"))
 
@@ -789,7 +789,7 @@ def test_a_students_file_name_cannot_read_as_another_lms_name_for_another_studen
         out, "smithjohn_123_456_victim_attempt_2030-01-01-00-00-00_x.zip")
     assert "its date cannot be read: c.Grading.lms_timezone is not set" in rejected(
         out, "Unit 1_ada_attempt_2026-10-05-21-14-03_work.zip")
-    assert submissions(root, ["unit1"]) == {"unit1": ["victim"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["victim"]}
     (root / "nbgrader_config_local.py").write_text('c.Grading.lms_timezone = "UTC"\n')
     write_zip(archive / "Unit 1_bob_attempt_2099-01-01-00-00-00_work.zip", GOOD)
     out = run(root, "unit1")
@@ -805,7 +805,7 @@ def test_a_name_the_file_system_cannot_hold_is_refused_not_a_crash(tmp_path):
     write_zip(archive / "s2_unit1.zip", GOOD)
     out = run(root, "unit1")
     assert "a name longer than 255 bytes" in rejected(out, "s1_unit1.zip")
-    assert submissions(root, ["unit1"]) == {"unit1": ["s2"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["s2"]}
     assert not list((root / "submitted").glob("*/.collecting-*"))
 
 
@@ -881,7 +881,7 @@ def test_a_moodle_folder_holding_the_students_zip_and_another_upload(tmp_path):
     folder = folder_entry(archive, "Ada Lovelace_7_assignsubmission_file", {"notes.pdf": "%PDF"})
     write_zip(folder / "work.zip", GOOD)
     out = run(root, "unit1")
-    assert "1 collected (1 new" in out and submissions(root, ["unit1"]) == {
+    assert "1 collected (1 new" in out and submissions(root, Course.load(root), ["unit1"]) == {
         "unit1": ["ada-lovelace"]}
 
 
@@ -914,7 +914,7 @@ def test_a_stray_module_at_the_top_never_hides_the_submission(tmp_path):
     for entry in ("s1_unit1.zip", "s2_unit1"):
         assert rejected(out, entry) == f"  REJECTED {entry}: {why}; moved to " \
                                        "downloaded/unit1/rejected/"
-    assert submissions(root, ["unit1"]) == {"unit1": []}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": []}
 
 
 def test_a_moodle_folder_of_two_zips_is_refused_naming_them(tmp_path):
@@ -930,4 +930,4 @@ def test_a_moodle_folder_of_two_zips_is_refused_naming_them(tmp_path):
         "  REJECTED Ada Lovelace_7_assignsubmission_file: 2 zips in the folder (a.zip, "
         "b.zip): which holds the submission? (unzip them into the folder, or keep one, then "
         "collect again); moved to downloaded/unit1/rejected/")
-    assert submissions(root, ["unit1"]) == {"unit1": []}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": []}

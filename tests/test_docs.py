@@ -1,46 +1,17 @@
 """The instructor's docs run as written: every command block of README.md's "For
-instructors" section and of docs/instructors.md, its text unchanged, in document order,
-on one temporary course.
+instructors" section and of docs/instructors.md, unchanged, in order, on one temporary course.
 
-A ```sh block runs with `bash -e` in the repository root; a ```python block that only
-sets `c.Class.trait = ...` is a config excerpt (for nbgrader_config_local.py): it must
-load, and set traits that exist and are configurable; another ```python block runs with
-the environment's Python. What differs between machines comes from the environment, as
-the docs say: COURSE_DIR (this test's course), SCHEDULER and PORT (its Dask scheduler),
-PGHOST, PGPORT and PGUSER (its own PostgreSQL server, tests/postgres.py), and A=unit1,
-JOBS=1 (one unit, one grading process: the test stays short). A block that cannot run in
-a test is marked in the markdown file itself, right before it:
-
-    <!-- not run by tests/test_docs.py: needs a private Git host -->
-
-The test fails on a command block that is neither run nor marked, on a marker whose block
-is gone, and on a step below whose block is gone.
-
-**A block's set-up and checks: STEPS**, keyed by the block's first command line (its first
-line that is not blank or a comment), exactly as the markdown has it:
-
-    STEPS["make collect DRY_RUN=1"] = Step(before=a_download, after=nothing_moved)
-
-- `before(run)` makes what the block needs (a download in the course's archive/, ...) and
-  returns the environment variables of this block alone ({} or None for none); to change
-  the environment of this and every later block (as a reader's `export` would), set
-  run.env[...].
-- `after(run, output)` asserts what the block did (output: its stdout and stderr).
-- `serves(run, process)`: the block starts a server that runs until stopped (make
-  scheduler, make worker, make formgrader): it runs in the background, its output in
-  run.logs[key], and serves waits until it serves. Every server stops at the end of the
-  module (run.stop(key) stops one sooner).
-A block without a step just runs, and must exit 0. `run` (Run) holds the course (run.course),
-a scratch folder (run.tmp), the environment (run.env), the PostgreSQL server (run.postgres)
-and each block's output (run.outputs[key]).
-
-The term (README's blocks): a course, unit1 released, a Moodle download of two students
-(one right, one with the stubs) and a roster, collected, graded judge-only, feedback,
-grades. Then docs/instructors.md's blocks: a written answer scored by hand, the formgrader
-started (and no CRITICAL line in its log), the PostgreSQL roles created and the course
-released as `head` (its tables `course`'s), the Dask path started as documented (make
-scheduler, make worker) grading one submission into that gradebook, and `ta` grading
-there and refused ALTER and DROP.
+A ```sh block runs with `bash -e` in the repository root, a ```python block with the
+environment's Python; a ```python block that only sets `c.Class.trait = ...` is a config
+excerpt, whose traits must exist and be configurable. What differs between machines comes
+from the environment, as the docs say: this test's course, Dask scheduler and PostgreSQL
+server (tests/postgres.py), and A=unit1, JOBS=1 to keep it short. A block that cannot run is
+marked right before it (`<!-- not run by tests/test_docs.py: why -->`); a block neither run
+nor marked fails, and so does a marker or a step whose block is gone.
+STEPS gives a block's Step, keyed by its first command line: `before(run)` makes what the
+block needs and returns its own environment variables (run.env[...]: every later block's);
+`after(run, output)` asserts what it did; `serves(run, process)` waits until the server it
+starts serves (all stop at the module's end). A block without a step must exit 0.
 """
 
 import ast

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.test_collect import NOTEBOOK, course, run, worksheet
-from tools.course.folder import submissions
+from tools.course.folder import Course, submissions
 from tools.course.settings import read
 from tools.instructor.collect import read_collected
 
@@ -148,7 +148,7 @@ def test_canvas_loose_files_are_one_submission_each_file_in_its_place(tmp_path):
     root, archive = course(tmp_path)
     download(archive, canvas_class())
     out = run(root, "unit1")
-    assert submissions(root, ["unit1"]) == {"unit1": [
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": [
         "hoppergrace", "johnsonkatherine", "liskovbarbara", "lovelaceada", "turingalan"]}
     assert held(root, "lovelaceada") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
     assert held(root, "turingalan") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}  # "-1" gone
@@ -320,7 +320,7 @@ def test_moodle_blind_marking_is_resolved_through_the_worksheet_alone(tmp_path):
         (21, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:11 PM"),
         (22, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:12 PM")]))
     out = run(root, "unit1")
-    assert submissions(root, ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
     assert read_collected(root, "unit1")["ada-lovelace"] == record(
         ["Participant_21_assignsubmission_file"], "moodle", "21", "Participant",
         "2026-10-05T21:11:00+02:00", "Moodle's grading worksheet Grades-unit1.csv")
@@ -475,7 +475,7 @@ def test_a_receipt_without_files_names_its_student(tmp_path):
         "Blackboard username s1003, student s3: collected from a later attempt (Unit "
         f"1_s1003_attempt_2026-10-06-09-30-00_{NOTEBOOK})"]
     assert "6 Blackboard receipts read (the times are their names')" in out
-    assert submissions(root, ["unit1"]) == {"unit1": ["s1", "s3"]}
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["s1", "s3"]}
     assert reasons(out) == {}
 
 

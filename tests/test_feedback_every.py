@@ -22,6 +22,7 @@ from bs4 import BeautifulSoup
 
 from tests.synthetic import both, reference_submission, write_submission
 from tools.course.exercises import exercises, questions
+from tools.course.folder import Course
 from tools.course.settings import read
 from tools.instructor import autograde, gradebook
 from tools.instructor.build import build_course
@@ -64,10 +65,11 @@ def course(tmp_path_factory):
     (download / "collected.json").write_text(json.dumps({"s1": {  # (tools/instructor/collect.py's)
         "entry": FOLDER, "entries": [FOLDER], "lms": "moodle", "key": "101",
         "name": "Ada Lovelace", "time": None, "time_from": None, "late_marker": False}}))
-    todo, _ = autograde.pending(root, ["unit1"])
+    course = Course.load(root)
+    todo, _ = autograde.pending(root, course, ["unit1"])
     (one,), [] = autograde.tasks(root, todo, read(root).limits, False, True)
-    outcome = task.grade(autograde.kit(root, ["unit1"]), one)
-    status, _ = autograde.save(root, outcome, one)
+    outcome = task.grade(autograde.make_kit(root, course, ["unit1"]), one)
+    status, _ = autograde.save(root, course, outcome, one)
     _, said = quietly(feedback, root, lms="moodle")
     return root, outcome, one, status, said
 
@@ -151,7 +153,7 @@ def test_a_graders_override_survives_grading_the_same_file_again(course):
     with gradebook.connect(root) as gb:
         gb.find_grade(q.grade_id, NOTEBOOK, "unit1", "s1").manual_score = 1.5
         gb.db.commit()
-    assert autograde.save(root, outcome, sent)[0] == status  # (the same file, graded again)
+    assert autograde.save(root, Course.load(root), outcome, sent)[0] == status  # (the same file, graded again)
     with gradebook.connect(root) as gb:
         assert gb.find_grade(q.grade_id, NOTEBOOK, "unit1", "s1").manual_score == 1.5
 

@@ -97,7 +97,7 @@ def test_a_result_for_another_submission_or_other_files_is_refused(tmp_path, stu
     with pytest.raises(ValueError, match=rf"the worker host:1 answered for another "
                                          rf"submission or other files \(unit1 {student}, "
                                          rf"files {digest[:12]}; sent: unit1 s1, files 0{{12}}\)"):
-        autograde.save(tmp_path, outcome, TASK)
+        autograde.save(tmp_path, Course("unit", {}), outcome, TASK)
     assert not list(tmp_path.rglob("*"))
 
 
@@ -217,16 +217,17 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
              "cells": both(reference_submission(1), lambda f: edit_notebook(f, lambda c: c.extend(pad)))}
     for student in cases:
         write_submission(root, "unit1", student, root / "submitted" / student / "unit1", cases)
-    kit = autograde.kit(root, ["unit1"])
+    course = Course.load(root)
+    kit = autograde.make_kit(root, course, ["unit1"])
 
     graded = {}  # {student: (Outcome, Task)}, the last
 
     def grade(*students):
-        todo, _ = autograde.pending(root, ["unit1"], students)
+        todo, _ = autograde.pending(root, course, ["unit1"], students)
         listed, refused = autograde.tasks(root, todo, read(root).limits, False, True)
         assert refused == []
         graded.update({one.student: (task.grade(kit, one), one) for one in listed})
-        return {s: autograde.save(root, *graded[s]) for s in students}
+        return {s: autograde.save(root, course, *graded[s]) for s in students}
 
     found = grade("honest", "cells")
     points = sum(e.points for e in exercises() if e.unit == 1)
@@ -255,10 +256,11 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     assert check_scores() == {g: e.points for g, e in checks.items()}
     nothing = {k: 0 if k[1] in checks else v for k, v in outcome.scores.items()}
     assert nothing != outcome.scores
-    autograde.save(root, dataclasses.replace(outcome, scores=nothing), sent)
+    autograde.save(root, course, dataclasses.replace(outcome, scores=nothing), sent)
     assert check_scores() == {g: e.points for g, e in checks.items()}
     failed = {g: Verdict(False, "The judge: failed") for g in outcome.verdicts}
-    status, score = autograde.save(root, dataclasses.replace(outcome, verdicts=failed), sent)
+    status, score = autograde.save(root, course, dataclasses.replace(outcome, verdicts=failed),
+                                   sent)
     assert check_scores() == dict.fromkeys(checks, 0)
     assert score == f"0 / {maximum(['01_layernorm_forward']):g}"
     with gradebook.connect(root) as gb:  # nbgrader's record alone leaves the checks' rows
@@ -268,7 +270,7 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
         assert {g: gb.find_grade(g, e.notebook, "unit1", "honest").auto_score
                 for g, e in checks.items()} == dict.fromkeys(checks)
         gb.db.rollback()
-    autograde.save(root, outcome, sent)
+    autograde.save(root, course, outcome, sent)
     assert check_scores() == {g: e.points for g, e in checks.items()}
 
     monkeypatch.setattr(task, "record_seconds", lambda *args: 0.01)

@@ -1,23 +1,17 @@
 """A broken student file costs only its own exercises, and those built on them.
 
-For each file students write, the reference normlib with that one file ending in a
-syntax error: exactly its exercises fail (with the SyntaxError), and the exercises whose
-reference calls one of them (Exercise.uses: 2.5 calls 1.2 and 2.2, 3.3-3.5 call 3.1),
-and no other. Under three layouts:
-
-- `make check`: every exercise's visible check, run as tools.student.check runs it (in one
-  process, no judge), on a folder whose normlib/ is the student's (here: the reference
-  but the broken file; tests/test_check.py runs the command itself on one such folder);
-- the "course" grading layout: one assignment grading every student file, each check
-  with its hidden tests, in the judge (tools.judge.client.verdicts), for layer_norm.py
-  (every exercise runs there: one file keeps the cost down);
-- the "unit" grading layout: each assignment that grades the file (layer_norm.py is
-  Unit 1's and Unit 2's), where the other units' files are the course's copies: every
-  check but the compiled kernels' where their own file is intact (ran), which no other
-  file's break can reach and the course layout grades beside a broken file.
-
-(The round trip grades one such submission, unit3 "broken", through nbgrader itself.)
-The checks run in the judge (tools/judge), the student files in its sandboxed runner.
+For each file students write, the reference normlib with that file ending in a syntax
+error: exactly its exercises fail (with the SyntaxError), those of the files that import
+it, and those whose reference calls one of them (Exercise.uses), and no other. Under three
+layouts:
+- `make check`: every visible check, run as tools.student.check runs it (one process, no
+  judge); tests/test_check.py runs the command itself;
+- "course" grading: one assignment grading every student file, each check with its hidden
+  tests, in the judge (tools.judge.client.verdicts), for layer_norm.py alone (every exercise
+  runs there: one file keeps the cost down);
+- "unit" grading: each assignment that grades the file, the other files the course's.
+The compiled kernels' checks run only where their own file is broken (`ran` says why). The
+round trip grades one such submission, unit3 "broken", through nbgrader itself.
 """
 
 import shutil

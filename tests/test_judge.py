@@ -1,18 +1,16 @@
-"""The judge (tools/judge): verdicts computed where student code never runs, the runner
+"""The judge (tools/judge): verdicts computed where student code never runs, and the runner
 that runs it in the OS sandbox (tools/sandbox/bubblewrap.py).
 
-- (The reference passes every check, hidden tests included, through the runner: shown by
-  tests/test_isolation.py, where every exercise but a broken file's passes, and by the
-  round trip's reference submissions.)
-- Forgers of the kinds that beat the old in-process re-check get what their code
-  deserves: a stub that writes "passed" results and exits, one that replaces json.dumps,
-  wrong code that disarms NumPy's private comparison, a runner that writes garbage on
-  its channel.
-- The runner never sees a check's source: a submission that dumps everything it can
-  reach (the interpreter's state, its callers' frames, /proc) finds no hidden-test line.
-- From inside the sandbox, every escape is refused: the course's files, another
-  process's /proc, the judge's temporary files, the network, starting a process,
-  writing outside its folder; and nothing survives the judge killing it.
+- Forgers get what their code deserves: a stub that writes "passed" results and exits, one
+  that replaces json.dumps, wrong code that disarms NumPy's private comparison, a runner
+  that writes garbage on its channel.
+- The runner never sees a check's source: a submission that dumps everything it can reach
+  (the interpreter's state, its callers' frames, /proc) finds no hidden-test line.
+- From inside the sandbox, every escape is refused: the course's files, another process's
+  /proc, the judge's temporary files, the network, starting a process, writing outside its
+  folder; and nothing survives the judge killing it.
+That the reference passes every check through the runner is shown by tests/test_isolation.py
+and the round trip. docs/security.md, sections 4 and 5, lists what the judge trusts.
 """
 
 import contextlib

@@ -285,3 +285,33 @@ def test_the_course_plan_is_read_by_the_course_object_alone(tmp_path):
     planted.write_text('import json\n\ndef plan(root):\n'
                        '    return json.loads((root / "course.json").read_text())\n')
     assert course_json_readers([planted]) == ["planted.py"]
+
+
+DOCSTRING_LINES = 15  # issue 61: what a module does and why now; the rest is docs/design.md's
+
+
+def long_docstrings(files):
+    """"path (N lines)" of each of these modules whose docstring, quotes included, runs over
+    DOCSTRING_LINES lines."""
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text())
+        first = tree.body[0] if tree.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                isinstance(first.value.value, str):
+            lines = first.end_lineno - first.lineno + 1
+            if lines > DOCSTRING_LINES:
+                found.append(f"{path.relative_to(path.parents[1]).as_posix()} ({lines} lines)")
+    return found
+
+
+def test_every_module_docstring_says_what_and_why_in_a_screen(tmp_path):
+    files = [p for folder in ("tools", "normkit", "solutions/normlib", "normlib", "tests")
+             for p in sorted((REPO / folder).rglob("*.py"))]
+    assert len(files) > 150 and long_docstrings(files) == []
+    planted = tmp_path / "zone" / "planted.py"
+    planted.parent.mkdir()
+    planted.write_text('"""A module.\n' + "More.\n" * 14 + '"""\n\nX = 1\n')
+    assert long_docstrings([planted]) == ["zone/planted.py (16 lines)"]
+    planted.write_text('"""A module.\n' + "More.\n" * 13 + '"""\n\nX = 1\n')
+    assert long_docstrings([planted]) == []

@@ -1,24 +1,16 @@
-"""A term's chain for each LMS, end to end (issue 40, the first "done when"): one class's
-sample download, as the LMS writes it, collected by tools/instructor/collect.py; the gradebook filled
-as autograde leaves it (through nbgrader's API, no grading: tests/test_lms_grades.py's
-grade, each submission's time the timestamp.txt collect wrote); the LMS's gradebook export
-filled in by `make grades LMS=... TEMPLATE=...`'s export; and `make feedback LMS=...`
-(tools.instructor.feedback.feedback, nbgrader's generate_feedback replaced by pages made as
-tests/test_upload.py makes them), each checked against the LMS's documented format. The
-grades and the upload read nothing but what collect recorded (collected.json) and wrote.
+"""A term's chain for each LMS, end to end: one class's sample download, as the LMS writes
+it, collected by tools/instructor/collect.py; the gradebook filled as autograde leaves it
+(nbgrader's API, no grading; each submission's time the timestamp.txt collect wrote); the
+LMS's gradebook export filled in by `make grades LMS=... TEMPLATE=...`; and the upload of
+`make feedback LMS=...` (nbgrader's generate_feedback replaced), each checked against the
+LMS's documented format. Grades and upload read only what collect recorded (collected.json)
+and wrote.
 
-The pieces come from the tests that check each step alone, where each format's sources
-are cited: the downloads' names from tests/test_downloads.py (Canvas's content_zipper.rb,
-Moodle's downloader.php and grading worksheet, Blackboard's "Assignment File Download",
-Brightspace's download), the gradebook exports from tests/test_lms_grades.py (Canvas's
-gradebook_exporter.rb, Moodle's grade_export_txt.php, Blackboard's "Work Offline",
-Brightspace's "Importing grades"), the feedback pages and the importers of Moodle's
-"Upload multiple feedback files in a zip" (importziplib.php) and Canvas's "Re-Upload
-Submissions" (assignment.rb), re-implemented, from tests/test_upload.py.
-
-Each class: three students of the roster (with the ids that LMS's download and export
-carry), two of whom submitted, one on time and one late (by the LMS's date, or Canvas's
-_LATE marker); the third submitted nothing, and their rows stay as the export wrote them.
+Each class: three students of the roster, with the ids the LMS carries; one submitted on
+time, one late (by the LMS's date, or Canvas's _LATE marker), and one nothing, whose rows
+stay as the export wrote them. The pieces, and the sources of each format, come from the
+tests of each step alone: tests/test_downloads.py, tests/test_lms_grades.py and
+tests/test_upload.py.
 """
 
 import contextlib
@@ -57,7 +49,7 @@ from tests.test_lms_grades import (
     moodle_export,
 )
 from tests.test_upload import STEMS, canvas_import, moodle_import, pages_of
-from tools.course.folder import submissions
+from tools.course.folder import Course, submissions
 from tools.instructor import feedback as feedback_step
 from tools.instructor.build import build_course
 from tools.instructor.collect import collect, read_collected, submitted_at
@@ -282,7 +274,7 @@ def collected_and_graded(released, tmp_path, sample):
     for name, text in sample.beside.items():
         (archive.parent / name).write_text(text)
     out = printed(collect, root, ["unit1"])
-    assert submissions(root, ["unit1"]) == {"unit1": COLLECTED}, out
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": COLLECTED}, out
     assert sorted(reasons(out)) == list(sample.rejected)
     assert read_collected(root, "unit1") == sample.records
     for student in COLLECTED:

@@ -1,32 +1,16 @@
-"""The graders' tests and the training experiments in other machine configurations: the
-same float32 computation differs in its last bits between CPUs, so every graded check must
-hold on any of them (normkit.testing's error model), and so must every claim a training run
-asserts (normkit.training). Each configuration re-runs, in a subprocess,
-tests/test_graders.py, where correct variants must pass at a tenth of every tolerance and
-every mistake must fail at ten times it, and the visible checks' naming of each catalogued
-mistake (DIAGNOSIS: the cause is matched within the tolerance, so the match must hold on
-any CPU too); the first (FARTHEST from this machine's) also
-the training experiments' claims (tests/test_training.py: perturbed by jitter 1, the main
-run's jitter 0 and the notebooks' unperturbed runs being this machine's, as each run costs
-seconds; and the runs at the largest learning rate that trains with their own jitters) and the capstone's
-(tests/test_language_model.py, its light settings, perturbed by jitter 1) and Unit 8's
-(tests/test_modern.py and tests/test_conditioning.py, light settings, jitter 1):
+"""The graders' tests and the training claims in other CPU configurations: the same float32
+computation differs in its last bits between CPUs, so every graded check (normkit.testing's
+error model) and every claim a training run asserts must hold on any of them.
 
-- torch's generic kernels (ATEN_CPU_CAPABILITY=default, as on a CPU without AVX2), NumPy
-  without its SIMD dispatch (NPY_DISABLE_CPU_FEATURES) and OpenBLAS on an old core's
-  kernels (OPENBLAS_CORETYPE, for NumPy's matrix products), 1 thread;
-- torch's AVX2 kernels, 2 threads: on an AVX-512 machine another set of kernels, and on
-  an AVX2 machine the other thread count (the main run has one thread per process). On a
-  CPU without AVX2, torch runs its best below it.
-
-Each configuration sets every thread variable (tools.sandbox.bubblewrap.threads): torch obeys
-MKL_NUM_THREADS over OMP_NUM_THREADS, and tests/conftest.py sets all three to 1 for the
-main run, which a subprocess inherits. No configuration is skipped: a probe first checks
-that each setting took effect (a variable the libraries ignored would prove nothing), and
-`unmet`, which reads the probe, is itself tested on what other machines report.
-The main run of `make test` covers the machine's own kernels. torch's
-matrix products (MKL, oneDNN) are limited too (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA),
-but neither library says whether it obeyed, so the probe cannot check those two.
+Each of CONFIGURATIONS (torch's generic kernels, NumPy without SIMD dispatch and OpenBLAS on
+an old core, 1 thread; torch's AVX2 kernels, 2 threads) re-runs, in a subprocess,
+tests/test_graders.py (correct variants pass at a tenth of every tolerance, mistakes fail at
+ten times it), the visible checks' naming of each mistake (DIAGNOSIS) and the notebooks'
+measurements. FARTHEST alone also runs every notebook and the training experiments,
+perturbed by jitter 1 (EXPERIMENTS, CAPSTONE, TODAY). Each sets every thread variable
+(tools.sandbox.bubblewrap.threads). None is skipped: a probe checks that each setting took
+effect, and `unmet`, which reads it, is tested on what other machines report. MKL and oneDNN
+are limited too, but do not say whether they obeyed: the probe cannot check those two.
 """
 
 import json
@@ -102,7 +86,7 @@ NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 # 110 s of make test's 8 minutes. Notebook 04 ran whole in the AVX2 one until 2026-11-27,
 # its claims holding in every make test; the training runs' thresholds were measured on
 # the AVX2 kernels too: normkit/training.py, normkit/convnet.py, normkit/modern.py. Here
-# notebooks 04, 05 and 07 without their experiments take 17 s, 04 whole there took 14 s.)
+# notebooks 04, 05 and 08 without their experiments take 17 s, 04 whole there took 14 s.)
 NOTEBOOK_THREADS = threads(1)
 # Unit 8's experiments (normkit/modern.py, normkit/conditioning.py), perturbed, as the
 # capstone's: in the farthest configuration; their AVX2 runs were measured once, over five

@@ -1,28 +1,17 @@
 """Every exercise and question number in the course's text means what the registry says.
 
-The units were renumbered once (Unit 3 split in two; Units 4 and 5 became 5 and 6), and
-may be again. A number left behind with its old meaning ("Exercise 4.1", `add_norm`) reads
-as right to everyone but a student. This test reads every text a student or an instructor
-reads: README.md, data/README.md and docs/, every notebook (solutions/ and the student
-edition), the student's package (normlib/, both editions), the course's (normkit/), tools/
-and the Makefile. In each it checks against the registry (tools/course/exercises.py):
-
-- every exercise number a text names ("Exercise 5.3", "Exercises 7.1 and 7.2", a check
-  cell's `check("5.3")`, a visible check's `@exercise("5.3", "transformer.X")`) exists;
-- every (number, name) pair ("5.1 `add_norm`", "Exercise 5.1: add_norm", "5.1
-  (add_norm)", "`TransformerEncoder` (Exercise 5.3", "add_norm of 5.1") is the registry's
-  pair; a name is one of the exercises' functions or classes;
-- every question number ("Question 4.1", "Q4.1") exists, and every grade id (`ex5_1_...`,
-  `q4_1_...`) is an exercise's or a question's, with its number; every cell id made from
-  one ("ex5_4-text") names an exercise or a question, and every visible check function
-  (`visible_5_4`) carries its exercise's number;
-- every notebook a text names (`05_add_and_norm`) exists and every unit module
-  (`normkit/checks/unit5.py`) and assignment (`unit5`) is a unit's; every section a text
-  names ("notebook 06, section 4", "Unit 4, section 3", 'notebook 04, "The edge of
-  stability"') is a heading of that unit's notebook;
-- in the notebooks, each "Exercise N.M" heading and "Question N.M" heading stands in unit
-  N's notebook, a question's heading just before its answer cell, whose grade id is
-  q<N>_<M>_...
+A number left with an old meaning ("Exercise 4.1", `add_norm`) reads as right to everyone
+but a student. Every text in TEXTS (the READMEs, docs/, the notebooks and normlib/ of both
+editions, normkit/, tools/, the Makefile) is checked against tools/course/exercises.py:
+- every exercise number named ("Exercise 5.3", `check("5.3")`, `@exercise("5.3", ...)`)
+  exists, and every (number, name) pair ("5.1 `add_norm`", "add_norm of 5.1") is the
+  registry's; a name is one of the exercises' functions or classes;
+- every question number ("Q4.1"), grade id (`ex5_1_...`, `q4_1_...`), cell id ("ex5_4-text")
+  and visible check (`visible_5_4`) names an exercise or a question, with its number;
+- every notebook, unit module, assignment and section ("notebook 06, section 4") named
+  exists;
+- each "Exercise N.M" and "Question N.M" heading stands in unit N's notebook, a question's
+  just before its answer cell (grade id q<N>_<M>_...).
 """
 
 import json

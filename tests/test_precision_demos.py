@@ -1,24 +1,17 @@
-"""Notebook 06's demonstrations of low-precision numerics and of SyncBatchNorm (issue 45,
-points 4 and 5; no graded exercise): each claim a cell asserts, again on other seeds and
-shapes, and on torch's generic kernels.
+"""Notebook 06's demonstrations (no graded exercise): each claim its cells assert holds again
+on other seeds and shapes, and on torch's generic kernels (a subprocess with
+ATEN_CPU_CAPABILITY=default: torch picks its CPU kernels once, when it is loaded).
 
-- The cast order (cell u6-cast-order-run): an RMSNorm in Hugging Face's LlamaRMSNorm order
-  (normalize in float32, cast, multiply by the weight in bfloat16) differs from
-  torch.nn.RMSNorm in 15% to 40% of its bfloat16 outputs (measured 24.8% to 26.5%), by 1 ulp
-  at most, and errs by more than 1 ulp somewhere; Gemma's order (multiply in float32, cast
-  once) matches torch.nn.RMSNorm (measured: every output), within half an ulp of the exact
-  result.
-- The residual stream (cell u6-residual-run): through the capstone's Pre-LN model with
-  bfloat16 sublayers, a stream kept in bfloat16 is more than twice as far from the float64
-  reference as one kept in float32 at every norm after the first (measured 3.1x to 5.3x).
+- Cast order (cell u6-cast-order-run): an RMSNorm in LlamaRMSNorm's order (normalize in
+  float32, cast, multiply in bfloat16) differs from torch.nn.RMSNorm in 15% to 40% of its
+  bfloat16 outputs, by 1 ulp at most, and errs by more than 1 ulp somewhere; Gemma's order
+  (multiply in float32, cast once) matches it, within half an ulp of the exact result.
+- Residual stream (cell u6-residual-run): in the capstone's Pre-LN model with bfloat16
+  sublayers, a bfloat16 stream is over twice as far from float64 as a float32 one, at every
+  norm after the first.
 - SyncBatchNorm as a merge (cell u6-sync-bn-run): normkit.sync_batch_norm's merged
-  statistics equal the whole batch's (BatchNorm1d's, np.var's) to float64 rounding for
-  slices of unequal sizes, with the student's welford and welford_merge or the provided
-  ones, and the devices' own variances averaged fall short in every channel.
-
-The helpers below compute what the cells compute (the cells are in notebook 06, which
-nbval runs with its own seeds). torch picks its CPU kernels once, when it is loaded, so the
-generic kernels' run is a subprocess with ATEN_CPU_CAPABILITY=default.
+  statistics equal the whole batch's to float64 rounding for unequal slices (the student's
+  welford and welford_merge, or the provided ones); the devices' variances averaged fall short.
 """
 
 import copy

@@ -1,35 +1,17 @@
-"""The instructor's pipeline end to end (tools/instructor/__main__.py), on the synthetic class of
-tests/synthetic.py: build the course (one assignment per unit), release it, collect the
-class from LMS zips, autograde it (every check graded by the judge, the student's code in
-a sandboxed runner; the notebooks recorded as submitted), generate feedback, export the
-CSV, and check every score.
+"""The instructor's pipeline end to end (tools/instructor/__main__.py) on the synthetic class
+of tests/synthetic.py: build (one assignment per unit), release, collect from LMS zips,
+autograde (the judge grades every check, the student's code in a sandboxed runner), feedback
+and the CSV, with every score checked.
 
-The class is graded as a large course grades it: its gradebook on a real PostgreSQL server
-(tests/postgres.py), its submissions on a Dask cluster of 2 worker processes reached
-through its scheduler's address (make autograde SCHEDULER=...), one of which is killed
-while it grades, by its process id: every submission is written once, with its scores.
-It grades the cases whose notebooks matter with --execute (each notebook run in a kernel
-in the OS sandbox, without its hidden tests: what each kernel showed), after the others,
-judge-only, as a re-run grades what is new. A second course grades as one machine grades by
-default (SQLite, a local cluster, judge-only) the cases graded with --execute in the first
-and those whose status says more than "graded" (COMPARED: every assignment has one). The
-same grades as on PostgreSQL, cell for cell.
-
-The course's limits come from its nbgrader_config_local.py, as an instructor sets them:
-10 s a check, and 8192 MiB a process, which one right submission needs (more than the
-default 4096 MiB, which tests/test_limits.py shows it fails). The --execute pass gives
-20 s on the command line (make autograde ARGS="--execute --timeout 20"), as a kernel's
-first cell needs more.
-
-Every hardening case is one submission, graded in the same run as the others: an
-infinite loop deaf to interrupts, unbounded memory, sys.exit, os._exit, a killed kernel,
-a syntax error, a missing file, a renamed function, an edited, a deleted and a duplicated
-check cell, a renamed and a truncated notebook, a notebook cell and a module that patch
-the checks, a module that forges its verdicts (and a notebook holding forged ones), one
-that tries to leak the hidden tests into its feedback (and outputs a script), and one that
-tries to escape (the gradebook, the reference, other processes and kernels, a forked
-process). The honest students keep their scores; each of the others gets what its code
-deserves.
+Graded as a large course grades: the gradebook on a PostgreSQL server (tests/postgres.py),
+on a Dask cluster of 2 workers, one killed by its process id while it grades (each
+submission is written once). The cases whose notebooks matter are then graded with
+--execute. A second course (SQLite, a local cluster, judge-only) grades COMPARED: the same
+grades, cell for cell. Limits come from nbgrader_config_local.py, as an instructor sets
+them (one right submission needs 8192 MiB: tests/test_limits.py). Each hardening case (a
+loop, a forger, a leaker, an escaper, ...) is one submission in the same run: the honest
+students keep their scores, the others get what their code deserves (docs/instructors.md,
+"What grading guarantees, and by what").
 """
 
 import contextlib

@@ -1,20 +1,16 @@
-"""Nothing of the host's environment is in reach of student code (tools/sandbox/bubblewrap.py).
+"""Nothing of the host's environment is in reach of student code (tools/sandbox/bubblewrap.py;
+docs/security.md, section 4, and issue 39's case 1).
 
-bubblewrap's pid 1 inside the sandbox keeps the environment bwrap started with, whatever
---clearenv does for the program it runs: a submission read the instructor's PGPASSWORD,
-NBGRADER_DB_URL and AWS_SECRET_ACCESS_KEY from /proc/1/environ (issue 39, case 1).
-Now bwrap itself starts with an empty environment (`env -i`, after any cgroup shell or
-systemd scope), and what launches it gets only bubblewrap.LAUNCH_ENV's variables.
-
-Secrets are planted where a grading host keeps them (the head's environment, a Dask
-worker's, a PostgreSQL URL with its password) and where the launcher's environment
-would pass them on; a submission then looks for them everywhere it can reach: every
-process's environment and command line in its sandbox, and every file in reach (all but
-the read-only installation: /usr, Python and the environment, which pip and apt wrote).
-It passes Exercise 1.1 only if it finds none. Under each place a sandbox's cgroup can be
-made (tools/sandbox/cgroup.py: cgroup v2, a systemd scope, none, and this machine's own), through
-the judge's own launch. The round trip's "environ" student tries the same at autograde,
-with --execute too, and its feedback is scanned for the secret (tests/test_roundtrip.py).
+bubblewrap's pid 1 in the sandbox keeps the environment bwrap started with, whatever
+--clearenv does for the program it runs: so bwrap starts with an empty one (`env -i`), and
+what launches it gets only bubblewrap.LAUNCH_ENV's variables. Secrets are planted where a
+grading host keeps them (the head's environment, a Dask worker's, a PostgreSQL URL) and
+where the launcher would pass them on; a submission then searches every process's
+environment and command line in its sandbox and every file in reach (all but the read-only
+installation), and passes Exercise 1.1 only if it finds none. Under each place a sandbox's
+cgroup can be made (tools/sandbox/cgroup.py: cgroup v2, a systemd scope, none, and this
+machine's own), through the judge's own launch. The round trip's "leaker" student tries
+the same at autograde (tests/test_roundtrip.py).
 """
 
 import os

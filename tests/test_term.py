@@ -9,6 +9,7 @@ import html
 import io
 import re
 import shutil
+from unittest import mock
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.synthetic import (
     zip_folder,
 )
 from tools.course.exercises import exercises, questions
+from tools.course.folder import Course
 from tools.instructor import cluster, gradebook
 from tools.instructor.autograde import autograde
 from tools.instructor.build import build_course
@@ -69,9 +71,18 @@ def submit(root, tmp, student, case, when):
 
 
 def step(function, *args, **kwargs):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    """A command's result and what it printed. Each command reads course.json once and
+    hands that one Course to every step it calls (issue 61), so that it acts on one plan
+    even if make build rewrites the file meanwhile."""
+    out, reads, load = io.StringIO(), [], Course.load
+
+    def counted(root):
+        reads.append(root)
+        return load(root)
+
+    with contextlib.redirect_stdout(out), mock.patch.object(Course, "load", counted):
         result = function(*args, **kwargs)
+    assert len(reads) == 1, f"{function.__name__} read course.json {len(reads)} times"
     return result, out.getvalue()
 
 
@@ -229,7 +240,7 @@ def test_a_resubmission_collected_while_the_older_is_graded_waits_for_the_next_r
     assert (row["submitted_at"], row["late"]) == ("2026-10-06 09:30:00", "11 h 31 min late")
     assert "; a newer submission, collected since, waits for make autograde" in row["status"]
     assert gradebook.graded(root)["unit1", "s3"].digest == gradebook.digest(kept)
-    assert steps.pending(root, ["unit1"]) == ({"unit1": ["s3"]}, 2)
+    assert steps.pending(root, Course.load(root), ["unit1"]) == ({"unit1": ["s3"]}, 2)
     monkeypatch.setattr(steps, "save", saved)
     # a timestamp.txt an instructor's hand broke
     (folder / "timestamp.txt").write_text("yesterday")

@@ -1,21 +1,18 @@
 """The training experiments' claims (normkit/training.py) hold by a wide margin: each
 experiment runs again with every initial weight multiplied by (1 + 1e-6 * noise), and every
-claim its notebook asserts must hold in every run. Each run costs seconds, so each is run
-once, in one of three settings:
+claim its notebook asserts must hold in every run. A run costs seconds, so each runs once,
+in one of three settings:
 
-- unperturbed, on this machine: the notebooks' own runs (nbval), which assert the claims;
+- unperturbed, on this machine: the notebooks' own runs (nbval);
 - perturbed by jitter 0 (training.JITTERS), on this machine: here;
 - perturbed by jitter 1, on torch's generic kernels and NumPy's baseline, one thread:
-  tests/test_machines.py runs this file in that configuration (COURSE_CONFIGURATION set),
-  where the jitter-1 runs are the ones collected, as for the capstone
-  (tests/test_language_model.py). The runs at the largest learning rate that
-  trains (sweep_edge) run in both, with all their jitters.
+  tests/test_machines.py runs this file there (COURSE_CONFIGURATION set). The runs near the
+  largest learning rate that trains (sweep_edge) run in both, with all their jitters.
 
-Training near the largest learning rate that trains is chaotic: notebook 04's sweep once asserted that a
-seed diverges at lr 1, which held on one CPU and not on the next. The claims asserted now
-were chosen from runs over more seeds, dozens of jitters and 3 CPU configurations, far from
-their thresholds (normkit/training.py gives the numbers); the chaotic case is shown as such,
-and only its spread is asserted."""
+Near that learning rate training is chaotic (README.md, "For authors"). The claims were
+chosen far from their thresholds over many seeds, jitters and CPU configurations
+(normkit/training.py gives the numbers); the chaotic case asserts only its spread.
+"""
 
 import os
 

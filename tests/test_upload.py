@@ -7,14 +7,11 @@ rule for finding a file's student, re-implemented here from its source:
 - Canvas's "Re-Upload Submissions": instructure/canvas-lms app/models/assignment.rb,
   infer_comment_context_from_filename and generate_comments_from_files.
 
-The class's download names are built from each LMS's documented naming: Moodle's
-mod/assign/classes/downloader.php (get_student_prefix: the full name with "_" written as
-a space, "_<participant number>"; "Participant" under blind marking; a folder
-"<prefix>_assignsubmission_file" per student since 3.1, or "<prefix>_assignsubmission_
-file_<name>" files), Canvas's lib/content_zipper.rb ("<lastfirst>[_LATE]_<user id>_
-<attachment id>_<name>", a name uploaded again with "-1" before its extension:
-app/models/attachment.rb, make_unique_filename). The pages are real feedback pages
-(tests/test_feedback.py's exporter), each naming its student.
+The class's download names follow each LMS's naming (tests/test_downloads.py cites it:
+Moodle's downloader.php, Canvas's content_zipper.rb; a name uploaded again gets "-1" before
+its extension, Canvas's attachment.rb, make_unique_filename). The pages are real feedback
+pages (tests/test_feedback.py's exporter), each naming its student. What the upload trusts:
+docs/security.md, section 7.
 """
 
 import contextlib

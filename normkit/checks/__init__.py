@@ -1,22 +1,17 @@
-"""Each exercise's visible checks: its check cell is its title line and one call,
+"""Each exercise's visible checks, run from its check cell by one call: ``check("N.M")``.
 
     # Exercise 1.1: layer_norm_stats (3 points)
     check("1.1")
 
-which runs the exercise's visible cases against your normlib/ and prints that they pass, or
-raises the first failure as a CheckFailed: which quantity and case, how far off, the likely
+check runs the exercise's visible cases against your normlib/ and prints that they pass, or
+raises the first failure as a CheckFailed: the quantity and the case, how far off, the likely
 cause (normkit.testing.assert_close); or what your code raised, with its line in your file.
-Where your function calls another exercise's (1.2's layer_norm_forward calling 1.1's
-layer_norm_stats) and that exercise's check fails too, the message ends by saying so. A
-stub's NotImplementedError ("Exercise N.M: implement ...") is raised as it is: not yet
-written is not a failure. The notebooks' extension (normkit.notebook) shows either as one
-short message, with where your function is and which case failed.
-
-The cases of Exercise N.M are the function registered with @exercise("N.M", ...) in this
-package's unitN.py, beside the check functions they call (check_stats, ...). The hidden
-tests are not here: they stand in the instructor's source alone (solutions/, between the
-hidden-test markers of the check cell), call the same check functions on other cases, and
-reach the judge from there; the release and the student edition never hold them.
+Where your function calls another exercise's whose check fails too, the message says so. A
+stub's NotImplementedError is raised as it is: not yet written is not a failure. The cases of
+Exercise N.M are the function registered with @exercise("N.M", ...) in this package's
+unitN.py, beside the check functions they call (check_stats, ...). The hidden tests are not
+here: they stand in solutions/ alone, between the check cell's hidden-test markers, call the
+same check functions on other cases, and never reach the release or the student edition.
 """
 
 import ast

@@ -1,29 +1,17 @@
-"""normlib: normalization layers written in NumPy, wrapped as torch modules. Here is what
-you write, the exercises, the public API around them (functional, nn), and the provided
-private modules they use (_validation: the argument checks; _channels: what BatchNorm,
-InstanceNorm and GroupNorm share; _blocks: Unit 8's attention and its blocks' checks). It
-imports NumPy, torch and itself only (and Numba, for Unit 7). The course's code (checks,
-experiments) is the package normkit, which you import but never edit.
+"""normlib: normalization layers in NumPy, wrapped as torch modules: the code you write.
 
-- ``normlib.layer_norm``     LayerNorm kernels (Exercises 1.1, 1.2, 2.1-2.4)
-- ``normlib.norm``           the axes-generic normalization of Unit 3 (Exercises 3.1, 3.2)
-- ``normlib.batch_norm``     BatchNorm kernels (Exercises 3.3, 3.8)
-- ``normlib.group_norm``     GroupNorm kernels (Exercise 3.4)
-- ``normlib.instance_norm``  InstanceNorm kernels (Exercise 3.5)
-- ``normlib.rms_norm``       RMSNorm kernels (Exercises 3.6, 3.7)
-- ``normlib.mlp``            a network of your kernels, trained by hand (Exercises 4.1, 4.2)
-- ``normlib.transformer``    the transformer's Add & Norm, Post-LN and Pre-LN (Exercises 5.1-5.5)
-- ``normlib.variance``       one-pass, two-pass and Welford variance (Exercises 6.1, 6.2)
-- ``normlib.mixed_precision`` float16/bfloat16 LayerNorm and RMSNorm, and LayerNorm's
-                             parameter gradients in bfloat16 (Exercises 6.3, 6.4, 6.5)
-- ``normlib.layer_norm_fast`` a fast LayerNorm forward and backward (Exercises 7.1, 7.2)
-- ``normlib.layer_norm_compiled`` a compiled, fused LayerNorm, in Numba (Exercises 7.3, 7.4)
-- ``normlib.qk_norm``        self-attention with QK-norm (Exercise 8.1)
-- ``normlib.dyt``            Dynamic Tanh, normalization's stand-in (Exercises 8.2-8.4)
-- ``normlib.adaln``          adaLN-Zero's conditioned transformer block (Exercise 8.5)
-- ``normlib.functional``     ``torch.nn.functional``-style functions, NumPy in, NumPy out
-- ``normlib.nn``             ``torch.nn.Module`` twins whose forward and backward run the
-                             kernels (Exercise 2.5)
+- Units 1 to 3: ``normlib.layer_norm`` (Exercises 1.1, 1.2, 2.1-2.4), ``normlib.norm``, the
+  axes-generic normalization (3.1, 3.2), ``normlib.batch_norm`` (3.3, 3.8),
+  ``normlib.group_norm`` (3.4), ``normlib.instance_norm`` (3.5), ``normlib.rms_norm`` (3.6, 3.7)
+- Units 4 and 5: ``normlib.mlp``, a network trained by hand (4.1, 4.2);
+  ``normlib.transformer``, the Add & Norm, Post-LN and Pre-LN (5.1-5.5)
+- Units 6 and 7: ``normlib.variance`` (6.1, 6.2), ``normlib.mixed_precision`` (6.3-6.5),
+  ``normlib.layer_norm_fast`` (7.1, 7.2), ``normlib.layer_norm_compiled``, Numba (7.3, 7.4)
+- Unit 8: ``normlib.qk_norm`` (8.1), ``normlib.dyt`` (8.2-8.4), ``normlib.adaln`` (8.5)
+- the API: ``normlib.functional``, NumPy in, NumPy out; ``normlib.nn``, ``torch.nn.Module``
+  twins whose forward and backward run the kernels (Exercise 2.5)
+- provided: _validation: the argument checks; _channels: what BatchNorm, InstanceNorm and
+  GroupNorm share; _blocks: Unit 8's attention. It imports NumPy, torch and Numba only.
 """
 
 import importlib

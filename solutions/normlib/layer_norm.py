@@ -1,11 +1,10 @@
-"""LayerNorm in NumPy: the statistics (Exercise 1.1) and the forward (Exercise 1.2); the
-backward node by node (Exercise 2.1) and as one kernel (Exercise 2.2); the Jacobian
-(Exercise 2.3); what `.sum().backward()` sees (Exercise 2.4).
+"""LayerNorm in NumPy, forward and backward (Exercises 1.1, 1.2 and 2.1 to 2.4).
 
-Shapes. The input x has shape (*B, *S): S = normalized_shape, the k trailing dims
-normalized together, and B the leading dims, one normalization each. The
-statistics keep k singleton dims so that they broadcast against x, as
-torch.native_layer_norm returns them:
+The statistics (1.1) and the forward (1.2); the backward node by node (2.1) and as one
+kernel (2.2); the Jacobian (2.3); what `.sum().backward()` sees (2.4). The input x has shape
+(*B, *S): S = normalized_shape, the k trailing dims normalized together, and B the leading
+dims, one normalization each. The statistics keep k singleton dims so that they broadcast
+against x, as torch.native_layer_norm returns them:
 
     x            (*B, *S)       e.g. (2, 3, 4) with S = (3, 4)
     mean, rstd   (*B, 1, .., 1)      (2, 1, 1)

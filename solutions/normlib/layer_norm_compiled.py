@@ -1,28 +1,17 @@
-"""A compiled, fused LayerNorm (Exercises 7.3 and 7.4): the forward and backward of
-Exercises 1.2 and 2.2 as Numba kernels, each reading x from memory once and writing its
-output once, on every core.
+"""A compiled, fused LayerNorm in Numba (Exercises 7.3 and 7.4): one pass over memory, every core.
 
-Why compiled. A NumPy kernel, even the fast one of Exercise 7.1, makes one pass over its
-block per NumPy call, on one thread. A compiled loop does all the work of a row while the
-row is in the cache (a row of 1024 float32 values is 4 KB), so main memory sees one read
-of x and one write of y, the least any LayerNorm can move; and `prange` shares the rows
-among the cores.
-
-How Numba compiles it. `@njit` compiles a function of NumPy arrays and scalars to machine
-code (through LLVM) on its first call for each combination of argument types (float32 and
-float64 are two compilations, each a second or two; then each call runs the machine code).
-`parallel=True` lets a `for r in prange(rows):` loop run its iterations on several
-threads, in chunks of consecutive rows: iterations must not depend on each other, and two
-of them must never write the same element (a data race: both read, both add, one write is
-lost). `fastmath={"reassoc", "contract"}` lets LLVM reorder a sum (so that it adds 4 to 16
-lanes at a time with SIMD, by the dtype and the CPU) and fuse a multiply and an add; never
-`fastmath=True`, whose no-NaN and no-inf flags let LLVM compile NaN and inf handling away
-(a NaN in would come out as a number).
-
-Shapes: rows of x (R, H), C-contiguous, float32 or float64 (a caller flattens x (*B, *S)
-to (R, prod(S)) rows: a view); weight, bias (H,) of x's dtype (ones and zeros where a
-layer has none); mean, rstd (R,): saved by the forward for the backward. Every result is
-in x's dtype.
+The forward and backward of Exercises 1.2 and 2.2 as Numba kernels. A NumPy call makes one
+pass over its block, on one thread; a compiled loop does all of a row's work while the row
+is in the cache, so main memory sees one read of x and one write of the output, and `prange`
+shares the rows among the cores. `@njit` compiles on the first call for each combination of
+argument types (a second or two each). With `parallel=True`, the iterations of
+`for r in prange(rows):` run on several threads: they must not depend on each other, and two
+of them must never write the same element (a data race: both add, one write is lost).
+`fastmath={"reassoc", "contract"}` lets LLVM reorder a sum (for SIMD) and fuse a multiply
+and an add; never `fastmath=True`, whose no-NaN and no-inf flags let LLVM compile NaN and
+inf handling away. Shapes: rows of x (R, H), C-contiguous, float32 or float64 (a caller
+flattens x (*B, *S) to (R, prod(S)), a view); weight, bias (H,) of x's dtype (ones and zeros
+where a layer has none); mean, rstd (R,), saved by the forward. Results are in x's dtype.
 """
 
 import numpy as np

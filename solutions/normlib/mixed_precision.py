@@ -1,13 +1,11 @@
-"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3 and 6.4), and LayerNorm's
-parameter gradients for them (Exercise 6.5): torch tensors in float16 or bfloat16 in, the
-same dtype out, the arithmetic in float32.
+"""LayerNorm and RMSNorm for 16-bit tensors (Exercises 6.3, 6.4), and LayerNorm's parameter
+gradients for them (Exercise 6.5): float16 or bfloat16 in, the same dtype out.
 
-In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so
-does the sum of 4096 values of 20; in bfloat16 (7 stored bits of mantissa) a sum of many terms
-loses most of its digits. The standard fix, what torch's own kernels and every
-mixed-precision training recipe do: upcast the input to float32, compute the statistics
-and the normalization (and the affine transform) there, and round to the 16-bit dtype
-once, at the end.
+In float16 (largest value 65504) the square of any |x| >= 256 overflows to inf, and so does
+the sum of 4096 values of 20; in bfloat16 (7 stored bits of mantissa) a sum of many terms
+loses most of its digits. The standard fix, what torch's own kernels do: upcast the input to
+float32, compute the statistics and the normalization (and the affine transform) there, and
+round to the 16-bit dtype once, at the end.
 
 Shapes as in torch.nn.functional: x (*B, *S), S = normalized_shape; weight, bias (*S) in
 x's dtype. 6.3 and 6.4 are forward-only (no saved statistics): Unit 6 is about the

@@ -2,17 +2,16 @@
 
     RIGHT[number][description]   correct, written differently: the check must pass them
     WRONG[number][description]   a classic mistake (a Mistake: the wrong implementation, and
-                                 what the visible check's message names as its cause): the
-                                 visible check must fail it and name the cause, the whole
-                                 check must fail it (tests/test_diagnosis.py, test_graders.py)
+                                 the cause the visible check's message names): the visible
+                                 check must fail it and name the cause, the whole check must
+                                 fail it (tests/test_diagnosis.py, test_graders.py)
     FEWER[number]                why an exercise has fewer than three classic mistakes
 
-one file per part of the course (layer_norm: Units 1-2, family: Unit 3, network: Unit 4,
-transformer: Unit 5, numerics: Unit 6 and Unit 7's NumPy kernels, compiled: Unit 7's Numba kernels, today:
-Unit 8), each a RIGHT or WRONG table of the exercise's function or class
-(tools.course.exercises gives which one: Exercise.module, Exercise.name). tests/test_graders.py
-runs every check on every variant; `python -m tests.variants` counts them, and
-`python -m tests.variants --catalogue` writes the instructors' catalogue (docs/mistakes.md).
+One file per part (layer_norm: Units 1-2, family: 3, network: 4, transformer: 5, numerics: 6
+and 7's NumPy kernels, compiled: 7's Numba kernels, today: 8), each a RIGHT or WRONG table
+of the exercise's function or class (tools.course.exercises: Exercise.module, .name).
+tests/test_graders.py runs every check on every variant; `python -m tests.variants` counts
+them, and `python -m tests.variants --catalogue` writes docs/mistakes.md.
 """
 
 import normkit.kernel_code

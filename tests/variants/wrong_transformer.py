@@ -1,18 +1,16 @@
 """Realistic wrong implementations of Unit 5's exercises: every one must fail its graded
 check (tests/test_graders.py). Keyed by exercise number, then by the mistake's name.
 
-Targets: 5.1 replaces normlib.transformer.add_norm, 5.2 the class
-TransformerEncoderLayer (subclasses of the reference overriding forward, or __init__),
-5.3 the class TransformerEncoder (subclasses whose __init__ replaces the reference's).
+Targets: 5.1 replaces normlib.transformer.add_norm, 5.2 the class TransformerEncoderLayer
+(subclasses of the reference overriding forward, or __init__), 5.3 the class
+TransformerEncoder (subclasses whose __init__ replaces the reference's).
 
 What a check needs to see them: norm parameters away from weight 1 and bias 0 (else a
 misplaced or shared norm is invisible), and layers with different weights (torch's
-TransformerEncoder deep-copies one layer, so "one layer repeated" matches torch's model
-until its layers are made to differ).
-
-"norm over the wrong axis" replaces the norms that the provided __init__ builds: inside the
-exercises a student cannot choose the axis, so this variant shows that the check would see
-it (the axis mistake itself is graded in Units 1 and 3).
+TransformerEncoder deep-copies one layer, so "one layer repeated" matches it until its
+layers are made to differ). "norm over the wrong axis" replaces the norms the provided
+__init__ builds: a student cannot choose the axis inside these exercises, so this variant
+shows that the check would see it (the axis mistake is graded in Units 1 and 3).
 """
 
 import numpy as np

@@ -4,23 +4,12 @@
     key(student_id) -> str   what two ids of one class must not share (fold, then skeleton)
 
 Two strings are confusable where their skeletons are equal: "Ada Lov\u0435lace" (a Cyrillic
-"\u0435") and "Ada Lovelace", "s1001" and "sl00l". UTS #39 (revision 31, Unicode 17.0.0):
-skeleton(X) is X in NFD, its default-ignorable code points removed, each code point replaced
-by its prototype in confusables.txt, and the result in NFD again.
-
-The data: tools/course/confusables.txt, Unicode's confusables.txt 17.0.0 trimmed to its
-mappings (source and prototype; its header says where the whole file is). Decision (issue
-58): no maintained, small PyPI package computes this skeleton. `confusables` (1.2.0, 2021)
-matches words through its own symmetric table and has no skeleton; `confusable-homoglyphs`
-lists a character's homoglyphs without their prototype; `disarm` (a 2 MB Rust extension)
-builds a key of its own that leaves out TR39 mappings on purpose (m -> rn, 1 -> l in lower
-case); PyICU's SpoofChecker needs ICU built from source. So the skeleton, six lines, is
-here, on Unicode's own data.
-
-Default_Ignorable_Code_Point is not in Python's unicodedata: read here as the format
-characters (Cf: soft hyphen, zero-width joiners, bidi controls, tags) and DEFAULT_IGNORABLE
-below (variation selectors, the combining grapheme joiner, Hangul fillers, Mongolian
-free variation selectors), which is that property's list less unassigned code points.
+"\u0435") and "Ada Lovelace", "s1001" and "sl00l". skeleton(X) is X in NFD, its
+default-ignorable code points removed, each code point replaced by its prototype in
+tools/course/confusables.txt (Unicode's confusables.txt 17.0.0, trimmed to its mappings),
+and the result in NFD again. Python's unicodedata has no Default_Ignorable_Code_Point: it is
+read here as the format characters (Cf) and DEFAULT_IGNORABLE (the rest of that property,
+less unassigned code points). No small, maintained PyPI package computes this skeleton.
 """
 
 import functools

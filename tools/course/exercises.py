@@ -1,33 +1,17 @@
 """The course's exercises, read from solutions/ once: what every tool and test knows of them.
 
-    python -m tools.course.exercises            the authors' table: number, points, file, function
-                                         and the exercises its reference calls (how many
-                                         wrong and right variants each has:
-                                         python -m tests.variants)
-    python -m tools.course.exercises --readme   the README's table of exercises (tested against it)
+    python -m tools.course.exercises            the authors' table: number, points, file,
+                                                function, the exercises its reference calls
+    python -m tools.course.exercises --readme   the README's table of exercises (tested)
 
-An exercise is two things in solutions/, and the list below is built from them:
-
-- its check cell, in a numbered notebook: a code cell with nbgrader metadata `grade: true`,
-  a `grade_id` and `points`, whose visible lines are its title `# Exercise N.M: name (P
-  points)` and one call, `check("N.M")` (the visible cases are normkit/checks/unitN.py's),
-  and whose hidden tests stand between the hidden-test markers (tools/course/markers.py): the
-  instructor's source alone holds them;
-- its solution blocks, in one file of solutions/normlib/, inside one top-level function or
-  class whose docstring says `Exercise N.M` (the stubs of the student edition say
-  `Exercise N.M: implement name`).
-
-A written question is a markdown cell in a numbered notebook with nbgrader metadata
-`grade: true`, `solution: true`, `points` and a `grade_id` `q<unit>_<n>_<name>`: the
-student's answer, graded by hand (formgrader, or the gradebook API); in solutions/ it holds
-the model answer, its rubric and its sources between solution markers. `questions()` lists
-them; autograde leaves them to be graded by hand, and the grades CSV shows them.
-
-`make check`, the course builder (which student files each assignment grades), the
-judge, the grades CSV, the graders' tests and the round trip all read `exercises()`;
-adding an exercise adds it everywhere. `exercises()` fails, naming the exercise, where the
-two do not match (a check without a solution block, a name that differs, a block split
-over two files).
+An exercise is its check cell, in a numbered notebook (nbgrader `grade: true`, a `grade_id`
+and `points`; visible lines `# Exercise N.M: name (P points)` and `check("N.M")`, hidden
+tests between the markers of tools/course/markers.py), and its solution blocks, in one
+top-level function or class of solutions/normlib/ whose docstring says `Exercise N.M`.
+`exercises()` fails, naming the exercise, where the two do not match. A written question
+(`questions()`) is a graded markdown cell, `grade_id` `q<unit>_<n>_<name>`, graded by hand.
+`make check`, the course builder, the judge, the grades CSV and the tests all read
+`exercises()`: adding an exercise adds it everywhere (README, "For authors").
 """
 
 import argparse

@@ -84,7 +84,8 @@ class Course:
 
     @classmethod
     def load(cls, root):
-        """The course at root (its course.json); exits saying so where there is none."""
+        """The course at root (its course.json); exits saying so where there is none. Each
+        command reads it once, here, and hands the one Course to every step it calls."""
         path = Path(root) / "course.json"
         if not path.is_file():
             sys.exit(f"{root} is not a course built by make build (no course.json): build it "
@@ -134,26 +135,26 @@ def nbgrader(root, *args, check=True, env=None):
     return subprocess.run(cmd, cwd=root, check=check, capture_output=True, text=True, env=env)
 
 
-def assignment_names(root, names=()):
-    """These assignments of the course at root (all of them if none is named); exits
-    naming any the course does not have."""
-    known = list(Course.load(root).assignments)
+def assignment_names(root, course, names=()):
+    """These assignments of the course (all of them if none is named); exits naming any it
+    does not have."""
+    known = list(course.assignments)
     unknown = [name for name in names if name not in known]
     if unknown:
         sys.exit(f"no assignment {', '.join(unknown)} in {root} (it has {', '.join(known)})")
     return list(names) or known
 
 
-def submissions(root, names=()):
-    """{assignment: [student, ...]} of every collected submission."""
+def submissions(root, course, names=()):
+    """{assignment: [student, ...]} of every collected submission of these assignments."""
     return {name: sorted(p.parent.name for p in Path(root).glob(f"submitted/*/{name}")
-                         if p.is_dir()) for name in assignment_names(root, names)}
+                         if p.is_dir()) for name in assignment_names(root, course, names)}
 
 
-def targets(root, names):
+def targets(course, names):
     """The assignment arguments of nbgrader commands over these assignments: ["*"] (one
     process for all of them) when they are all the course's, else one per assignment."""
-    return ["*"] if set(names) == set(Course.load(root).assignments) else list(names)
+    return ["*"] if set(names) == set(course.assignments) else list(names)
 
 
 def run(root, *args):

@@ -1,26 +1,16 @@
 """The late policy: what lateness costs, decided for each submission graded
-(tools/instructor/grades.py applies it to grades.csv, the LMS's grades file and logs/late.csv).
+(tools/instructor/grades.py applies it to grades.csv, the LMS's grades file and
+logs/late.csv). Its settings, in nbgrader_config_local.py: c.Grading.timezone, due,
+extensions, late_grace_minutes, late_penalty, late_per, late_floor, late_written and
+late_unknown_penalty (docs/instructors.md, "Late policies", says what each does).
 
-    c.Grading.timezone = "Europe/Berlin"    # the course's: a date written without an offset
-    c.Grading.late_grace_minutes = 15       # late by at most this: no penalty
-    c.Grading.late_penalty = 10             # percent of the autograded score, per started ...
-    c.Grading.late_per = "hour"             # ... "hour" or "day" (24 h) after the due date
-    c.Grading.late_floor = 50               # a late score keeps at least this percent
-    c.Grading.late_written = False          # whether the penalty takes written answers' too
-    c.Grading.late_unknown_penalty = None   # flat percent for a late marker without a time
-    c.Grading.extensions = {"unit1": {"s1004": "2026-10-08 23:59"}}  # a student's due date
-
-The due dates are the course config's (c.Grading.due), never the LMS's. A student's
-extension replaces the assignment's due date for them. The submission that counts is the
-one graded (the last one collected, once `make autograde` has graded it), at the time the
-LMS gave it (tools/instructor/collect.py). Lateness is counted from the due date; within the grace
-period nothing is taken, past it the penalty is `late_penalty` percent per started hour
-(or day) of lateness, at most 100 - late_floor percent, of the autograded score (and of the
-written answers' points with late_written), rounded to hundredths of a point. Where the LMS
-said "late" without a time (Canvas's _LATE marker), hours cannot be counted: nothing is
-taken unless late_unknown_penalty gives a flat percent (nor where the student has an
-extension: Canvas's marker is against Canvas's own due date). Where nothing gives the
-time, nothing is taken. Each decision says why in words (Decision.reason).
+The due dates are the course config's, never the LMS's; an extension replaces the
+assignment's for its student. The submission that counts is the one graded, at the time
+the LMS gave it (tools/instructor/collect.py). Past the grace period the penalty is
+late_penalty percent per started hour (or day), at most 100 - late_floor, of the
+autograded score. Where the LMS said "late" without a time (Canvas's _LATE), nothing is
+taken unless late_unknown_penalty gives a flat percent; where nothing gives the time,
+nothing is taken. Each decision says why in words (Decision.reason).
 """
 
 import dataclasses

@@ -1,23 +1,17 @@
 """The course's block markers, in one place: solution blocks (`### BEGIN SOLUTION` ...
-`### END SOLUTION`, in notebooks and in the reference normlib's .py files) and hidden-test
-blocks (`### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS`, in check cells). Every tool
-and test that reads them uses this module: splitting a check cell, folding its hidden
-tests for feedback, stripping solutions from .py files, and the lines only blocks hold
-(the leak scan of tools/maintainer/edition.py).
+`### END SOLUTION`, in notebooks and in the reference normlib's .py files), hidden-test
+blocks (`### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS`, in check cells) and the
+"Exercise N.M" tags. Every tool and test that reads them uses this module: splitting a
+check cell, folding its hidden tests, stripping solutions, the leak scan
+(tools/course/leaks.py), the list of exercises (tools/course/exercises.py).
 
-Stripping: nbgrader clears `### BEGIN SOLUTION` blocks in notebooks but copies every other
-file verbatim, so the .py files of the release are stripped here, by nbgrader's
-post-convert hook (see nbgrader_config.py). Each block becomes
+nbgrader clears solution blocks in notebooks but copies every other file verbatim, so the
+release's .py files are stripped here, by nbgrader's post-convert hook (strip_release, set
+in nbgrader_config.py). Each block becomes
 
     raise NotImplementedError("Exercise 1.1: implement layer_norm_stats")
 
-with the exercise number taken from the nearest "Exercise N.M" above the block
-(the docstring of the function or class) and the name from the nearest `def` or
-`class` above it, so a stub says which exercise it belongs to.
-
-Exercise tags: "Exercise N.M" names an exercise wherever it stands (a docstring, a stub's
-message, a check cell's first line `# Exercise N.M: name (P points)`); the patterns are
-here, once, and tools/course/exercises.py builds the course's list of exercises from them.
+with the nearest "Exercise N.M" and `def` or `class` name above it: a stub names its exercise.
 """
 
 import re

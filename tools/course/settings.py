@@ -1,20 +1,17 @@
 """The instructor's settings of a course, read once per command from its nbgrader config
 into one typed object (Settings); of these, grading's processes get the limits (below).
 
-An instructor sets them in the course's nbgrader_config_local.py:
+An instructor sets them in the course's nbgrader_config_local.py (docs/instructors.md,
+step 4, "The course's settings", lists each):
 
     c.Grading.timeout = 30                  # seconds a check may run (a cell, with --execute)
     c.Grading.memory_mb = 8192              # memory of each grading process
     c.Grading.due = {"unit1": "2026-10-05 23:59 +02:00"}   # late after this
-    c.Grading.roster = "roster.csv"         # LMS names -> student ids (tools/instructor/roster.py)
-    c.Grading.lms_timezone = "Europe/Berlin"  # the LMS's local times (tools/lms/downloads.py)
-    c.Grading.late_penalty = 10             # the late policy (tools/course/late.py: all of it)
 
-The limits (Limits, tools/sandboxed/limits.py) go to each grading task as they are, and to the judge
-and its runner as JSON (Limits.to_json). nbgrader's autograde gets them as config: the
-task sets them back into c.Grading (tools/worker/task.py), GradingExecute rebuilds a Limits
-from it (Grading.limits) and writes them into each kernel's start-up line
-(tools/worker/execute.py).
+The limits (Limits, tools/sandboxed/limits.py) go to each grading task as they are, and to
+the judge and its runner as JSON (Limits.to_json). nbgrader's autograde gets them as config:
+the task sets them back into c.Grading (tools/worker/task.py), and GradingExecute rebuilds a
+Limits from it (Grading.limits) for each kernel's start-up line (tools/worker/execute.py).
 """
 
 import copy

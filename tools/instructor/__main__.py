@@ -1,19 +1,14 @@
 """The instructor's commands, one per step, from the repository to grades and feedback.
-Each step has one name: its make target, its command and its module in tools/instructor/
-(`make build` runs `python -m tools.instructor build`, which is tools/instructor/build.py):
+Each step is its make target, its command and tools/instructor/<step>.py (its flags there):
 
     python -m tools.instructor build     ROOT [--layout unit|course]
     python -m tools.instructor release   ROOT [ASSIGNMENT ...] [--exchange]
     python -m tools.instructor collect   ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
-    python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
-        [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
-    python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange]
-        [--lms moodle|canvas|blackboard|brightspace]
-    python -m tools.instructor grades    ROOT [ASSIGNMENT ...] [--out FILE]
-        [--lms canvas|moodle|blackboard|brightspace --template EXPORT.csv]
+    python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force] ...
+    python -m tools.instructor feedback  ROOT [ASSIGNMENT ...] [--exchange] [--lms LMS]
+    python -m tools.instructor grades    ROOT [ASSIGNMENT ...] [--out FILE] [--lms LMS ...]
     python -m tools.instructor rubric    ROOT
-    python -m tools.instructor score     ROOT --assignment A --student ID --question GRADE_ID
-        --points P [--comment TEXT]
+    python -m tools.instructor score     ROOT --assignment A --student ID --question GRADE_ID ...
 
 No ASSIGNMENT means every assignment of the course. The course's settings (limits, due
 dates, roster) are c.Grading's in ROOT/nbgrader_config_local.py (tools/course/settings.py).

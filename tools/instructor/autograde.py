@@ -1,34 +1,16 @@
-"""Autograde: every new or changed submission graded once, by the judge, on a Dask
-cluster (tools/instructor/cluster.py): this machine's worker processes, or a scheduler's anywhere.
+"""Autograde: each new or changed submission graded once, by the judge, on a Dask cluster.
 
     python -m tools.instructor autograde ROOT [ASSIGNMENT ...] [--student ID ...] [--force]
         [--execute] [--jobs N] [--scheduler tcp://HOST:8786] [--timeout S] [--no-sandbox]
 
-For each submission to grade (collected since its last grading, or whose files changed:
-a resubmission; --student: these students'; --force: every one), one task goes to the
-cluster, carrying the submission's files (tools/worker/task.py). The worker that runs it:
-
-1. has the judge grade its normlib files (tools/judge/client.py): student code runs only in
-   the judge's sandboxed runner, and the verdicts are the grade;
-2. has nbgrader's autograde record its notebooks as submitted, with each check's verdict
-   in its cell (tools/worker/judged.Judged) and its written answers for hand grading,
-   read from a staging copy where a notebook saved under another name is put back under
-   its own (its cells say which it is) and an unreadable one is replaced by a stand-in
-   (its checks, which get the judge's verdicts, and a note saying why: it has a feedback
-   page, and its written answers score 0, a grader may change that), each noted in the
-   status (with --execute, the notebooks run first, in the OS sandbox: fresh outputs, the
-   same scores);
-3. returns all of it: verdicts, nbgrader's scores and comments, the autograded notebooks.
-
-This process alone writes the course (save): the autograded folder, the gradebook (the
-judge's scores, the status and the digest of the files graded: tools/instructor/gradebook.py), and
-drops the hand grade of a written answer whose text changed since. Each result is
-written once, as it comes; a task whose worker dies runs again on another (Dask's), and
-only its one result is written. A re-run grades only what is new or changed (pending).
-
-Without a scheduler, a local cluster of `jobs` processes (one per core by default).
-Tasks start in the order listed: each assignment's students, sorted. Prints each
-submission's score and status; returns how many could not be graded.
+pending() picks what to grade: collected since its last grading, or its files changed
+(--student: these students'; --force: all). Each is one task carrying its files
+(tools/worker/task.py) to a worker of the cluster (tools/instructor/cluster.py). The judge
+grades its normlib files: student code runs only in the judge's sandboxed runner, and the
+verdicts are the grade. nbgrader's autograde then records its notebooks as submitted, each
+check with its verdict (--execute runs them first, in the OS sandbox). This process alone
+writes the course (save: the autograded folder, the gradebook), each result once. Prints
+each submission's score and status; docs/instructors.md, step 4, has the details.
 """
 
 import datetime
@@ -54,13 +36,13 @@ NBGRADER = (TIMESTAMP, SECRET)  # nbgrader's files of a submission
 MiB = 1 << 20
 
 
-def pending(root, names=(), students=(), force=False):
+def pending(root, course, names=(), students=(), force=False):
     """({assignment: [student]} of the submissions to grade, how many are left as graded):
     those never graded, or whose files changed since (a resubmission); every one of these
     students' (all if force)."""
     done = gradebook.graded(root)
     todo, unchanged = {}, 0
-    for assignment, group in submissions(root, names).items():
+    for assignment, group in submissions(root, course, names).items():
         for student in group:
             if students and student not in students:
                 continue
@@ -73,20 +55,19 @@ def pending(root, names=(), students=(), force=False):
     return todo, unchanged
 
 
-def kit(root, names):
+def make_kit(root, course, names):
     """The course as a grading worker needs it for these assignments (tools.worker.task.Kit)."""
-    course = Course.load(root)
     files = {f"source/{name}/{rel}": data for name in names
              for rel, data in files_of(Path(root) / "source" / name).items()}
     definitions = gradebook.definitions(root)
-    settings = config(root)
-    settings.CourseDirectory.pop("db_url", None)  # (which may hold a password)
+    nbgrader_config = config(root)
+    nbgrader_config.CourseDirectory.pop("db_url", None)  # (which may hold a password)
     code = task.code_digest()
     sha = hashlib.sha256(json.dumps(course.to_json(), sort_keys=True).encode() + definitions +
-                         pickle.dumps(settings) + code.encode())
+                         pickle.dumps(nbgrader_config) + code.encode())
     for rel, data in files.items():
         sha.update(rel.encode() + hashlib.sha256(data).digest())
-    return task.Kit(course, files, definitions, settings, code, sha.hexdigest())
+    return task.Kit(course, files, definitions, nbgrader_config, code, sha.hexdigest())
 
 
 def tasks(root, todo, limits, execute, sandboxed):
@@ -108,7 +89,7 @@ def tasks(root, todo, limits, execute, sandboxed):
     return found, refused
 
 
-def save(root, outcome, sent):
+def save(root, course, outcome, sent):
     """An Outcome of the Task sent into the course, by this process alone: its autograded
     folder replaced, nbgrader's record of it and the judge's scores into the gradebook (a
     changed written answer's hand grade dropped, an unreadable notebook's answers scored 0
@@ -120,7 +101,7 @@ def save(root, outcome, sent):
                          f"other files ({outcome.assignment} {outcome.student}, files "
                          f"{outcome.digest[:12]}; sent: {a} {s}, files {sent.digest[:12]})")
     root = Path(root)
-    plan = Course.load(root).assignments[a]
+    plan = course.assignments[a]
     graded = submission_folder(root, s, a, "autograded")
     before = answers(graded, plan.notebooks)
     write_autograded(root, outcome, sent)
@@ -248,13 +229,13 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     problem = task.sandbox_problem() if sandboxed and not scheduler else None
     if problem:
         sys.exit(f"autograde: no sandbox here, so nothing was graded: {problem}")
-    settings = read(root, timeout)
-    known = {s for group in submissions(root, names).values() for s in group}
+    settings, course = read(root, timeout), Course.load(root)
+    known = {s for group in submissions(root, course, names).values() for s in group}
     unknown = sorted(set(students) - known)
     if unknown:
         sys.exit(f"autograde: no submission of {', '.join(unknown)} (collected: "
                  f"{', '.join(sorted(known)) or 'none'})")
-    todo, unchanged = pending(root, names, students, force)
+    todo, unchanged = pending(root, course, names, students, force)
     limits = settings.limits
     print(f"limits: {limits.timeout} s per check, {limits.memory_mb} MiB per process, "
           f"files up to {limits.file_mb} MiB, nbgrader's record {limits.record_timeout} s" + (
@@ -274,8 +255,8 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
     with client(scheduler, jobs) as dask:
         # the kit as a task's result, not scattered data: Dask makes it again if every
         # worker holding it is lost
-        course = kit(root, sorted(todo))
-        shared = dask.submit(task.kept, course, key=f"kit-{course.digest}")
+        kit = make_kit(root, course, sorted(todo))
+        shared = dask.submit(task.kept, kit, key=f"kit-{kit.digest}")
         # started in the order listed (each assignment's students, sorted): without a
         # priority, Dask's workers start theirs in an order of their own
         listed, refused = tasks(root, todo, limits, execute, sandboxed)
@@ -284,14 +265,14 @@ def autograde(root, names=(), jobs=JOBS, timeout=None, force=False, students=(),
         futures = {dask.submit(task.grade, shared, one, pure=False,
                                priority=len(listed) - i,  # (Dask: the highest first)
                                key=f"grade-{one.assignment}-{one.student}-"
-                                   f"{one.digest[:12]}-{course.digest[:8]}"):
+                                   f"{one.digest[:12]}-{kit.digest[:8]}"):
                    one for i, one in enumerate(listed)}
         for future in as_completed(futures):
             sent = futures[future]
             assignment, student = sent.assignment, sent.student
             try:  # refused, its workers died again and again, or a result out of bounds
                 outcome = future.result()
-                status, score = save(root, outcome, sent)
+                status, score = save(root, course, outcome, sent)
             except Exception as error:
                 refused.append((assignment, student, f"{type(error).__name__}: {error}"))
                 not_graded(*refused[-1])

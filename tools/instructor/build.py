@@ -1,29 +1,17 @@
-"""`make build`: the nbgrader course built from solutions/, its assignments and the files
-they grade.
+"""`make build`: the nbgrader course, built from solutions/: its assignments and graded files.
 
-    <root>/nbgrader_config.py        written here: the repository's settings + this course's
-    <root>/nbgrader_config_local.py  yours (grading limits, an exchange, a PostgreSQL
-                                     db_url): never overwritten
-    <root>/course.json               the layout: each assignment's notebooks and student files
-    <root>/source/<assignment>/      solution notebooks + the whole reference normlib/ + the
-                                     course's normkit/ (released as it is: no solution and
-                                     no hidden test is in it)
+    python -m tools.instructor build ROOT [--layout unit|course]
 
-Two layouts (the instructor's choice, `--layout`):
-- "unit": one assignment per unit, unit1 ... unitN, each with its unit's notebook;
-- "course": the whole course as one assignment, `normalization`.
-Every assignment carries the whole normlib/ (its modules import each other), but grades
-only the student's files holding *its* exercises (tools.course.exercises.student_files, given
-to nbgrader's exclude_overwriting). Its source holds the reference of those files only;
-every other normlib file is there as released (solution blocks stripped: the stubs), and
-at autograde nbgrader puts that copy in place of the student's. So a mistake in Unit 1
-costs no points in Unit 3, and the reference of
-another unit is nowhere the submission's code runs (the grading kernel, the judge's
-worker) nor in its feedback. (No exercise calls another unit's file: tests/test_isolation.)
-The course's normkit/ (checks, experiments) is released beside normlib/,
-so that a release runs on its own, and is never the student's: collect keeps none of it,
-and at autograde nbgrader puts the source's copy in place, so tampering with it gains
-nothing.
+Writes ROOT/nbgrader_config.py (the repository's settings and this course's; the
+instructor's ROOT/nbgrader_config_local.py is never overwritten), ROOT/course.json (each
+assignment's notebooks and student files) and ROOT/source/<assignment>/. Layouts: "unit"
+(unit1 ... unitN, a notebook each) or "course" (one assignment, `normalization`).
+Every assignment carries the whole normlib/ (its modules import each other) and normkit/,
+but grades only the student's files that hold its exercises (exercises.student_files, as
+nbgrader's exclude_overwriting). Its other normlib files are there as released (the stubs),
+and at autograde nbgrader puts that copy in place of the student's: another unit's reference
+is nowhere the submission's code runs, and tampering with normkit/ gains nothing.
+docs/instructors.md, step 1, and "What grading guarantees, and by what".
 """
 
 import shutil

@@ -1,83 +1,17 @@
-"""Collect: the LMS's download in downloaded/<assignment>/archive/ into
-submitted/<student>/<assignment>/ (or, with --exchange, nbgrader's exchange's inbound
-folders, checked as a border too: tools/instructor/inbound.py).
+"""Collect: an LMS's download, each entry collected into submitted/ or rejected with why.
 
     python -m tools.instructor collect ROOT [ASSIGNMENT ...] [--exchange] [--dry-run]
 
-archive/ holds the LMS's download, extracted once: a zip, a folder, or a loose file per
-entry. Who and when come from what the LMS wrote, never from what the student wrote
-(tools/lms/downloads.py, tools/instructor/roster.py; docs/security.md):
-
-- who: the entry's name, read from the end the LMS writes, mapped through the roster
-  (c.Grading.roster) and Moodle's grading worksheet; an id the allow-list refuses, a name
-  that reads as two students, or ids of one collect that differ only in case or Unicode
-  normalization are refused;
-- when: Moodle's grading worksheet or an instructor's export (the one CSV beside archive/,
-  in downloaded/<assignment>/), Blackboard's and Brightspace's names, read in
-  c.Grading.lms_timezone. Canvas's "_LATE" says late without a time, and its attachment
-  ids order two uploads. Nothing else: not a timestamp.txt in the zip, nor a file's date
-  (Moodle and Canvas date every entry with the moment the zip is made; an extracted
-  folder has the extraction's). Without an LMS date, collect says so loudly and marks no
-  one late by a date it cannot trust.
-
-The layouts read (docs/instructors.md, step 3, has them as tables):
-
-- Moodle: a zip or a loose file per uploaded file, "<Full Name>_<n>_assignsubmission_file_
-  <name>" ("submissions in folders" off), or a folder per student,
-  "<Full Name>_<n>_assignsubmission_file/" holding the files as uploaded (on: Moodle's
-  default since 3.1); blind marking writes "Participant" for the name (the worksheet
-  names the student). Another plugin's entry (onlinetext) is refused as no upload.
-- Canvas: a loose file per uploaded file, "<lastfirst>[_LATE]_<user id>_<attachment id>_
-  <name>", a zip only where the student uploaded one; <name> has Canvas's "-1" where the
-  student uploaded a file of that name before.
-- Blackboard Learn: a loose file per uploaded file of each attempt,
-  "<Assignment>_<username>_attempt_<time>_<name>", and a receipt per attempt,
-  "..._attempt_<time>.txt" (read as such, and left in archive/; one of an attempt no file
-  of the download is of, a text-only attempt or one whose files were left out, is listed
-  with its username, its student or why none, and what was collected of them). Either
-  name may hold "_": read at each "_" the download's titles leave open
-  (tools.lms.downloads.titles), the roster decides.
-- Brightspace: a loose file per uploaded file, "<n>-<n> - <Name> - <date> - <name>", or a
-  folder per submission, "<n>-<n> - <Name> - <date>/".
-- plain, an instructor's own: "<student id>[_<assignment>...].zip", or a folder.
-
-One upload is every entry of a student that the LMS writes with the same id (Moodle's
-participant number, Canvas's user id; Blackboard's and Brightspace's with the same time
-too): its loose files are placed by their own names (a notebook at the top, an exercise
-file of the assignment, layer_norm.py, in normlib/; Canvas's "-1" dropped where that
-gives one of the assignment's files' names: tools.instructor.unpack.place) beside the files of its
-zips and folders (tools/instructor/unpack.py). Two of its files for one place: the one of the larger
-Canvas attachment id wins (Canvas numbers uploads in order), and the other is recorded as
-superseded (an entry all of whose files are superseded is rejected, saying by what);
-without Canvas's ids, nothing tells which is the later, and the upload is refused. The
-bounds of tools/course/bounds.py hold for the upload as a whole (files kept, bytes in all,
-checked on the entries' sizes before any is read). A file that matches no format (a loose
-file whose name no LMS writes, a plain entry that is no zip) is rejected, saying so.
-
-Every entry ends in exactly one of two places:
-
-- collected: its notebooks and exercise files (normlib/layer_norm.py, ...: never the
-  course's own files) in submitted/<student>/<assignment>/,
-  with nbgrader's timestamp.txt where the LMS gave its time (autograde puts it in the
-  gradebook); what collect read of it in downloaded/<assignment>/collected.json, a
-  record per student (Found.collected): "entry" (the upload's latest entry), "entries"
-  (every original entry name that made the submission, sorted: the names the LMS's
-  feedback upload is named from), "lms" (moodle, canvas, blackboard, brightspace or
-  plain), "key" (Moodle's participant number, Canvas's user id, Blackboard's username,
-  Brightspace's ids, or the plain name's id), "name" (the display name the LMS wrote, or
-  null), "time" (ISO 8601, or null), "time_from" (where the time came from), "late_marker"
-  (Canvas's _LATE) and "superseded" ({place: {"by": the entry whose file it holds,
-  "entries": [those whose file for it lost]}}, {} if none). Of two
-  uploads of one student, the later by the LMS's date is kept, the other rejected saying
-  so; where nothing the LMS wrote tells them apart, both are rejected. A collected
-  submission is replaced by a newer upload, never by one the LMS dates earlier; an
-  identical one leaves it as it was;
-- rejected: moved to downloaded/<assignment>/rejected/, its reason printed.
-
-With a roster, each collected student's name and email go into nbgrader's student table
-(tools.instructor.gradebook.name_students), where formgrader shows them. With --dry-run
-(make collect DRY_RUN=1) collect reads and decides all of this and prints it, student by
-student, and writes, moves and creates nothing.
+Reads downloaded/<assignment>/archive/ (the LMS's download, extracted once) and the one CSV
+beside it (Moodle's grading worksheet, or an instructor's export of the times). Writes each
+student's notebooks and exercise files, with nbgrader's timestamp.txt where the LMS gave a
+time, to submitted/<student>/<assignment>/; a record per student to
+downloaded/<assignment>/collected.json (Found.collected); each rejected entry is moved to
+downloaded/<assignment>/rejected/. --exchange reads nbgrader's inbound folders instead
+(tools/instructor/inbound.py); --dry-run decides and prints it all, and writes nothing.
+Who and when come from what the LMS wrote, never from the student (no timestamp.txt of
+theirs, no file's date); without an LMS date, no one is marked late. Each LMS's layout,
+collected.json and every rejection: docs/instructors.md, step 3; the trust: docs/security.md.
 """
 
 import datetime
@@ -91,7 +25,7 @@ from typing import NamedTuple
 
 from tools.course import confusables
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import Assignment, Course, assignment_names, files_of, submission_folder
+from tools.course.folder import Course, assignment_names, files_of, submission_folder
 from tools.course.late import late_words
 from tools.course.settings import read
 from tools.instructor import gradebook, inbound, roster, unpack
@@ -146,7 +80,7 @@ class Found:
     superseded: dict
 
     def collected(self, assignment):
-        """What collect read of it (collected.json: see the module's docstring)."""
+        """What collect read of it (collected.json: docs/instructors.md, step 3)."""
         key = roster.plain_id(self.name.key, assignment) if self.name.lms == "plain" \
             else self.name.key
         return {"entry": self.entry, "entries": sorted(self.entries), "lms": self.name.lms,
@@ -203,9 +137,9 @@ def submitted_at_of(files):
         raise ValueError(f"its {TIMESTAMP} holds no time ({error})") from None
 
 
-def places(root, assignment):
-    """The Places of an assignment: its notebooks and its exercise files (course.json)."""
-    plan = Course.load(root).assignments.get(assignment, Assignment([], []))
+def places(plan):
+    """The Places of an assignment (an Assignment of the Course): its notebooks and its
+    exercise files."""
     return unpack.Places(frozenset(f"{stem}.ipynb" for stem in plan.notebooks),
                          frozenset(Path(rel).name for rel in plan.student_files))
 
@@ -303,7 +237,7 @@ def _read(pieces, student, where, bounds):
 
 def _submission(pieces, student, times, where, bounds=BOUNDS):
     """(the Found of one upload's pieces, or None, [Rejected]): their files, each place
-    given once, or by the latest of Canvas's attachments (see the module's docstring)."""
+    given once, or by the latest of Canvas's attachments (docs/instructors.md, step 3)."""
     pieces = sorted(pieces, key=_order)
     by_place, refused = _read(pieces, student, where, bounds)
     if by_place is None or not by_place:
@@ -435,16 +369,16 @@ def _keep(folder, newest):
             else "replaced"), newest
 
 
-def collect_archive(root, assignment, settings, rows=None, dry_run=False):
-    """Collect downloaded/<assignment>/archive/ (see the module's docstring); dry_run:
-    decide all of it, and write, move and create nothing. Returns Collected."""
+def collect_archive(root, assignment, where, settings, rows=None, dry_run=False):
+    """Collect downloaded/<assignment>/archive/ (see the module's docstring) into where (its
+    Places); dry_run: decide all of it, and write, move and create nothing. Returns
+    Collected."""
     download = Path(root) / "downloaded" / assignment
     archive = download / "archive"
     try:
         times = downloads.read_times(download, settings.lms_timezone, settings.lms_formats)
     except downloads.TimeError as error:
         raise SystemExit(f"collect {assignment}: {error}") from None
-    where = places(root, assignment)
     listed = sorted(archive.iterdir())
     titles = downloads.titles([e.name for e in listed], settings.lms_patterns)
     pieces, rejected, receipts = [], [], []
@@ -650,10 +584,12 @@ def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     (tools/instructor/inbound.py), within bounds."""
     settings = read(root)
     rows = roster.read_roster(settings.roster) if settings.roster else None
-    for name in assignment_names(root, names):
+    course = Course.load(root)
+    for name in assignment_names(root, course, names):
         archive = Path(root) / "downloaded" / name / "archive"
+        where = places(course.assignments[name])
         if exchange:
-            done = collect_exchange(root, name, rows, bounds, dry_run)
+            done = collect_exchange(root, name, where, rows, bounds, dry_run)
             report_exchange(name, done, settings.due.get(name), dry_run)
             if not dry_run:
                 _name(root, rows, done.outcome)
@@ -661,7 +597,7 @@ def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
         if not archive.is_dir():
             print(f"{name}: nothing to collect (no downloaded/{name}/archive/)")
             continue
-        collected = collect_archive(root, name, settings, rows, dry_run)
+        collected = collect_archive(root, name, where, settings, rows, dry_run)
         report(name, collected, settings.due.get(name), dry_run)
         if not dry_run:
             _name(root, rows, collected.outcome)
@@ -684,12 +620,12 @@ class Exchanged(NamedTuple):
     kept: dict  # {student: inbound.Folder}
 
 
-def collect_exchange(root, assignment, rows=None, bounds=BOUNDS, dry_run=False):
+def collect_exchange(root, assignment, where, rows=None, bounds=BOUNDS, dry_run=False):
     """Collect the exchange's inbound folders of an assignment that pass its border
-    (tools/instructor/inbound.py) into submitted/, as an LMS's download (dry_run: decide,
-    and write nothing). Returns Exchanged."""
+    (tools/instructor/inbound.py) into submitted/ (where: its Places), as an LMS's download
+    (dry_run: decide, and write nothing). Returns Exchanged."""
     found, refused = inbound.read(inbound.inbound_folder(root), assignment, rows,
-                                  places(root, assignment), bounds, inbound.check_owner(root),
+                                  where, bounds, inbound.check_owner(root),
                                   inbound.timestamp_format(root))
     rejected = [Rejected(entry, why) for entry, why in refused]
     clashes = _collisions(found.values(), root, assignment, rows)

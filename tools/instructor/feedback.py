@@ -1,29 +1,17 @@
-"""Feedback: one HTML page per notebook of each graded submission, and one zip per
-student and assignment to upload to an LMS.
+"""Feedback: an HTML page per notebook of each graded submission, and zips to hand out.
 
     python -m tools.instructor feedback ROOT [ASSIGNMENT ...] [--exchange] [--lms LMS]
 
-feedback/<student>/<assignment>/<notebook>.html: the notebook as submitted, each check
-with the judge's verdict under it (tools/instructor/templates/judged), its hidden tests folded
-(tools.instructor.feedback.HideHiddenTests), written answers with their grade or "not yet
-graded". Nothing else: nbgrader would copy every file of the graded folder beside the
-pages (the course's normlib/ files among them), so every other file is removed.
-feedback_zips/<assignment>/<student>.zip: that student's pages of the assignment.
-With an LMS (--lms moodle|canvas), also feedback_upload/<assignment>-<lms>.zip, the one zip
-that LMS's bulk feedback upload reads (tools/lms/upload.py). Only released assignments
-(release/<assignment>/) have feedback: one not yet given out has no submission.
-
-A page renders only what it must of the notebook as submitted (`safe`, before the
-exporter's template): of each output, its MIME types of MIME, an image's data as strict
-base64 and its metadata's integer width and height alone (nbconvert's template writes
-them unquoted, and `filenames` into a src); of each cell, its source and the nbgrader and
-judge metadata the page shows; of the notebook, its language. HTML and markdown outputs
-are cleaned as markdown cells are (tools/instructor/markdown.py: no class, id, style or data: link),
-nothing else of a raw cell's is kept but its text. Each is bounded (tools/course/bounds.py): an
-output over BOUNDS.output_bytes, the outputs past BOUNDS.outputs_bytes, a source over
-BOUNDS.cell_chars and the cells past BOUNDS.cells (but graded ones) are cut, with a note
-where; a page still over BOUNDS.page_bytes is made again with every output cut and every
-source shortened, and one over it even then is not written (its student's status says so).
+Writes feedback/<student>/<assignment>/<notebook>.html (the notebook as submitted, each
+check with the judge's verdict under it, its hidden tests folded: HideHiddenTests, written
+answers with their grade or "not yet graded"; every other file nbgrader copies is removed),
+feedback_zips/<assignment>/<student>.zip, and with --lms moodle|canvas the LMS's bulk upload,
+feedback_upload/<assignment>-<lms>.zip (tools/lms/upload.py). Released assignments only.
+A page renders only what it must of the notebook (safe, before the template
+tools/instructor/templates/judged): a student's output or markdown must not run a script,
+pass for the judge's verdict or load anything. Each part is bounded (tools/course/bounds.py);
+a page too large even then is not written, and feedback prints NONE for its student.
+What a page keeps, and its tests: docs/security.md, section 3.
 """
 
 import base64
@@ -41,7 +29,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from tools.course.bounds import BOUNDS
 from tools.course.deadline import TimeUp, deadline
-from tools.course.folder import assignment_names, nbgrader, run, targets
+from tools.course.folder import Course, assignment_names, nbgrader, run, targets
 from tools.worker.judged import FoldHiddenTests, is_check
 
 NO_ALT = 'alt="No description has been provided for this image"'  # (nbconvert's words)
@@ -82,7 +70,7 @@ def _megabytes(size):
 
 
 def _output(output, bounds):
-    """An output as the page may show it (see the module's docstring), or a note of why
+    """An output as the page may show it (docs/security.md, section 3), or a note of why
     not."""
     kind = output.get("output_type")
     if kind == "stream":
@@ -141,7 +129,7 @@ def _cell_metadata(cell):
 
 
 def safe(nb, bounds=BOUNDS, strict=False):
-    """The notebook nb as its feedback page may show it (see the module's docstring), a
+    """The notebook nb as its feedback page may show it (docs/security.md, section 3), a
     new NotebookNode; strict: every output cut, every source shortened to a tenth."""
     chars = bounds.cell_chars // 10 if strict else bounds.cell_chars
     outputs_left = 0 if strict else bounds.outputs_bytes
@@ -299,14 +287,15 @@ def feedback(root, names=(), exchange=False, lms=None):
     from tools.lms import upload  # (here: nbgrader's processes import this module for its
 
     root = Path(root)
-    asked, given = assignment_names(root, names), released(root)
+    course = Course.load(root)
+    asked, given = assignment_names(root, course, names), released(root, course)
     for name in names:
         if name not in given:
             print(f"{name}: not released yet (make release A={name}): no feedback")
     names = [name for name in asked if name in given]
     graded = [name for name in names if any(root.glob(f"autograded/*/{name}"))]
     refused = {}
-    for target in targets(root, graded) if graded else []:
+    for target in targets(course, graded) if graded else []:
         refused.update(generate(root, target))
     for (name, student), why in sorted(refused.items()):
         (root / "feedback_zips" / name / f"{student}.zip").unlink(missing_ok=True)

@@ -1,53 +1,17 @@
-"""The LMS's gradebook import: its own export, filled in. An LMS's import needs ids that no
-download carries (Canvas's assignment id in a column's header, Blackboard's column id,
-Brightspace's OrgDefinedId), so the instructor exports the LMS's gradebook once, and
+"""The LMS's gradebook import: its own gradebook export, filled in with the final scores.
 
     make grades LMS=canvas|moodle|blackboard|brightspace TEMPLATE=that.csv
 
-writes ROOT/grades-<lms>.csv: that export with each assignment's final score (after the
-late policy, tools/course/late.py) in the assignment's column, for each student whose submission
-is graded (not one whose newer submission waits for make autograde: the score there is
-the older one's, which no longer counts; listed). Everything else stays as the export
-wrote it, byte for byte (its encoding and byte-order mark, delimiter, quoting, line ends,
-every other column and row, Canvas's "Points Possible" row); the template itself is never
-written. A relative TEMPLATE is read from the course folder (ROOT), where grades-<lms>.csv
-goes; an absolute one as it is.
-
-Which column: the one whose item title is the assignment's name, or the title
-c.Grading.lms_columns gives it ({"unit1": "Unit 1: LayerNorm forward"}, or a whole
-header), matched exactly; none, or two, stops with one message naming them.
-Which row: the roster's ids (c.Grading.roster's optional columns sis_id, username, email,
-beside lms_id) and the LMS ids collect read (collected.json's "key": Canvas's user id,
-Blackboard's username) against the template's id columns (IDS); a row that names no
-student of the course, or two, is left as it was and listed, and so is every student of
-the course no row names. Numbers are written as every LMS reads them: a "." and at most
-two decimals ("7.6"). No cell written can start a formula (CSV injection,
-tools.instructor.grades.cell): a score is a number, and Moodle's feedback starts with the grader's
-own text, written back as Moodle exported it, or with "Late policy: ".
-
-Which maximum: a score is read by the LMS as out of its item's points possible, so these
-must be the course's maximum (a 7 in an item out of 100 is 7%): Canvas's "Points Possible"
-row, Blackboard's "[Total Pts: N ...]" and Brightspace's "<Numeric MaxPoints:N ...>" are
-compared with it, and one that differs stops before anything is written, naming the
-column and both maxima. Moodle's export gives no item's maximum: make grades says which to
-check.
-
-What each LMS's import can take besides the score, without creating a new item:
-- Moodle (grade/export/lib.php: "<Module>: <item> (Real)", "(Feedback)" with "Export
-  feedback"; grade/import/csv maps each column to an item or to "Feedback for <item>",
-  which replaces the item's feedback): where the export has the item's "(Feedback)"
-  column, the grader's feedback there is kept as it is, and for a late submission (or one
-  marked late) the late policy's reason follows it as a paragraph of its own ("Late
-  policy: ..."). That paragraph is make grades' own: filling in an export of a file
-  already imported replaces it, never adds it twice; an on-time submission's cell is left
-  alone.
-- Canvas (lib/gradebook_exporter.rb, app/models/gradebook_importer.rb): the importer reads
-  scores and existing custom columns; any other column becomes a new assignment. Score only.
-- Blackboard Learn (Grade Center "Work Offline": a column without its "|<column id>"
-  becomes a new column) and Brightspace ("Importing grades": a column it does not know
-  becomes a new grade item): score only. Both built from documentation, not yet checked
-  against a real export.
-The raw score, penalty and reason are in grades.csv and logs/late.csv for every LMS.
+An LMS's import needs ids that no download carries (Canvas's assignment id, Blackboard's
+column id, Brightspace's OrgDefinedId), so the instructor exports its gradebook once. This
+writes ROOT/grades-<lms>.csv: that export, byte for byte, with each assignment's final score
+(after the late policy, tools/course/late.py) in its column for each student whose
+submission is graded. The template is never written; a relative TEMPLATE is read from ROOT.
+Columns match by item title (c.Grading.lms_columns), rows by the roster's and collect's ids
+(IDS); points possible that differ from the course's maximum stop it before any write. No
+cell written can start a formula (tools.instructor.grades.cell). Only Moodle's import takes
+more than the score (the late policy's reason, in its feedback column). Each LMS's format:
+docs/instructors.md, "Grades ready to import into the LMS"; docs/security.md, section 6.
 """
 
 import codecs

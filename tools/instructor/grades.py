@@ -1,34 +1,16 @@
-"""Grades: ROOT/grades.csv, one row per student and released assignment; the late policy's
-decisions in ROOT/logs/late.csv; and, from the LMS's own gradebook export, the file its
-import reads (ROOT/grades-<lms>.csv, tools/instructor/grade_sheet.py).
+"""Grades: ROOT/grades.csv, a row per student and released assignment, and the late log.
 
     python -m tools.instructor grades ROOT [ASSIGNMENT ...] [--out FILE]
         [--lms canvas|moodle|blackboard|brightspace --template EXPORT.csv]
 
-Columns: whether it was submitted, when (UTC, as the LMS dated it: blank where it did not)
-and how late (against the student's own due date, as the penalty: c.Grading.due's, or their
-extension, said so: "31 min late (extension to ...)", "on time (extension to ...)"; "time
-unknown" where the LMS gave no time, "late by Canvas's _LATE marker; no time" where it said
-late without when), its status (graded;
-graded; why: a missing file, a notebook graded under its own name ...; failed: why;
-missing: not submitted; and how many written answers still wait to be graded by hand),
-the total (score: the raw score, before any late penalty) and maximum, the late policy's
-penalty, the final score and the penalty's reason (tools/course/late.py; blank without a graded
-submission), each check's points (blank where the check is not part of the assignment; the
-judge's score, or one set by hand), each written answer's points (blank until graded by
-hand: never a 0 it did not earn; 0 where the answer cell was left as released, or its
-notebook could not be read: tools.worker.stage.stand_in), and the
-checks whose score was set by hand (formgrader's manual score).
-Only released assignments (release/<assignment>/) are listed: a unit not yet given out
-is not "missing". logs/late.csv keeps the rows of the assignments not exported this time
-(A=unit2 replaces unit2's, keeps unit1's). An extension that would apply to no one (an
-assignment not the course's, a student in neither the roster nor the gradebook) stops the
-export, naming it: its student would be penalized as if they had none.
-
-A spreadsheet runs a cell that starts with "=", "+", "-" or "@" as a formula (and some, a
-tab or a carriage return first): every text cell that starts so gets a "'" before it
-(OWASP's rule for CSV injection); numbers stay numbers. Student ids cannot start so
-(tools/instructor/roster.py), but a status quotes what a submission held (a notebook's name).
+Writes grades.csv from the gradebook and the late policy (tools/course/late.py): when it was
+submitted and how late, its status, the raw score, penalty and final score, and each
+check's and written answer's points (blank until graded by hand: never an unearned 0);
+the late policy's decisions in ROOT/logs/late.csv (other assignments' rows kept); with
+--lms, the LMS's filled-in export (tools/instructor/grade_sheet.py). A unit not yet
+released is not listed, so never "missing". An extension that names no student stops it:
+its student would be penalized. A text cell a spreadsheet would run as a formula gets a "'"
+first (cell; docs/security.md, section 6). Columns and statuses: docs/instructors.md, step 6.
 """
 
 import csv
@@ -118,7 +100,7 @@ def _newer(root, name, student, submission, known):
 
 
 def _status(root, name, student, submission, known, waiting, newer):
-    """The status column of a student's assignment (see the module's docstring)."""
+    """The status column of a student's assignment (docs/instructors.md, step 6)."""
     folder = submission_folder(root, student, name)
     status = known.status if known and submission else \
         "collected, not graded yet (make autograde)" if folder.is_dir() else "missing"
@@ -232,11 +214,11 @@ def kept_log(root, names):
     return [row for row in found[1:] if row and row[0] not in names]
 
 
-def write_log(root, names, rows, kept, zone):
+def write_log(root, course, names, rows, kept, zone):
     """logs/late.csv: these assignments' decisions (rows: Row), the other assignments' rows
     kept (kept_log), in the course's order of assignments; and say so."""
     log = Path(root) / "logs" / "late.csv"
-    order = {name: i for i, name in enumerate(assignment_names(root))}
+    order = {name: i for i, name in enumerate(course.assignments)}
     new = [late.log_row(r.assignment, r.student, r.decision, zone) for r in rows]
     write_csv(log, late.LOG, sorted(kept + new, key=lambda r: order.get(r[0], len(order))))
     penalized = sum(1 for r in rows if r.decision and r.decision.penalty)
@@ -254,9 +236,10 @@ def export(root, out, names=(), lms=None, template=None):
     anything is written: the template's, the extensions', the log's."""
     root = Path(root)
     settings = read(root)
-    names = [n for n in assignment_names(root, names) if n in released(root)]
+    course = Course.load(root)
+    names = [n for n in assignment_names(root, course, names) if n in released(root, course)]
     roster = read_roster(settings.roster) if settings.roster else []
-    plan = Course.load(root).assignments
+    plan = course.assignments
     maxima = {n: maximum(plan[n].notebooks) for n in names}
     records = {n: read_collected(root, n) for n in names}
     filling = grade_sheet.prepare(root, lms, template, names, settings.lms_columns,
@@ -268,6 +251,6 @@ def export(root, out, names=(), lms=None, template=None):
         header, rows = table(root, gb, names, settings, students, plan, records, maxima)
     write_csv(Path(out), header, [row.cells for row in rows])
     print(f"grades: {out} ({', '.join(names) or 'no assignment released yet'})")
-    write_log(root, names, rows, kept, settings.late.zone)
+    write_log(root, course, names, rows, kept, settings.late.zone)
     if filling is not None:
         grade_sheet.fill(root, filling, rows, roster, records, Path(out))

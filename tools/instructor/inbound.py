@@ -1,61 +1,17 @@
-"""nbgrader's exchange as collect reads it (`collect --exchange`): its inbound folder is a
-border, as an LMS's download is (tools/instructor/unpack.py; docs/security.md).
+"""nbgrader's exchange as `collect --exchange` reads it: a border, as an LMS's download is.
 
     inbound_folder(root) -> <Exchange.root>/<course id>/inbound/
     check_owner(root) -> whether the course keeps nbgrader's owner check
-    read(inbound, assignment, roster, places, bounds, owners)
+    read(inbound, assignment, rows, where, bounds, owners, stamp)
         -> ({student: the Folder to collect}, [(a folder's name, why it is refused)])
 
-tools/instructor/collect.py writes what read gives into submitted/ and prints it.
-
-A student's `nbgrader submit` copies their whole assignment folder into the exchange,
-<Exchange.root>/<course id>/inbound/<student id>+<assignment>+<time>[+<random>]: a folder
-named by the submitting user, which they may go on changing (nbgrader makes its top
-folder writable by every user). Every folder of the assignment there is checked before
-any file of it is read, and one that fails is refused alone, its reason printed
-("REJECTED <folder>: ..."), and left where it is (the exchange is nbgrader's: delete it
-there); the rest of the class is collected:
-
-- its name: nbgrader submit's, "<student id>+<assignment>+<time>" and its random string
-  (URL-safe base64), the time a date as nbgrader writes it (Exchange.timestamp_format's
-  default, in any zone: "2026-12-07 10:00:00.000000 UTC", or the course's own format);
-  the name's time is not used;
-- the student id: the allow-list every id keeps, and with a roster one of its student ids
-  (tools.instructor.roster.exchange_problem); ids of one collect that differ only in
-  case, Unicode normalization or look-alike characters (UTS #39) are refused
-  (tools.instructor.collect._collisions). It
-  is never a pattern: the folders are listed and their names compared, never globbed;
-- its owner (nbgrader's ExchangeCollect.check_owner, on by default; False where the
-  exchange's users are not the students' ids, as under a JupyterHub whose users share
-  one uid): the folder and everything in it are the user's its name names (nbgrader
-  only logs a warning; without the check another user may write a folder in a student's
-  name, or a file into their folder);
-- what it holds (tools.instructor.unpack.walk): files and folders only (no link, FIFO,
-  device or socket), at most BOUNDS.listings of them, BOUNDS.depth deep, names of at
-  most BOUNDS.name_bytes, a file at most BOUNDS.file_bytes and all at most
-  BOUNDS.entry_bytes (as their sizes say and on disk); its notebooks and exercise files
-  (the files an LMS's download gives: tools.instructor.unpack, at most BOUNDS.kept), and
-  nbgrader's submission_secret.txt (which its feedback through the exchange needs; at
-  most 1 KiB), are kept; the rest is left out and counted;
-- a student's folders of the assignment: at most BOUNDS.submits (a walk each).
-
-Of a student's folders that pass, the one whose files changed last is collected (their
-last submission), and its time is that change: the latest status change (ctime, which no
-user sets back) of the folder or anything in it, never the time in its name or in its
-timestamp.txt, which the student writes (timestamp.txt is written from it). A collected
-submission is replaced only by a later one (tools.instructor.collect._keep).
-
-Why collect copies, not nbgrader's `collect`: nbgrader's ExchangeCollect globs
-"{student}+{assignment}+*" (an id is a pattern there: "[z]" is "z"), reads every
-folder's time from its name with dateutil (one that is no date stops the whole class),
-and copies with shutil.copytree, which follows links (a link to /dev/zero writes until
-the disk is full) before any bound is checked. Running it on the folders that passed
-would still copy what a student changes between the check and its copy. So collect
-reads the checked folder itself: the kept files alone, each opened without following a
-link at any step and read only if it is still a file within its bound
-(tools.instructor.unpack.read_regular), written into submitted/ as an LMS's download is
-(beside, then renamed: tools.instructor.collect._place). nbgrader's collect writes
-nothing else (no gradebook entry): autograde needs only submitted/.
+`nbgrader submit` writes <student id>+<assignment>+<time>[+<random>], a folder the student
+may go on changing. Each is checked before any file of it is read (its name, its id, its
+owner, what it holds: unpack.walk); one that fails is refused alone and left there. Of a
+student's folders that pass, the one changed last is collected, at its files' ctime (never
+the name's time nor timestamp.txt, which the student writes). nbgrader's own collect is not
+run (it globs the id, follows links, and copies what changed after a check): collect.py
+reads the kept files itself (unpack.read_regular). Rules and tests: docs/security.md, section 1.
 """
 
 import datetime

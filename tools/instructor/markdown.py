@@ -1,20 +1,16 @@
-"""Markdown as the pages the course writes (feedback, the rubric) show it: sanitized HTML,
-its math (TeX: $...$, $$...$$) rendered ahead of time as MathML, which every current
-browser renders itself, so that no page loads a script (MathJax, from a CDN) to show it.
+"""Markdown as the course's pages (feedback, the rubric) show it: sanitized, its math MathML.
 
-    tex_out(markdown)  the math spans as tokens that markdown and the sanitizer leave as
-                       they are
-    sanitize(html)     the HTML of markdown, with only the elements and attributes markdown
-                       makes, and no class, id, style, data: link or image source (nh3:
-                       ammonia's parser); the feedback page also cleans HTML outputs with it, in
-                       place of nbconvert's clean_html (bleach, which keeps any class and
-                       id: a student's box could pass for the judge's)
-    tex_in(html)       each token as MathML (or, where the TeX cannot be converted to
-                       MathML made only of MathML's own elements, as the TeX, escaped)
+    tex_out(markdown)  the math spans ($...$, $$...$$) as tokens markdown and sanitize keep
+    sanitize(html)     only the elements and attributes markdown makes: no class, id, style,
+                       data: link or image source (nh3); also for a page's HTML outputs
+    tex_in(html)       each token as MathML (or as the TeX, escaped, where it cannot become
+                       MathML of MathML's own elements alone)
 
-A feedback page renders a markdown cell as `source | tex_out | markdown2html | sanitize |
-tex_in` (tools/instructor/templates/judged): the student's markdown is sanitized, and what comes in
-after is MathML that latex2mathml made and this module checked element by element.
+A feedback page renders a markdown cell as `tex_out | markdown2html | sanitize | tex_in`
+(tools/instructor/templates/judged; rubric.py alike): the student's markdown is sanitized,
+and only MathML that this module checked comes in after. Math is rendered ahead of time so
+that no page loads a script (MathJax from a CDN). nh3 replaces nbconvert's clean_html
+(bleach), which keeps any class and id: a student's box could pass for the judge's.
 """
 
 import html

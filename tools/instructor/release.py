@@ -15,8 +15,9 @@ from tools.course.leaks import leaks
 
 
 def release(root, names=(), exchange=False):
-    names = assignment_names(root, names)
-    for target in targets(root, names):
+    course = Course.load(root)
+    names = assignment_names(root, course, names)
+    for target in targets(course, names):
         run(root, "generate_assignment", target, "--force")
     for name in names:
         problems = leaks(Path(root) / "release" / name, folders=(".",))
@@ -27,7 +28,7 @@ def release(root, names=(), exchange=False):
         print(f"released {name}: release/{name}/" + (" and the exchange" if exchange else ""))
 
 
-def released(root):
+def released(root, course):
     """The assignments released so far (release/<assignment>/ exists), in course order."""
-    return [name for name in Course.load(root).assignments
+    return [name for name in course.assignments
             if (Path(root) / "release" / name).is_dir()]

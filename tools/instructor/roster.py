@@ -1,49 +1,17 @@
-"""Who the students are: the roster (c.Grading.roster: a CSV with the columns lms_id,
-student_id, name, and optionally email, and the ids an LMS's gradebook import reads,
-OPTIONAL: tools/instructor/grade_sheet.py), and the student of each name an LMS wrote
-(tools/lms/downloads.py). The rule a student id keeps, below, is
-tools.course.bounds.id_problem's.
+"""Who the students are: the roster, and the student of each name an LMS wrote.
 
     read_roster(path) -> [row]
     student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
     exchange_problem(student_id, roster) -> why an id from nbgrader's exchange is refused
 
-A student id is a folder's name and a column of grades.csv, so it keeps to an allow-list:
-letters and digits, and "_", "." and "-" inside; it starts with a letter or a digit (so
-never ".", "..", "-", "+", "=" or "@": no path, no option, no spreadsheet formula), has at
-most BOUNDS.id_chars characters, no whitespace, control character, path separator or
-nbgrader's exchange separator "+", and is in Unicode's normal form (NFC). Two ids of one
-collect, or of one roster, that differ only in case, normalization or look-alike characters
-(Unicode's confusable skeletons: tools/course/confusables.py) are refused
-(tools/instructor/collect.py).
-
-How each LMS's name maps to a student (docs/security.md lists what each trusts):
-- Moodle: its number is the assignment's participant number, not a user id. With the
-  grading worksheet beside the download, the number's row gives the student's full name
-  (and email): the entry's display name must be that name, and with a roster, the row
-  (by email, else by name) must be one student. Without a worksheet, the display name,
-  which the student may be able to edit, is all there is: with a roster, it must match one
-  row's name; without one, it becomes the id ("Grace Hopper" is grace-hopper). Moodle
-  never writes "_" in a display name: a name that holds one is not Moodle's. Under blind
-  marking Moodle writes "Participant" for every name: the number names the student only
-  through the worksheet (downloaded by a teacher who may see identities, whose row gives
-  the full name); without one, the entry is refused, saying so.
-- Canvas: the user id, with a roster (its lms_id column; else the name), without one the
-  name ("lastfirst").
-- Blackboard: the username (the roster's lms_id, else its student_id; without one, the id).
-  "<Assignment>_<username>" reads one way per "_" the download leaves open
-  (tools.lms.downloads.titles): two readings that are two students are refused, saying how to tell.
-- A name that reads two ways (two LMSs' formats, or Canvas's name that may hold "_") is
-  refused where the readings are two students; a reading whose date cannot be trusted
-  (tools.lms.downloads.Name.problem) refuses the entry.
-- Brightspace: the name, as Moodle's without a worksheet.
-- a plain name: its student id (with a roster, a row's student_id or lms_id).
-
-nbgrader's student table (formgrader's names) gets each collected student's name and
-email from the roster (tools.instructor.gradebook.name_students, with split_name here): the columns
-first_name and last_name where the roster has them; else a name written "Last, First"
-splits at its comma; else the first word is the first name and the rest the last name
-("Guido van Rossum": Guido, van Rossum; one word: the last name alone).
+The roster (c.Grading.roster) is a CSV with the columns lms_id, student_id and name, and
+optionally email, the ids grade_sheet.py matches (sis_id, username), and first_name and
+last_name (split_name: docs/instructors.md, step 3, "Names in formgrader"). A student id is
+a folder's name and a column of grades.csv, so it keeps tools.course.bounds.id_problem's
+allow-list (no path, no option, no spreadsheet formula). Two ids of one collect that differ
+only in case, normalization or look-alike characters are refused (collect._collisions). How
+each LMS's name maps to a student (Moodle's number only through its grading worksheet), and
+what each trusts: docs/security.md, section 1; docs/instructors.md, step 3.
 """
 
 import csv
@@ -140,7 +108,7 @@ def _one(rows, what):
 
 
 def _moodle(name, roster, times):
-    """The student of a Moodle name (see the module's docstring); else Refused."""
+    """The student of a Moodle name (docs/security.md, section 1); else Refused."""
     if "_" in name.name:
         raise Refused(f"the display name {name.name!r} holds '_', which Moodle never writes "
                       "(it writes a space): not a name Moodle wrote")

@@ -62,8 +62,9 @@ def one(name, value):
 def graded_cell(root, assignment, question):
     """The written question (or check) whose grade_id is `question` in the assignment of
     the course at root; SystemExit naming the assignment's own."""
-    [assignment] = assignment_names(root, [assignment])  # (exits naming the course's)
-    stems = Course.load(root).assignments[assignment].notebooks
+    course = Course.load(root)
+    [assignment] = assignment_names(root, course, [assignment])  # (exits naming the course's)
+    stems = course.assignments[assignment].notebooks
     written, checks = questions_of(stems), of_notebooks(stems)
     for cell in [*written, *checks]:
         if cell.grade_id == question:

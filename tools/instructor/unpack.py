@@ -1,50 +1,17 @@
-"""An entry of an LMS's download (a zip, or a folder: Moodle's, unzipped once) as the files
-a submission is made of, read within the bounds of tools/course/bounds.py, or the reason it is
-refused. Nothing is inflated before every listing's size is checked, no folder is walked
-past its bound, and no link is followed.
+"""An entry of an LMS's download as the files of a submission, or the reason it is refused.
 
     files(entry, bounds, places) -> {path in the submission: bytes} or a reason (str)
     place(name, places, canvas) -> (a loose file's path in the submission, None) or (None, why)
     loose(path, bounds) -> a loose file's bytes, or a reason
     walk(folder, bounds, owner) -> Walked(files: {path: size}, changed: ctime) or a reason
     kept_files(folder, names, bounds, places) -> {path in the submission: bytes} or a reason
-    read_regular(folder, path, limit) -> a file's bytes (OSError, ValueError)
+    read_regular(folder, name, limit) -> a file's bytes (OSError, ValueError)
 
-The refused:
-- a zip: one that is not readable, encrypted, or compressed other than stored or DEFLATE;
-  one listing more than BOUNDS.listings entries, or whose listing is over
-  BOUNDS.directory_bytes; a listing outside its folder (an absolute path, `..`, a drive),
-  a name listed twice, deeper than BOUNDS.depth, a name over BOUNDS.name_bytes, a link, a
-  listing whose size is over BOUNDS.file_bytes or over BOUNDS.ratio times its compressed
-  size, listings that share compressed data, more than BOUNDS.entry_bytes in all (each as
-  listed: a listing is never inflated past its listed size), and a kept file that fails
-  its CRC;
-- a folder: one holding a link (to anything: a folder is walked without following links,
-  as `../` in a zip), a special file (a FIFO, a device, a socket), more than
-  BOUNDS.listings files and folders, a name over BOUNDS.name_bytes, deeper than
-  BOUNDS.depth, a file over BOUNDS.file_bytes, more than BOUNDS.entry_bytes in all (sizes
-  as the files say and on disk, st_blocks: a preallocated file has blocks beyond its
-  size); its kept files are read without following a link at any step, and only if they
-  are still regular files within the bounds (read_regular: nbgrader's exchange, whose
-  folders a student may change after the walk, tools/instructor/inbound.py);
-- either: more than BOUNDS.kept files kept, or none (no notebook and no normlib/ file);
-- a loose file (one the student uploaded as it is, tools/instructor/collect.py): a link, a special
-  file, one over BOUNDS.file_bytes, or one that is neither a notebook nor one of the
-  assignment's exercise files (Places).
-
-The files kept: the notebooks and the assignment's exercise files in normlib/ (Places:
-layer_norm.py, ...; the course's own files, normlib/functional.py or normkit/, are never
-the student's) of the shallowest folder that holds a notebook or normlib/ (however deep
-the zip holds it), and beside its notebooks an exercise file (layer_norm.py) that normlib/
-does not hold, as normlib/<module>; junk (__MACOSX, checkpoints) left out. An exercise
-file at the top joins them only where that folder is the top (or where nothing else is
-kept); beside notebooks or normlib/ in a folder, the entry is refused, naming both
-places. Nothing else of the
-entry is kept: not a timestamp.txt (a student writes it: the time comes from the LMS,
-tools/lms/downloads.py), nor a file nested in normlib/'s subfolders. A folder holding one zip is
-that zip's files with the kept files beside it (Moodle's folder of a student who uploaded
-a zip and loose files); one place given twice there is refused, and so is a folder
-holding more than one zip (which holds the submission is not for collect to guess).
+Each bound of tools/course/bounds.py is checked before the work it bounds: a zip's listings
+before anything is inflated; a folder is walked without following any link, to its bound.
+Kept: the notebooks and the assignment's exercise files (Places) of the shallowest folder
+holding a notebook or normlib/; never the course's own files, nor a timestamp.txt (the time
+is the LMS's). Each refusal and its test: docs/security.md, section 2.
 """
 
 import os
@@ -312,7 +279,7 @@ def _normal(name):
 
 
 def _listings(infos, bounds):
-    """Why a zip's listings are refused (see the module's docstring), or None."""
+    """Why a zip's listings are refused (docs/security.md, section 2), or None."""
     total, seen = 0, set()
     for info in infos:
         name = info.filename

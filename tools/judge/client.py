@@ -4,15 +4,13 @@ code; the submission's normlib files run in a runner process in the OS sandbox, 
 computes the values the checks ask for. No cell of the student's notebooks runs: a
 verdict depends on the submission's normlib files alone, and it is the grade.
 
-    verdicts(root, assignment, student, limits, env=None, sandboxed=True)
+    verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen=None)
         -> ({grade_id: Verdict(passed, text)}, the student files the submission lacks)
 
-A check that runs over the time limit, or whose runner dies, fails; the runner is started
-again for the checks after it, so the rest of the submission is still graded.
-
-A check that fails while an exercise it builds on fails too says so ("It needs Exercise
-1.1 (...), which fails"): the student fixes that one first. It still loses its own points:
-the code it grades is wrong as submitted, and the judge grades the code, not its causes.
+A check that runs over the time limit, or whose runner dies, fails; a new runner grades the
+checks after it. A check that fails while an exercise it builds on fails says so ("It needs
+Exercise 1.1 (...), which fails"), and still loses its points: the judge grades the code,
+not its causes.
 """
 
 import json

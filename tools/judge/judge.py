@@ -1,31 +1,17 @@
-"""The judge: runs the check cells (hidden tests included) in its own process, where no
-student code runs. The student's normlib modules are proxies (tools.sandboxed.peer) of the
-runner's: a check calls the student's function, the call crosses to the runner as values,
-and the values that come back are compared here, with the course's normkit.testing,
-torch and NumPy that the submission cannot reach. So the verdict, its message and the
-hidden tests never exist where the student's code runs.
+"""The judge: runs the check cells, hidden tests included, in its own process, where no
+student code runs: the student's normlib modules are proxies (tools.sandboxed.peer) of the
+runner's, and the values that come back are compared here, where the runner cannot reach.
 
     Judge(judge_dir, runner_dir, student_modules, limits).run([(grade_id, source)])
 
-judge_dir holds the course's normlib/ without the student's files, and normkit/;
-runner_dir the same with the submission's files in their place. A check that runs over
-the time limit, whose runner dies, falls silent, breaks the protocol or answers with an
-error, fails; the runner is started again for the next.
-
-What a verdict says (`explain`): the invariant is that it quotes no text that crossed
-from the runner, whose code has seen every hidden case's arguments by then, and a bounded
-number of bits that it chose (docs/security.md counts them). A failed check shows the
-check's own assertion message (which case, what differs, how far off) and the visible
-case's line (normkit/checks/unitN.py), or the builtin type of an error raised in the
-submission's code, never its message; for a hidden test, never the check's line nor the
-error's type either, only that a hidden test failed. In the message (`_sanitized`):
-NumPy's dump of the arrays' values is cut, a quoted string the check's source (the cell
-and its unit's visible checks, normkit/checks/unitN.py) does not hold is blanked, the
-index of the worst value is left out, and of the numbers the check's source does not
-hold, the first NUMBERS are quoted coarsely (a float to two significant digits within
-1e-6 and 1e6, an integer as it is below 100, else its power of ten: "1000+"), the rest
-not at all ("…"); ALL_NUMBERS in all. (A result's
-shape is quoted only where it reveals nothing: normkit.diagnosis.shape_words.)
+judge_dir holds the course's normlib/ without the student's files, and normkit/; runner_dir
+the same with the submission's files. A check whose runner runs over its time, dies, falls
+silent, breaks the protocol or raises fails; a new runner runs the next. A verdict
+(`explain`) quotes no text from the runner, which has seen every hidden case's arguments:
+an error's builtin type, never its message (for a hidden test, not even that). A message
+(`_sanitized`) loses NumPy's dump, the worst index and quoted strings the check's source
+lacks; of numbers it lacks, the first NUMBERS are quoted coarsely (two significant digits,
+an integer over 99 as "1000+"), ALL_NUMBERS in all. docs/security.md, section 5, counts it.
 """
 
 import contextlib

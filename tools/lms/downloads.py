@@ -1,60 +1,17 @@
 """What an LMS writes into its download: each entry's name (who, and for some LMSs when),
 and the times an LMS export beside the download gives. Only these are trusted: never a
-file inside the student's zip (a timestamp.txt), nor a zip entry's or file's date (Moodle
-4.1+ and Canvas date every entry of their "download all" with the moment the zip is made,
-and an extracted folder has the extraction's date).
+file inside the student's zip (a timestamp.txt), nor a zip entry's or a file's date.
 
     names(entry_name, folder) -> [Name]          the ways the LMS could have written it
     titles(entry_names) -> {title} or None       the Blackboard titles a download allows
     attempt(entry_name) -> the Blackboard attempt it is of (a receipt's, a file's), or None
-    read_times(folder, timezone, formats) -> Times or None   a worksheet or export beside
+    read_times(folder, tz, formats) -> Times or None   a worksheet or export beside it
     patterns(overrides) -> {lms: compiled pattern}   Blackboard's and Brightspace's names
 
-The names, as each LMS writes them (issue 39 reads who and when; the layouts of whole
-downloads are tools/instructor/collect.py's):
-
-- Moodle 4.1+ (mod/assign/classes/downloader.php): "<Full Name>_<n>_assignsubmission_file"
-  (a folder; "..._file_" before 4.1) or "<Full Name>_<n>_assignsubmission_file_<name>"
-  (a file). Moodle writes every "_" of the full name as a space, so the full name holds
-  none; a folder's name is read from its end, a file's from its start. <n> is the
-  assignment's participant number (not a user id); blind marking writes "Participant"
-  (BLIND) for the name. Another plugin than "file" (onlinetext) is no upload. No time:
-  that is in the grading worksheet ("Last modified (submission)").
-- Canvas (lib/content_zipper.rb): "<lastfirst>[_LATE]_<user id>_<attachment id>_<name>";
-  <lastfirst> is the sortable name, lowercased, without what is not a word character,
-  and with "_<digits>_" collapsed, so it may hold "_" but never "_<digits>_". Where a
-  name can still be read two ways, each reading is a Name and the roster decides. No
-  time: "_LATE" says late, without when; the attachment id orders two uploads. <name> is
-  the file's display name, to which Canvas adds "-1", "-2" before the extension where the
-  student uploaded a file of that name before (app/models/attachment.rb,
-  make_unique_filename).
-- Blackboard Learn: "<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>[_<name>]" (read
-  at its first "_attempt_<time>"), and a receipt "<...>_attempt_<time>.txt", read as a
-  receipt (the time is the name's). A username may hold "_", and so may a title: a
-  reading per "_" of "<Assignment>_<username>" (the pattern's "assignment" and "key"),
-  less those whose title is not one every Blackboard name of the download may begin with
-  (titles()); the roster decides. Built from documentation and third-party parsers, not
-  yet checked against a real download.
-- Brightspace (D2L): "<n>-<n> - First Last - Mon D, YYYY HMM AM[ - <name>]" (a file), or
-  the same without " - <name>" (a folder of the submission's files). Likewise. The display
-  name and the file's name are the student's and may hold " - <a date>": Brightspace's
-  date is read where it writes it, a folder's name's last part; a file's name holding two
-  dates before its file's name reads two ways and is refused (issue 58). The "<n>-<n>" is
-  Brightspace's id of the entry: two of one display name are two people
-  (tools/instructor/collect.py).
-- any other name: "<student id>[_<assignment>anything]", no time.
-
-Each reading of a file's name keeps the name the student gave the file (Name.rest; None
-for a folder or a plain name): tools/instructor/collect.py places a loose file by it. Blackboard's
-and Brightspace's names are localized and written in the downloading account's time zone:
-a course overrides their patterns (c.Grading.lms_patterns: regular expressions with the
-named groups of NEEDED, and "rest" for the file's name) and date formats
-(c.Grading.lms_formats).
-
-Dates in names and exports are local times of the LMS account that downloaded them:
-read in the course's c.Grading.lms_timezone, with the formats of c.Grading.lms_formats. One
-in an export that cannot be read stops collect, naming the line; one in a name that cannot
-be read, or lies in the future, refuses that entry alone, saying why.
+Each LMS's names, what is read of them and why: docs/instructors.md, step 3, and
+docs/security.md, section 1 (the LMSs' own sources: tests/test_downloads.py). A name that
+reads two ways gives a Name each, and the roster decides. Dates are the downloading
+account's local times (c.Grading.lms_timezone, lms_formats); lms_patterns overrides patterns.
 """
 
 import csv

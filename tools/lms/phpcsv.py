@@ -1,29 +1,17 @@
 """CSV as PHP's fputcsv writes it: Moodle's grading worksheet and grade export
-(lib/csvlib.class.php, csv_export_writer::add_data calls fputcsv with PHP's default escape
-character, a backslash).
+(lib/csvlib.class.php calls fputcsv with PHP's default escape character, a backslash).
 
     field(text, delimiter) -> the field as fputcsv writes it
     records(text, delimiter, columns) -> [Record]
     anchored(text, start, delimiter) -> [Record]   each record read alone (the worksheet)
 
-php-src ext/standard/file.c, php_fputcsv: a field holding the delimiter, '"', '\\', a
-newline, CR, tab or space is enclosed in '"'; inside, every '"' is doubled, except one that
-follows a backslash (a run of them): that one is written alone. So '\\"' inside an enclosed
-field is a quote of the value, never its end, which Python's csv cannot read: without an
-escape character it ends the field there (the columns after it shift: a full name
-'Eve \\",-,-,-' puts "-" in the time's column), and with escapechar='\\' it drops the
-backslash and misreads '\\\\"'. This module is the exact inverse of php_fputcsv instead.
-One case is ambiguous in what fputcsv writes (PHP's own fgetcsv misreads it): a value that
-ends in a backslash is written '...\\"', whose closing quote reads like a quote of the
-value. records() reads a record as PHP reads it (a '\\"' is a quote of the value: the
-reading Moodle's own import makes of a file make grades writes) and, where that does not
-give the header's number of columns, with a '\\"' followed by the delimiter or a line end
-as a field's end, the longest reading first; a record that no reading gives the header's
-number of columns is refused alone (Record.problem). anchored() reads a file whose records
-each start a line the same way (Moodle's worksheet: '"Participant <n>",', which no line
-of a value can start with) record by record between those lines: the one reading with
-the header's columns, or the record refused alone with its key, never guessed and never
-moving another.
+php-src's php_fputcsv encloses a field holding the delimiter, '"', '\\', a newline, CR, tab
+or space in '"', and doubles every '"' inside except one after a backslash. So '\\"' is a
+quote of the value, never the field's end: Python's csv misreads it (a full name
+'Eve \\",-,-' shifts the columns), and this module is php_fputcsv's exact inverse. A value
+ending in a backslash reads two ways ('...\\"'): records() tries PHP's reading, then a '\\"'
+before a delimiter or line end as a field's end, the longest reading first. A record that
+no reading gives the header's number of columns is refused alone (Record.problem).
 """
 
 import dataclasses

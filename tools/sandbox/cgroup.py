@@ -1,31 +1,17 @@
-"""A cgroup of its own for each sandbox (tools/sandbox/bubblewrap.py), where the machine lets the
-grader make one: at most guard.TASKS tasks (pids.max) and a memory limit that counts
-what the kernel keeps for it too, the files and inodes of its file systems included
-(memory.max). `place()` finds where, in this order:
+"""A cgroup of its own for each sandbox (tools/sandbox/bubblewrap.py), where the machine lets
+the grader make one: pids.max of guard.TASKS, and a memory.max that counts what the kernel
+keeps for it too, its file systems' inodes included. Where one is found, in order (a
+delegated cgroup v2, a writable v1, systemd-run --scope, none), and what bounds a sandbox
+without one: the README, "Limits on every sandbox".
 
-- cgroup v2, delegated: the grader's own cgroup is writable and its children get the
-  pids and memory controllers (a container with its own cgroup namespace, a systemd
-  service with Delegate=yes);
-- cgroup v1: the pids and memory hierarchies are writable at the grader's own cgroups (a
-  grader running as root on a v1 host);
-- systemd: `systemd-run --scope` (`--user` for a user) with TasksMax and MemoryMax, where
-  systemd runs the machine and lets the grader start scopes;
-- none: then RLIMIT_NPROC bounds a sandbox's tasks (tools.sandboxed.guard.limit), except for root,
-  whom the kernel exempts, and RLIMIT_AS each process's memory, but not the kernel's: the
-  sandbox's file systems are bounded in bytes, not in files (bubblewrap sets no nr_inodes).
+    place() -> where             wrap(argv, memory_mb, where) -> argv, in a new cgroup
+    measure(pid) -> Measured or None             peak(measured) -> the most it held
 
-`wrap(argv, memory_mb, where)` is argv started in a new cgroup: a shell that moves itself
-there, then runs argv in its place (v2: into its child "main", since a cgroup that hands
-its controllers on to children holds no process itself). The empty cgroups of earlier
-sandboxes are removed as new ones are made (a cgroup's folder goes once no process is
-left in it).
-
-`measure(pid)` moves a sandbox's process into a fresh child cgroup of its own ("call"),
-where everything it allocates from then on is charged, whatever it frees of what it held
-before (charges stay where they were made, in v1 and v2 alike): `peak` reads the most it
-held (v1's memory.max_usage_in_bytes, v2's memory.peak). Only in a cgroup a grader made
-(v1, v2): in a systemd scope or none, measure gives None (tools.judge.judge.Judge.measure
-then has the process's own resident memory alone; docs/security.md says what that misses).
+wrap's shell moves itself into the cgroup, then runs argv (v2: into its child "main", as a
+cgroup that hands its controllers on holds no process). measure moves a process into a fresh
+child cgroup ("call"), charged all it allocates from then on, whatever it frees of what it
+held before. In a systemd scope or none it gives None: the judge then has resident memory
+alone, which misses what docs/security.md, section 4, says.
 """
 
 import functools

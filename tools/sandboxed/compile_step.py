@@ -1,31 +1,17 @@
-"""A compiled kernel's compile step in a measuring runner (tools/sandboxed/peer.py,
-Peer._op_compile), during which no code of the student's may run: the judge leaves the
-step out of the kernel's memory (what Numba's compiler allocates is not the kernel's), so
-code of the student's running then could keep memory for the kernel unseen (a scratch
-buffer a profile hook allocates while Numba compiles, which the kernel then uses).
+"""A compiled kernel's compile step in a measuring runner (peer.py, Peer._op_compile), when
+no code of the student's may run: the judge leaves the step out of the kernel's memory, so
+student code running then (a profile hook while Numba compiles) could keep memory unseen.
 
-    before = state()        in the runner, once Numba is loaded, before any student code
+    before = state()        once Numba is loaded, before any student code
     why = refusal(before)   after the student's module is imported: what it installed
-                            that would run during the step (or None)
-    why = foreign(kernel, dispatcher_class, before)   a value the kernel names that Numba
-                            could only type by running the student's code (or None)
+    why = foreign(kernel, dispatcher_class, before)   a value the kernel names
     why = compile_quietly(compile, function, signature, before)   the step itself
 
-Three walls. First, what the module may have installed to run during the step is refused
-(a key of REFUSED): a profile or trace hook (sys's, threading's), a garbage collector
-callback, a signal handler or timer, an import hook (sys.meta_path, sys.path_hooks), or
-an extension of Numba's compiler (@overload, @intrinsic, @register_jitable,
-@overload_method, a typeof, lowering, boxing or data model of its own: a typing hook runs
-while Numba compiles). (Numba 0.68 has no @generated_jit: test_compiled checks.) Second,
-every value the kernel names is of a class that existed before the student's code ran
-("global": an object whose _numba_type_ is a property of the student's is typed by
-running it, and so may a code object that no function holds, run by a C function such
-as functools.partial(eval, code)). Third, the step runs under cProfile, and any Python
-code that ran in it and that neither existed before the student's code ran (Numba's,
-NumPy's, Python's) nor was made during the step (Numba's generated wrappers, a module
-Numba first imports then) is refused ("ran"): that catches a trigger nobody listed (a
-function of Numba's replaced by the student's, a finalizer). The judge words each key
-itself (tools/judge/judge.py): nothing the runner says reaches the student.
+Three walls, each a key of REFUSED (None: passed): what the module installed to run during
+the step (a hook, gc callback, signal or timer, import hook, extension of Numba's compiler);
+a value the kernel names whose class or code the student's code made ("global"); and,
+the step run under cProfile, Python code that ran in it and existed before the step but not
+before the student's code ("ran"). The judge words each key; docs/security.md, section 4.
 """
 
 import cProfile

@@ -1,30 +1,17 @@
 """What a submission's code may do while it is graded: the second wall, inside the OS
-sandbox (tools/sandbox/bubblewrap.py, bubblewrap), which is the first.
+sandbox (tools/sandbox/bubblewrap.py), which is the first.
 
-`install` runs first in every grading kernel (tools.worker.execute.GradingExecute starts each
-kernel with it) and in the judge's runner (tools/sandboxed/runner.py), before any student
-code. It copies the submission into the sandbox's working folder, then sets:
-
-- resource limits (`limit`): memory (address space: an allocation past it raises
-  MemoryError), size of any file written, CPU time, no core dumps. These limits and the
-  protected folders are the course's (tools/sandboxed/limits.py: memory_mb, file_mb,
-  notebook_timeout and protected, as c.Grading sets them), the same wherever it runs;
-- imports of normlib from the submission's folder only (not from an installed copy);
-- a Python audit hook (PEP 578) that raises PermissionError, naming what was refused, on
-  - reading anything under a protected folder (the course directory, solutions/) other
-    than the submission's own folder: other students' work, the reference normlib, the
-    gradebook with its hidden tests;
-  - writing, creating, deleting or renaming outside the submission's folder and the
-    temporary directory;
-  - starting a process (subprocess, os.system, exec, fork), signalling another process,
-    opening an SQLite database (the gradebook);
-  - adding an audit hook of its own (sys.addaudithook): one would run, unseen by any
-    profiler, whenever an audited event occurs, during a compiled kernel's compile step too
-    (tools/sandboxed/compile_step.py).
-
-Code that leaves Python (ctypes, a compiled extension) is not seen by audit hooks: that is
-what the OS sandbox is for (no view of the course, seccomp against new processes). With
---no-sandbox (no bubblewrap) this hook is the only wall.
+`install` runs first in every grading kernel (tools.worker.execute.GradingExecute) and in
+the judge's runner (tools/sandboxed/runner.py), before any student code. It copies the
+submission into the working folder, then sets resource limits (`limit`: address space,
+file size, CPU time, no core dumps; the course's, tools/sandboxed/limits.py), imports normlib
+from the submission's folder only, and adds an audit hook (PEP 578) that raises
+PermissionError, naming what it refused: reading a protected folder (the course,
+solutions/) outside the submission's own; writing outside the submission's folder and the
+temporary directory; starting or signalling a process; opening an SQLite database (the
+gradebook); adding an audit hook (one would run unseen during a compile step:
+compile_step.py). Code that leaves Python (ctypes, an extension) is not seen by audit
+hooks: that is the OS sandbox's part. With --no-sandbox this hook is the only wall.
 """
 
 import os

@@ -1,25 +1,17 @@
 """One end of the channel between the judge and the runner: requests, replies, handles
 and gradients across it. The same class runs on both sides.
 
-- The judge asks the runner to import a student module, get or set an attribute, call a
-  function or method, and fetch or set a module's parameters. The runner asks the judge
-  only to call back what the judge handed it (a sublayer, a norm, a counting wrapper).
-  A side waiting for its reply serves the other side's requests meanwhile, so callbacks
-  nest.
-- Objects that are not values cross as handles; the other side sees a proxy (`Remote`, in
-  remote.py, or `RemoteModule` for a torch module, in torch_proxies.py) whose attributes
-  and calls are requests.
-- A call whose tensor arguments require grad crosses as one autograd node (`Bridge`):
-  the callee keeps the graph; backward sends the output gradients and gets the input
-  gradients back (parameters' gradients accumulate on the callee's side, as they would).
+- The judge asks the runner to import a student module, get or set an attribute, call,
+  and fetch or set a module's parameters; the runner asks the judge only to call back what
+  it was handed. A side waiting for its reply serves the other's requests, so calls nest.
+- Objects that are not values cross as handles, seen as proxies (remote.py's `Remote`,
+  torch_proxies.py's `RemoteModule`); a call whose tensors require grad crosses as one
+  autograd node (`Bridge`): backward sends the output gradients, gets the input ones back.
 - Nothing flows back unasked: the callee gets copies, and only the arguments a call
-  declares as updated in place (`updates`: running statistics) receive what it wrote
-  there. A callee that wrote into any other argument (an input a kernel must not touch,
-  the reference's state_dict handed to load_state_dict) fails the call with an
-  AssertionError of the caller's, and the caller's objects stay as they were.
+  declares as `updates` (running statistics) receive what it wrote; a write into any other
+  fails the call, and the caller's objects stay as they were.
 - The judge's end is `untrusted`: it keeps only the builtin type of an error the runner
-  reports, never its message (which student code wrote, after seeing the hidden tests'
-  arguments), and waits for each message only until its `deadline`.
+  reports, never its message, and waits for each message only until its `deadline`.
 """
 
 import contextlib

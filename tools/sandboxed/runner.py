@@ -1,21 +1,17 @@
 """The runner: the one process that runs the submission's code. It imports the student's
-normlib modules from its working directory and answers the judge's requests (tools.judge
-.peer) on stdin/stdout; whatever the student's code prints goes nowhere. It decides
-nothing: every value it returns is compared by the judge. Started by tools.judge.judge,
-inside the sandbox (tools.sandbox.bubblewrap).
+normlib modules from its working directory and answers the judge's requests
+(tools.sandboxed.peer) on stdin/stdout; what the student's code prints goes nowhere. It
+decides nothing: the judge compares every value it returns. Started by tools.judge.judge
+inside the sandbox (tools.sandbox.bubblewrap); guard.py is installed before student code.
 
     python -m tools.sandboxed.runner [--measure [--numba]] LIMITS_JSON [SOURCE]
 
-SOURCE: the submission, copied into the working folder first (in the sandbox, bubblewrap.SOURCE;
-a measuring runner has none: its working folder is the submission, read-only).
-LIMITS_JSON: the judge's Limits (limits.py), as Limits.to_json writes them; it installs
-guard.py with them (its audit hook: no reading the protected folders, no processes) before
-any student code, as a second wall inside the OS sandbox.
---measure: a runner for one measured call (MEASURE_OPS; see Judge.measure), whose memory
-is seen from outside: NumPy's arrays each mapped on their own (MEASURED_ENV) and no huge
-pages, so that its resident memory grows and shrinks with them, byte for byte; its
-arguments' arrays mapped copy-on-write from a file it gets as an open descriptor alone.
---numba: the measured call is a compiled kernel's (Numba): Numba loaded first (_warm_up).
+SOURCE: the submission, copied into the working folder first (a measuring runner has none:
+its working folder is the submission, read-only). LIMITS_JSON: as Limits.to_json writes it.
+--measure: a runner for one measured call (MEASURE_OPS; Judge.measure), whose memory is
+seen from outside: each NumPy array mapped on its own and no huge pages (MEASURED_ENV), so
+its resident memory follows them byte for byte; its arguments mapped copy-on-write from a
+descriptor. --numba: the call is a compiled kernel's; Numba is loaded first (_warm_up).
 """
 
 import os

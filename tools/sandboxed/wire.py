@@ -1,30 +1,17 @@
 """The values that cross between the judge and the runner, and how they are framed.
 
-A message is a JSON tree plus raw buffers (the bytes of arrays and tensors). Only values
-cross: None, bool, int, float, str, tuple, list, dict, NumPy arrays and scalars, torch
-tensors, dtypes, and torch's own classes by name. Anything else crosses as a handle
-({"$": "obj"}: an id in the sender's table, which only the sender can use). Decoding
-builds arrays from bytes with an allow-listed dtype and looks names up in torch; it never
-unpickles or runs anything, so a message from the untrusted runner can only be data.
-
-torch is imported only where a tensor, a torch dtype or a torch class must be built: a
-process that has not imported torch holds none of them, so the runner of a NumPy-only
-submission never imports it (2.5 s of CPU per runner). The judge always has.
-
     frame: [u64 length of the JSON][JSON][u32 number of buffers]([u64 length][bytes])*
 
-The invariant (a message from the runner is untrusted data): every value is validated as
-it crosses, in both directions, so that what one side reads is exactly what the other
-sent and costs the reader a bounded time and memory:
-- an array keeps its exact shape (0-d included) and dtype (one of NUMPY_KINDS, no
-  structured or sub-array dtype); a subclass crosses as the plain array it holds;
-- dict keys are strings (str hashing is randomized: no key set costs quadratic time);
-  an int has at most 64 bits;
-- a value nests at most MAX_DEPTH deep and holds at most MAX_ITEMS items;
-- the JSON head of a message is at most MAX_HEAD bytes (parsing inflates JSON about 20
-  times), its arrays travel as sized buffers, MAX_MESSAGE bytes in all;
-- a read waits at most until the reader's deadline (Peer.deadline).
-Anything else is a ProtocolError, which the judge scores as a failed check.
+Only values cross: None, bool, int, float, str, tuple, list, dict, NumPy arrays and scalars,
+torch tensors, dtypes, and torch's own classes by name; anything else crosses as a handle
+({"$": "obj"}: an id that only the sender can use). Decoding never unpickles or runs
+anything, so a message from the untrusted runner can only be data. Every value is
+validated as it crosses, both ways, at a bounded cost to the reader: an array keeps its
+exact shape and an allow-listed dtype (NUMPY_KINDS), dict keys are strings (no key set
+costs quadratic time), ints have 64 bits at most, and MAX_DEPTH, MAX_ITEMS, MAX_HEAD and
+MAX_MESSAGE bound a message; a read waits at most until the reader's deadline. Anything else is a
+ProtocolError, a failed check. torch is imported only to build a tensor, a torch dtype or
+class: the runner of a NumPy-only submission never imports it.
 """
 
 import functools

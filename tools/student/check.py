@@ -4,28 +4,14 @@ which exercises pass, fail, or are not yet implemented.
     python -m tools.student.check            every exercise
     python -m tools.student.check 1.2 2.2    only these
     python -m tools.student.check --hidden   with the hidden tests too (authors, on the reference)
-    python -m tools.student.check --all      exit 1 unless every exercise passes (CI, on the
-                                             reference)
+    python -m tools.student.check --all      exit 1 unless every exercise passes (CI)
 
-Exit status: 1 if a check failed, else 0: exercises not yet implemented are work to do, not
-errors (with --all they count as failures too).
-
-The checks are each exercise's check cell as solutions/ has it (tools.course.exercises): its
-call check("N.M"), which runs the visible cases of normkit/checks/unitN.py, and with
---hidden its hidden tests too. They import `normlib` from the working directory's
-normlib/ first (yours, in the repository). A stub that still raises NotImplementedError is
-reported as not yet implemented, without a traceback; a failure is reported with its
-message (for a wrong value: the quantity, the case, the worst element and the likely
-cause, normkit.testing.assert_close) and where to look: the deepest line of your own files
-(normlib/'s files that hold exercises); for a wrong value, your function's file and line
-and the case's line (normkit/checks/unit1.py:40); else the case's line (any other
-NotImplementedError too: torch's "must implement backward" is a mistake, not a stub). A
-check's message names the failing exercise that your function calls (normkit.checks.failed:
-"Your layer_norm_forward calls layer_norm_stats (Exercise 1.1), which fails"). What the checks
-print ("the visible checks pass") is not repeated: an exercise that passes has one line.
-`make check` works from notebooks/ too (its Makefile forwards to this one). A normlib/ that
-still holds a file the course has moved to normkit/ (an older checkout's) is named first,
-with the advice to delete it.
+Exit status 1 if a check failed (with --all, or an exercise is a stub), else 0. The checks
+are each exercise's check cell as solutions/ has it (tools.course.exercises), importing
+`normlib` from the working directory's normlib/ first. A stub's NotImplementedError is "not
+yet implemented", without a traceback; a failure shows its message and where to look: the
+deepest line of your own files, and the case's line (normkit/checks/unit1.py:40). A passing
+exercise has one line. A normlib/ file the course moved to normkit/ is named first, to delete.
 """
 
 import argparse

@@ -1,28 +1,17 @@
 """autograde's `--execute` (registered in nbgrader_config.py): GradingExecute runs each
-notebook before nbgrader records it, as before the judge graded alone: each kernel in the
-OS sandbox (BoxedKernelManager: bubblewrap, tools/sandbox/bubblewrap.py), started with
-tools/sandboxed/guard.py (resource limits, an audit hook as a second wall), under the
-course's Limits. A cell that runs over the time limit, kills its kernel (sys.exit is an
-ordinary error, os._exit or a crash is not) or runs out of memory gets an error output
-saying so, and the kernel is restarted for the next cell; a notebook has a time limit of
-its own too. Cells tagged `skip-at-grading` (the long experiments, such as Unit 5's
-training runs) are replaced by a comment instead of being run, unless they are graded
-cells. The outputs are fresh; the scores are the judge's all the same
-(tools/worker/judged.py).
+notebook before nbgrader records it, each kernel in the OS sandbox (BoxedKernelManager,
+tools/sandbox/bubblewrap.py) and started with tools/sandboxed/guard.py, under the course's
+Limits. A cell that runs over its time limit, kills its kernel or runs out of memory gets
+an error output saying so, and the kernel restarts for the next cell; a notebook has a time
+limit too. Cells tagged `skip-at-grading` are replaced by a comment unless graded. The
+scores are the judge's all the same (tools/worker/judged.py).
 
-The outputs are bounded where this process (the grading worker, outside the sandbox)
-receives them, not in the kernel, which runs student code: a kernel's socket refuses a
-message over max_message as it arrives (ZMQ_MAXMSGSIZE, BoundedKernelClient), and of what
-arrives GradingExecute keeps at most Limits.output_bytes per output (a cell's stdout in
-all is one output), cell_output_bytes per cell and notebook_output_bytes per notebook
-(what a cell's clear_output clears is given back). Past them, an output is dropped as it
-arrives (a stream's text cut to what fits) and the cell ends with a short error output
-(OutputDropped: an error, which nbgrader's LimitOutput keeps where it cuts a stream's
-lines) saying how much was dropped and which bound; a message refused by its socket
-loses the connection's messages until it is made again (zmq), so the cell says that its
-outputs did not all arrive (OutputLost). Widgets are not kept (their comm messages are
-dropped): a page shows none. The worker holds at most the notebook's bound and one
-message at a time.
+Outputs are bounded where this process (the grading worker, outside the sandbox) receives
+them, never in the kernel, which runs student code: each socket refuses a message over
+max_message (ZMQ_MAXMSGSIZE, BoundedKernelClient), and GradingExecute keeps at most
+Limits.output_bytes an output, cell_output_bytes a cell and notebook_output_bytes a
+notebook, dropping the rest as it arrives; the cell then ends with an error output
+(OutputDropped; OutputLost where a socket refused a message). docs/security.md, section 4.
 """
 
 import json

@@ -1,53 +1,17 @@
-"""One submission graded wherever a grading worker runs it (a Dask worker: this machine's
-or another's, tools/instructor/cluster.py), from what the task carries: no path of the instructor's
-machine, no shared file system, no gradebook of the course.
+"""One submission graded wherever a Dask worker runs it (tools/instructor/cluster.py), from
+what the task carries: no path of the head's, no shared file system, no course gradebook.
 
     grade(kit, task) -> Outcome
 
-The kit is the course as a worker needs it, sent once to each worker: course.json, the
-source/ folders of the assignments being graded, nbgrader's record of them (its
-definitions of the assignments, notebooks and cells, copied from the course's gradebook
-into a SQLite file: tools.instructor.gradebook.definitions), the course's nbgrader settings (without
-its gradebook's URL, which may hold a password) and the digest of the instructor's CODE
-(tools/, normkit/, solutions/, nbgrader_config.py): a worker whose own differ (another
-commit, other checks or hidden tests) refuses to grade. A worker makes a scratch course
-of the kit once, in its own folder, with its own gradebook; it keeps the newest kit's
-alone.
-
-The task is one submission: its files (bytes) as the head read them once, their digest and
-submission time (which the head saves with the result), and the limits.
-The worker grades it as tools/instructor/autograde.py describes: the judge's verdicts
-(tools/judge/client.py), then nbgrader's autograde of the staged notebooks (each read
-within its bytes and cells: tools/worker/stage.py) into the scratch gradebook, in this
-process, within record_seconds (tools/course/deadline.py: past it, nothing of it is
-recorded and the status says so). It returns an Outcome: the verdicts, nbgrader's scores and
-comments of every cell, the autograded notebooks and nbgrader's log. (Only the notebooks:
-the course's files that nbgrader copies beside them, normkit/ and the released normlib/,
-are the head's already, and the student's own are in its submitted/.) The scratch
-course forgets the submission after; the instructor's process alone writes the course's
-gradebook (tools/instructor/autograde.save), so a task run twice (its worker killed)
-writes nothing. A worker grades one task at a time, whatever its threads.
-
-The verdicts reach the head twice, on purpose: in the Outcome, which the head scores the
-checks from, and in the autograded notebooks' check cells (Judged), which the feedback
-page shows. The notebooks cannot be the one copy: one may be missing (not submitted, or
-nbgrader failed on it) while the judge graded the student's code, and its checks keep
-their points.
-
-Why a scratch gradebook here, and not nbgrader's autograde recording straight into the
-course's on the head: nbgrader records as it converts the notebooks, in the process that
-runs it, and that costs half a second of CPU per whole-course submission (measured:
-README, "For instructors", its Speed paragraph). The head writes the gradebook one
-submission at a time, so there the head could grade no faster than it records, however
-many workers grade: 300 submissions on 16 workers would wait on it. Here it runs on every
-worker beside the judge, and the head replays its few rows
-(tools.instructor.autograde.save_to_nbgrader: nbgrader's save rule).
-
-A worker grades only in the OS sandbox: `make worker` starts none where bubblewrap cannot
-make it (tools/maintainer/system_packages.py's probe), and a task given to a worker started another
-way on such a machine fails with Refused, naming the machine (tasks with sandboxed=False,
-the instructor's --no-sandbox, are refused by autograde before they reach a worker that
-is not this machine's).
+The kit is the course as a worker needs it, sent once: its plan, the assignments' source/
+folders, nbgrader's definitions of them (tools.instructor.gradebook.definitions), the
+settings less the gradebook's URL, and the digest of the head's CODE (a worker whose own
+differs refuses). The task is one submission's files, their digest and time, and the
+limits. The worker gets the judge's verdicts (tools/judge/client.py), then nbgrader's
+autograde of the staged notebooks (tools/worker/stage.py) into a scratch course of its own,
+within record_seconds, and returns both in the Outcome with the autograded notebooks. Only
+the head writes the course's gradebook (tools.instructor.autograde.save), so a task run
+again is harmless. A worker grades one task at a time, only in the OS sandbox (else Refused).
 """
 
 import atexit
