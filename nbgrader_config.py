@@ -64,7 +64,7 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # Feedback shows which checks failed and why, not the hidden tests' code, and which written
-# answers wait for a grader (tools/worker/execute.py),
+# answers wait for a grader (HideHiddenTests, WaitingAnswers: tools/instructor/feedback.py),
 # and its HTML is sanitized: a student's <script> or onerror output is not run there.
 FEEDBACK = "tools.instructor.feedback"  # (the head's: named, not imported; see above)
 c.GenerateFeedback.preprocessors = [

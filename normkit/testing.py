@@ -620,7 +620,7 @@ def peak_memory(fn, *args):
     in bytes, the result included). NumPy reports every array it allocates to Python's
     tracemalloc, so this counts arrays exactly, whatever the machine: a kernel's
     temporaries are a property of its code, not of a timing. At grading, fn runs in
-    another process, the runner of tools/judge, and the judge measures that process's
+    another process, the runner (tools/sandboxed/runner.py), and the judge measures that process's
     resident memory from outside (tools.judge.judge.Judge.measure): there, what torch or
     C allocates counts too, and nothing the code does can reset the count."""
     if hasattr(fn, "remote_peak_memory"):

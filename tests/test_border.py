@@ -319,8 +319,8 @@ def test_every_worksheet_row_php_writes_is_read_back_or_refused_alone(rows):
     text = php_fputcsv(["Identifier", "a", "b", "c"]) + "".join(map(php_fputcsv, rows))
     found = phpcsv.anchored(text, WORKSHEET_ROW)[1:]
     assert [r.key for r in found] == [str(n) for n in range(1, len(rows) + 1)]
-    for row, record in zip(rows, found):
-        if record.problem is None:
-            assert list(record.values) == row
+    for row, parsed in zip(rows, found):
+        if parsed.problem is None:
+            assert list(parsed.values) == row
         else:
-            assert any(v.endswith("\\") for v in row), (row, record.problem)
+            assert any(v.endswith("\\") for v in row), (row, parsed.problem)

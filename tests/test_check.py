@@ -172,6 +172,18 @@ def test_an_older_checkout_is_told_which_files_to_delete(edition):
     (edition / "normlib" / "testing.py").unlink()
     (edition / "normlib" / "channels.py").unlink()
     assert "Delete" not in check(edition, "1.1")[1]
+    # an older normlib/ copied in place of this one: the provided modules it lacks
+    from tools.student.check import PROVIDED
+    assert PROVIDED == tuple(sorted(p.name for p in (REPO / "normlib").glob("_[!_]*.py")))
+    for name in PROVIDED[1:]:
+        (edition / "normlib" / name).rename(edition / name)
+    code, out = check(edition, "1.1")
+    assert out.startswith("Restore normlib/_channels.py, normlib/_validation.py (git checkout "
+                          "-- normlib/_channels.py normlib/_validation.py): the course "
+                          "provides them"), out
+    for name in PROVIDED[1:]:
+        (edition / name).rename(edition / "normlib" / name)
+    assert "Restore" not in check(edition, "1.1")[1]
     # an exercise file of the old stubs imports the provided helpers from normlib/
     path = edition / "normlib" / "batch_norm.py"
     path.write_text(path.read_text().replace("from normlib._channels import",

@@ -131,13 +131,13 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
     assert not list((root / "submitted").rglob("timestamp.txt"))
     assert "TIMES UNKNOWN for 6 of 6: alice, frank, grace-hopper, hoppergrace, judy, " \
            "van_der_berg" in out and "none of them is marked late by a date" in out
-    record = read_collected(root, "unit1")
-    assert record["judy"]["time"] is None and record["hoppergrace"] == {
+    provenance = read_collected(root, "unit1")
+    assert provenance["judy"]["time"] is None and provenance["hoppergrace"] == {
         "entry": "hoppergrace_LATE_12345_67890_unit1.zip",
         "entries": ["hoppergrace_LATE_12345_67890_unit1.zip"], "lms": "canvas", "key": "12345",
         "name": "hoppergrace", "time": None, "time_from": None, "late_marker": True,
         "superseded": {}}
-    assert record["judy"] == {"entry": "judy_unit1.zip", "entries": ["judy_unit1.zip"],
+    assert provenance["judy"] == {"entry": "judy_unit1.zip", "entries": ["judy_unit1.zip"],
                               "lms": "plain", "key": "judy", "name": None, "time": None,
                               "time_from": None, "late_marker": False, "superseded": {}}
     assert "late: hoppergrace (late by Canvas's _LATE marker; no time)" in out

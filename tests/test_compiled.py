@@ -476,7 +476,7 @@ def test_a_file_submitted_beside_the_students_files_never_reaches_a_runner(tmp_p
     cache.write_bytes(b"a forged index")
     (submitted / "normlib" / "extra.py").write_text("x = 1\n")
     graded = tmp_path / "graded"
-    assert graded_folder(root, "unit7", "s1", graded) == []
+    assert graded_folder(root, "unit7", own, "s1", graded) == []
     files = {p.relative_to(graded).as_posix() for p in graded.rglob("*") if p.is_file()}
     assert not [f for f in files if "__pycache__" in f or f == "normlib/extra.py"], files
     assert all((graded / rel).read_text() == f"# {rel}, the student's\n" for rel in own)

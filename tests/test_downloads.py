@@ -1,7 +1,7 @@
 """Every LMS's download, as the LMS writes it (issue 40, point 1): a sample per format, built
 here from the LMS's own naming (its source, or its documentation and the third-party tools
 that read it, each cited), collected by tools/instructor/collect.py, and checked whole: the files of
-each submission, the record each gets (tools.instructor.collect.Found.collected) and each rejection.
+each submission, the provenance each gets (tools.instructor.collect.Found.collected) and each rejection.
 Then `make collect DRY_RUN=1` (nothing touched) and the roster's names in nbgrader's
 student table."""
 
@@ -58,9 +58,9 @@ def reasons(out):
     return dict(re.findall(r"^  REJECTED (.+?): (.+); moved to downloaded/", out, re.M))
 
 
-def record(entries, lms, key, name, time=None, time_from=None, late=False, superseded=None,
+def provenance(entries, lms, key, name, time=None, time_from=None, late=False, superseded=None,
            entry=None):
-    """A record of collected.json, as tools.instructor.collect.Found.collected writes it."""
+    """A provenance of collected.json, as tools.instructor.collect.Found.collected writes it."""
     return {"entry": entry or max(entries), "entries": sorted(entries), "lms": lms,
             "key": key, "name": name, "time": time, "time_from": time_from,
             "late_marker": late, "superseded": superseded or {}}
@@ -173,23 +173,23 @@ def test_canvas_loose_files_are_one_submission_each_file_in_its_place(tmp_path):
            "(the later Canvas attachment), not hoppergrace_50003_7401_unit1.zip's" in out
     assert "late: turingalan (late by Canvas's _LATE marker; no time)" in out
     assert read_collected(root, "unit1") == {
-        "hoppergrace": record(["hoppergrace_50003_7401_unit1.zip",
+        "hoppergrace": provenance(["hoppergrace_50003_7401_unit1.zip",
                                "hoppergrace_50003_7402_layer_norm.py"], "canvas", "50003",
                               "hoppergrace", superseded={"normlib/layer_norm.py": {
                                   "by": "hoppergrace_50003_7402_layer_norm.py",
                                   "entries": ["hoppergrace_50003_7401_unit1.zip"]}}),
-        "johnsonkatherine": record(["johnsonkatherine_50007_7602_layer_norm-1.py"], "canvas",
+        "johnsonkatherine": provenance(["johnsonkatherine_50007_7602_layer_norm-1.py"], "canvas",
                                    "50007", "johnsonkatherine", superseded={
                                        "normlib/layer_norm.py": {
                                            "by": "johnsonkatherine_50007_7602_layer_norm-1.py",
                                            "entries": [
                                                "johnsonkatherine_50007_7601_layer_norm.py"]}}),
-        "liskovbarbara": record([f"liskovbarbara_50004_7502_{NOTEBOOK}"], "canvas", "50004",
+        "liskovbarbara": provenance([f"liskovbarbara_50004_7502_{NOTEBOOK}"], "canvas", "50004",
                                 "liskovbarbara"),
-        "lovelaceada": record([f"lovelaceada_50001_7201_{NOTEBOOK}",
+        "lovelaceada": provenance([f"lovelaceada_50001_7201_{NOTEBOOK}",
                                "lovelaceada_50001_7202_layer_norm.py"], "canvas", "50001",
                               "lovelaceada", entry="lovelaceada_50001_7202_layer_norm.py"),
-        "turingalan": record([f"turingalan_LATE_50002_7301_{NOTEBOOK}",
+        "turingalan": provenance([f"turingalan_LATE_50002_7301_{NOTEBOOK}",
                               "turingalan_LATE_50002_7302_layer_norm-1.py"], "canvas", "50002",
                              "turingalan", late=True,
                              entry="turingalan_LATE_50002_7302_layer_norm-1.py")}
@@ -257,10 +257,10 @@ def test_moodle_files_not_in_folders_zip_and_loose_and_online_text(tmp_path):
                             f"{grace}_assignsubmission_file_work.zip": twice}
     source = "Moodle's grading worksheet Grades-unit1.csv"
     assert read_collected(root, "unit1") == {
-        "ada-lovelace": record([f"{ada}_assignsubmission_file_{NOTEBOOK}",
+        "ada-lovelace": provenance([f"{ada}_assignsubmission_file_{NOTEBOOK}",
                                 f"{ada}_assignsubmission_file_layer_norm.py"], "moodle", "11",
                                "Ada Lovelace", "2026-10-05T21:14:00+02:00", source),
-        "alan-turing": record([f"{alan}_assignsubmission_file_work.zip"], "moodle", "12",
+        "alan-turing": provenance([f"{alan}_assignsubmission_file_work.zip"], "moodle", "12",
                               "Alan Turing", "2026-10-05T21:20:00+02:00", source)}
 
 
@@ -282,7 +282,7 @@ def test_moodle_in_folders_loose_files_and_a_zip_beside_them(tmp_path):
     assert held(root, "grace-hopper") == {NOTEBOOK: NB, "normlib/layer_norm.py": PY}
     assert reasons(out) == {f"{barbara}_assignsubmission_file": "normlib/layer_norm.py both "
                             "in all.zip and beside it: which is the submission's?"}
-    assert read_collected(root, "unit1")["grace-hopper"] == record(
+    assert read_collected(root, "unit1")["grace-hopper"] == provenance(
         [f"{grace}_assignsubmission_file"], "moodle", "13", "Grace Hopper")
 
 
@@ -321,7 +321,7 @@ def test_moodle_blind_marking_is_resolved_through_the_worksheet_alone(tmp_path):
         (22, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:12 PM")]))
     out = run(root, "unit1")
     assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": ["ada-lovelace", "alan-turing"]}
-    assert read_collected(root, "unit1")["ada-lovelace"] == record(
+    assert read_collected(root, "unit1")["ada-lovelace"] == provenance(
         ["Participant_21_assignsubmission_file"], "moodle", "21", "Participant",
         "2026-10-05T21:11:00+02:00", "Moodle's grading worksheet Grades-unit1.csv")
 
@@ -361,7 +361,7 @@ def test_blackboard_attempts_loose_files_and_receipts(tmp_path):
                                "Blackboard's name): Unit 1_s1001_attempt_2026-10-06-09-30-00"
                                "_layer_norm.py (2026-10-06 09:30) replaces it" for e in old}
     assert "late: s1001 (9 h 31 min late)" in out and "2 Blackboard receipts read" in out
-    assert read_collected(root, "unit1")["s1001"] == record(
+    assert read_collected(root, "unit1")["s1001"] == provenance(
         [blackboard_entry("Unit 1", "s1001", second, n) for n in (NOTEBOOK, "layer_norm.py")],
         "blackboard", "s1001", None, "2026-10-06T09:30:00-04:00", "Blackboard's name")
     assert held(root, "s1002") == {NOTEBOOK: NB, "timestamp.txt":
@@ -510,9 +510,9 @@ def test_brightspace_folders_and_loose_files(tmp_path):
                                          "timestamp.txt": "2026-10-06 15:05:00.000000 UTC"}
     assert list(reasons(out)) == ["index.html"]
     assert read_collected(root, "unit1") == {
-        "ada-lovelace": record([ada], "brightspace", "39786-640693", "Ada Lovelace",
+        "ada-lovelace": provenance([ada], "brightspace", "39786-640693", "Ada Lovelace",
                                "2026-10-05T21:14:00-05:00", "Brightspace's name"),
-        "alan-turing": record([f"{alan} - {NOTEBOOK}", f"{alan} - layer_norm.py"],
+        "alan-turing": provenance([f"{alan} - {NOTEBOOK}", f"{alan} - layer_norm.py"],
                               "brightspace", "39787-640694", "Alan Turing",
                               "2026-10-06T10:05:00-05:00", "Brightspace's name")}
 

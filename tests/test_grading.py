@@ -301,7 +301,8 @@ def test_a_course_built_before_normlibs_private_modules_is_graded_with_them(tmp_
     assert not [p for p in private if has_marker(p.read_text())]
     for path in private:
         (root / "source" / "unit3" / "normlib" / path.name).unlink()
-    graded_folder(root, "unit3", "s1", tmp_path / "runner")
-    for folder in (tmp_path / "runner", assignment_judge_folder(root, "unit3")):
+    own = Course.load(root).assignments["unit3"].student_files
+    graded_folder(root, "unit3", own, "s1", tmp_path / "runner")
+    for folder in (tmp_path / "runner", assignment_judge_folder(root, "unit3", own)):
         assert [(folder / "normlib" / p.name).read_bytes() for p in private] == \
             [p.read_bytes() for p in private], folder

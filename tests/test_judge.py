@@ -33,7 +33,7 @@ import pytest
 from tests.conftest import processes_naming
 from tests.synthetic import override
 from tools.course.exercises import SOLUTIONS, exercises
-from tools.course.folder import KIT
+from tools.course.folder import NORMKIT
 from tools.judge.client import run_checks
 from tools.judge.judge import Judge
 from tools.sandbox import bubblewrap, cgroup
@@ -79,7 +79,7 @@ def submission(tmp_path, **files):
     """A folder with the reference normlib/, but these files (layer_norm=text), and the
     course's normkit/."""
     shutil.copytree(SOLUTIONS / "normlib", tmp_path / "normlib")
-    shutil.copytree(KIT, tmp_path / "normkit")
+    shutil.copytree(NORMKIT, tmp_path / "normkit")
     for name, text in files.items():
         (tmp_path / "normlib" / f"{name}.py").write_text(text)
     return tmp_path
@@ -269,7 +269,7 @@ def test_the_runner_never_sees_a_check_or_its_hidden_tests(tmp_path):
     assert len(leak) > 10_000  # it did dump the runner's state
     hidden = [line.strip() for e in exercises() if e.unit == 1
               for line in e.hidden.splitlines() if len(line.strip()) > 30]
-    visible = [line.strip() for line in (KIT / "checks" / "unit1.py").read_text().splitlines()
+    visible = [line.strip() for line in (NORMKIT / "checks" / "unit1.py").read_text().splitlines()
                if "assert" in line]  # (the check's code runs in the judge alone)
     assert hidden and visible
     assert [line for line in hidden + visible if line in leak] == []
@@ -838,17 +838,17 @@ def test_without_the_graders_cgroup_the_measure_still_sees_them(tmp_path, monkey
                                             "float32"), detail
 
 
-def test_a_measured_calls_arrays_are_staged_in_a_file_but_an_empty_one(tmp_path):
+def test_a_measured_calls_arrays_are_written_to_a_file_but_an_empty_one(tmp_path):
     """Each array at a page's start of a read-only file, synced; an empty one (nothing to
     map: past the file's end, it would not map) crosses as it is."""
     import mmap
 
-    from tools.judge.judge import stage
+    from tools.judge.judge import arguments_file
 
     empty, x = np.zeros((0, 3), np.float32), np.arange(5.0)
-    staged, path = stage([empty, x, (5,), None], tmp_path)
-    assert staged[0] is empty and staged[2:] == [(5,), None]
-    assert staged[1] == {"$staged": mmap.PAGESIZE, "shape": [5], "dtype": "<f8"}
+    refs, path = arguments_file([empty, x, (5,), None], tmp_path)
+    assert refs[0] is empty and refs[2:] == [(5,), None]
+    assert refs[1] == {"$offset": mmap.PAGESIZE, "shape": [5], "dtype": "<f8"}
     assert path.read_bytes()[mmap.PAGESIZE:] == x.tobytes()
     assert path.stat().st_mode & 0o777 == 0o444
 
@@ -957,8 +957,8 @@ def test_a_message_quotes_only_strings_of_its_own_cell_and_unit():
     from tools.judge.judge import explain
 
     other = "the running statistics are updated in place"  # (unit 3's words)
-    assert other in (KIT / "checks" / "unit3.py").read_text()
-    assert other not in (KIT / "checks" / "unit1.py").read_text()
+    assert other in (NORMKIT / "checks" / "unit3.py").read_text()
+    assert other not in (NORMKIT / "checks" / "unit1.py").read_text()
     error = AssertionError(f"count: expected 3, got '{other}'")
     unit1 = next(e.source for e in exercises() if e.number == "1.1")
     unit3 = next(e.source for e in exercises() if e.number == "3.3")

@@ -113,12 +113,12 @@ def course(tmp_path_factory):
     with contextlib.redirect_stdout(io.StringIO()):
         release(root, ["unit1"])
     answers = grade(root, SUBMITTED, waiting=["carol"])
-    record = {"carol": {"entry": "shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb",
+    provenance = {"carol": {"entry": "shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb",
                         "entries": ["shawcarol_LATE_50003_7001_01_layernorm_forward.ipynb"],
                         "lms": "canvas", "key": "50003", "name": "shawcarol", "time": None,
                         "time_from": None, "late_marker": True}}
     (root / "downloaded" / "unit1").mkdir(parents=True)
-    (root / "downloaded" / "unit1" / "collected.json").write_text(json.dumps(record))
+    (root / "downloaded" / "unit1" / "collected.json").write_text(json.dumps(provenance))
     return root, answers
 
 
@@ -208,7 +208,7 @@ def test_canvas(course):
     (app/models/gradebook_importer.rb) finds a student by ID, then SIS User ID, then SIS
     Login ID, and makes a new assignment of any column it does not know: so the score
     alone. The roster's lms_id is the Canvas user id; carol's also came from collect's
-    record; "Student, Test" (Canvas's student view) is no student of the course."""
+    provenance; "Student, Test" (Canvas's student view) is no student of the course."""
     root, answers = course
     rows = [('"Lovelace, Ada",50001,S001,alovelace,Normalization,', "", ",0.00,0.00,0.00,0.00"),
             ('"Babbage, Bob",50002,S002,bbabbage,Normalization,', "4.00",

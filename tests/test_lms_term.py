@@ -10,7 +10,7 @@ Each class: three students of the roster, with the ids the LMS carries; one subm
 time, one late (by the LMS's date, or Canvas's _LATE marker), and one nothing, whose rows
 stay as the export wrote them. The pieces, and the sources of each format, come from the
 tests of each step alone: tests/test_downloads.py, tests/test_lms_grades.py and
-tests/test_upload.py.
+tests/test_feedback_upload.py.
 """
 
 import contextlib
@@ -36,10 +36,11 @@ from tests.test_downloads import (
     download,
     held,
     moodle_prefix,
+    provenance,
     reasons,
-    record,
     zipped,
 )
+from tests.test_feedback_upload import STEMS, canvas_import, moodle_import, pages_of
 from tests.test_lms_grades import (
     POINTS,
     blackboard_export,
@@ -48,7 +49,6 @@ from tests.test_lms_grades import (
     grade,
     moodle_export,
 )
-from tests.test_upload import STEMS, canvas_import, moodle_import, pages_of
 from tools.course.folder import Course, submissions
 from tools.instructor import feedback as feedback_step
 from tools.instructor.build import build_course
@@ -75,14 +75,14 @@ WORK = zipped({NOTEBOOK: NB, "normlib/layer_norm.py": PY})  # a student's own zi
 @dataclasses.dataclass
 class Sample:
     """One LMS's class: its config and roster; its download (entries in archive/, files
-    beside it) and the entries collect must reject; what collect must record of each
+    beside it) and the entries collect must reject; what collect must keep of each
     student, and when each submitted (UTC, as grades.csv writes it: "" without an LMS
     time); the ids the download named them by; the late policy's reason and final score
     of each; the LMS's gradebook export of the class (unit1's cells of each row given)."""
     config: str
     roster: str
     entries: dict
-    records: dict
+    provenances: dict
     submitted_at: dict
     reasons: dict
     finals: dict
@@ -128,10 +128,10 @@ def canvas():
         config=CONFIG, roster=roster([], {"s1001": "50001", "s1002": "50002", "s1003": "50003"}),
         entries={canvas_entry(prefix, a, name): data for _, prefix, files in uploads.values()
                  for a, (name, data) in files.items()},
-        records={"s1001": record(["lovelaceada_50001_7201_layer_norm.py",
+        provenances={"s1001": provenance(["lovelaceada_50001_7201_layer_norm.py",
                                   "lovelaceada_50001_7202_01_layernorm_forward-1.ipynb"],
                                  "canvas", "50001", "lovelaceada"),
-                 "s1002": record(["hoppergrace_LATE_50002_7301_unit1.zip"], "canvas", "50002",
+                 "s1002": provenance(["hoppergrace_LATE_50002_7301_unit1.zip"], "canvas", "50002",
                                  "hoppergrace", late=True)},
         submitted_at={"s1001": "", "s1002": ""},
         reasons={"s1001": "time unknown: no penalty",
@@ -161,9 +161,9 @@ def moodle():
         beside={"Grades-unit1.csv": worksheet([
             (11, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:14 PM"),
             (13, "Grace Hopper", "grace@example.edu", "Tuesday, 6 October 2026, 1:30 AM")])},
-        records={"s1001": record([f"{ada}_assignsubmission_file"], "moodle", "11",
+        provenances={"s1001": provenance([f"{ada}_assignsubmission_file"], "moodle", "11",
                                  "Ada Lovelace", "2026-10-05T21:14:00+02:00", sheet),
-                 "s1002": record([f"{grace}_assignsubmission_file"], "moodle", "13",
+                 "s1002": provenance([f"{grace}_assignsubmission_file"], "moodle", "13",
                                  "Grace Hopper", "2026-10-06T01:30:00+02:00", sheet)},
         submitted_at={"s1001": "2026-10-05 19:14:00", "s1002": "2026-10-05 23:30:00"},
         reasons={"s1001": "on time", "s1002": late}, finals={"s1001": "7", "s1002": "5.9"},
@@ -187,7 +187,7 @@ def blackboard():
     return Sample(
         config=CONFIG + 'c.Grading.lms_timezone = "America/New_York"\n',
         roster=roster([], {s: login for s, *_, login in CLASS}), entries=entries,
-        records={s: record([blackboard_entry("Unit 1", username, when, n) for n in uploaded],
+        provenances={s: provenance([blackboard_entry("Unit 1", username, when, n) for n in uploaded],
                            "blackboard", username, None, f"{when:%Y-%m-%dT%H:%M:%S}-04:00",
                            "Blackboard's name") for s, (username, when, uploaded) in files.items()},
         submitted_at={"s1001": "2026-10-05 19:00:00", "s1002": "2026-10-06 00:29:00"},
@@ -214,9 +214,9 @@ def brightspace():
         entries={f"{ada}/{NOTEBOOK}": NB, f"{ada}/layer_norm.py": PY, grace[0]: NB,
                  grace[1]: PY, "index.html": "<html>the download's index</html>"},
         rejected=("index.html",),
-        records={"s1001": record([ada], "brightspace", "39786-640693", "Ada Lovelace",
+        provenances={"s1001": provenance([ada], "brightspace", "39786-640693", "Ada Lovelace",
                                  "2026-10-05T14:14:00-05:00", "Brightspace's name"),
-                 "s1002": record(grace, "brightspace", "39787-640694", "Grace Hopper",
+                 "s1002": provenance(grace, "brightspace", "39787-640694", "Grace Hopper",
                                  "2026-10-06T10:05:00-05:00", "Brightspace's name")},
         submitted_at={"s1001": "2026-10-05 19:14:00", "s1002": "2026-10-06 15:05:00"},
         reasons={"s1001": "on time",
@@ -276,7 +276,7 @@ def collected_and_graded(released, tmp_path, sample):
     out = printed(collect, root, ["unit1"])
     assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": COLLECTED}, out
     assert sorted(reasons(out)) == list(sample.rejected)
-    assert read_collected(root, "unit1") == sample.records
+    assert read_collected(root, "unit1") == sample.provenances
     for student in COLLECTED:
         when = sample.submitted_at[student]
         assert held(root, student) == {NOTEBOOK: NB, "normlib/layer_norm.py": PY} | (
@@ -356,7 +356,7 @@ def check_upload(root, lms, sample, pages, out):
                                              if name.endswith(f"_{stem}.html")))
                      for name, (uid, _) in read.items()}
             # each page shown under the upload it matched: the student's of that notebook,
-            # else their last (tools/lms/upload.py's docstring; docs/instructors.md, step 6)
+            # else their last (tools/lms/feedback_upload.py's docstring; docs/instructors.md, step 6)
             assert {found[name]: shown for name, (_, shown) in read.items()} == {
                 ("s1001", f"{STEMS[0]}.html"): "01_layernorm_forward-1.ipynb",
                 ("s1001", f"{STEMS[1]}.html"): "01_layernorm_forward-1.ipynb",
@@ -373,7 +373,7 @@ def test_a_term_with_the_lms(released, tmp_path, monkeypatch, lms):
     root, _ = collected_and_graded(released, tmp_path, sample)
     check_grades(root, lms, sample)
     # feedback as `make feedback LMS=...` writes it; nbgrader's generate_feedback (which
-    # needs graded notebooks) is replaced by pages made as tests/test_upload.py makes them
+    # needs graded notebooks) is replaced by pages made as tests/test_feedback_upload.py makes them
     ran = []
     monkeypatch.setattr(feedback_step, "generate",
                         lambda _, target: ran.append(("generate_feedback", target)) or {})

@@ -671,7 +671,7 @@ def test_no_grading_folder_holds_a_reference_and_feedback_is_the_html_alone(grad
     for assignment, student in EXPECTED:
         own = plan[assignment].student_files
         worker = tmp_path / assignment / student
-        graded_folder(root, assignment, student, worker)
+        graded_folder(root, assignment, own, student, worker)
         for folder in (root / "autograded" / student / assignment, worker):
             for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 lines = {line.strip() for line in path.read_text(errors="ignore").splitlines()}
@@ -689,18 +689,18 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     plan = Course.load(root)
     assert plan.layout == "course"
     assert list(plan.assignments) == ["normalization"]
-    course = plan.assignments["normalization"]
-    assert course.notebooks == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
-    assert course.student_files == [
+    whole = plan.assignments["normalization"]
+    assert whole.notebooks == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
+    assert whole.student_files == [
         "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
         "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
         "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
         "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
         "normlib/transformer.py", "normlib/variance.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
-        [f"{n}.ipynb" for n in course.notebooks]
+        [f"{n}.ipynb" for n in whole.notebooks]
     config = (root / "nbgrader_config.py").read_text()
-    assert f"'normalization': {course.student_files!r}" in config
+    assert f"'normalization': {whole.student_files!r}" in config
 
 
 def test_per_unit_assignments_grade_only_their_units_files(tmp_path):

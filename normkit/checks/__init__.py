@@ -27,7 +27,7 @@ SAID = re.compile(r"^  (Likely cause|Where): \S", re.M)  # a message's line sayi
 # where (every failure has one: failed() adds a Where line to one that has not)
 CHECKS = {}  # {"1.1": (the function running its visible cases, what it checks)}
 COMPILE = {}  # {"7.3": the exercise's compile step, a function of the student's kernel}
-KIT = Path(__file__).resolve().parents[1]  # normkit/
+NORMKIT = Path(__file__).resolve().parents[1]  # normkit/
 
 
 class Skipped(Exception):
@@ -73,7 +73,7 @@ def compile_kernels(number, hidden=False):
 def _registered(number):
     """(function, target) of Exercise `number`, its unit's module imported."""
     unit = str(number).split(".")[0]
-    if unit.isdigit() and (KIT / "checks" / f"unit{unit}.py").is_file():
+    if unit.isdigit() and (NORMKIT / "checks" / f"unit{unit}.py").is_file():
         importlib.import_module(f"{__name__}.unit{unit}")
     if number not in CHECKS:
         raise ValueError(f"check: no exercise {number!r} (give its number as a string, e.g. "
@@ -156,7 +156,7 @@ def failing_calls(number):
     """The other exercises whose function or class your Exercise `number` names in its
     source (its calls), and whose visible checks fail (not a stub's: not yet written), in
     order."""
-    for path in sorted((KIT / "checks").glob("unit*.py")):
+    for path in sorted((NORMKIT / "checks").glob("unit*.py")):
         importlib.import_module(f"{__name__}.{path.stem}")
     try:
         module, name = target(number)
@@ -197,8 +197,8 @@ def shown(filename):
     """A file as the student finds it: "normkit/checks/unit1.py", "normlib/layer_norm.py"
     for files of those folders, else its name."""
     path = Path(filename)
-    if KIT in path.resolve().parents:
-        return path.resolve().relative_to(KIT.parent).as_posix()
+    if NORMKIT in path.resolve().parents:
+        return path.resolve().relative_to(NORMKIT.parent).as_posix()
     return f"{path.parent.name}/{path.name}" if path.parent.name == "normlib" else path.name
 
 

@@ -23,8 +23,11 @@ from pathlib import Path, PurePosixPath
 
 from tools.course.exercises import REPO
 
-KIT = REPO / "normkit"  # the course's package, released and graded as it is
-KIT_JUNK = shutil.ignore_patterns("__pycache__", ".*", "*.pyc")  # (not released)
+NORMKIT = REPO / "normkit"  # the course's package, released and graded as it is
+NORMKIT_IGNORE = shutil.ignore_patterns("__pycache__", ".*", "*.pyc")  # (not released)
+# nbgrader's files of a submission, beside its notebooks
+TIMESTAMP = "timestamp.txt"  # its time: "2026-10-05 21:14:03.123456 UTC" (collect writes it)
+SECRET = "submission_secret.txt"  # nbgrader submit's: 128 hex digits
 
 
 def write_config(root, layout, exclude):

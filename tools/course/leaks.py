@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tools.course.exercises import SOLUTIONS, exercises
-from tools.course.folder import KIT
+from tools.course.folder import NORMKIT
 from tools.course.markers import block_lines, has_marker
 
 EDITION = ("notebooks", "normlib")  # the folders of the student edition
@@ -50,10 +50,11 @@ def secret_lines():
         for text in _sources(path):
             for line, in_block in block_lines(text):
                 (inside if in_block else outside).add(line)
-    kit = {line.strip() for path in KIT.rglob("*.py") for line in path.read_text().splitlines()}
+    provided = {line.strip() for path in NORMKIT.rglob("*.py")
+                for line in path.read_text().splitlines()}
     hidden = {line.strip() for e in exercises() for line in e.hidden.splitlines()
               if line.strip() and not line.strip().startswith(("import ", "from "))}
-    return (inside - outside - kit) | (hidden - outside - SETUP)
+    return (inside - outside - provided) | (hidden - outside - SETUP)
 
 
 def leaks(top, folders=EDITION):

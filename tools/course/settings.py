@@ -200,8 +200,8 @@ def read(root, timeout=None):
     except ValueError as error:
         raise SystemExit(f"c.Grading.lms_patterns{'' if str(error)[0] == '[' else ': '}"
                          f"{error}") from None
-    course = course_zone(grading.timezone)
+    course_tz = course_zone(grading.timezone)
     return Settings(grading.limits().replace(timeout=timeout),
-                    {a: due_date(t, a, course) for a, t in grading.due.items()}, roster, tz,
-                    {**FORMATS, **grading.lms_formats}, policy(grading, course),
+                    {a: due_date(t, a, course_tz) for a, t in grading.due.items()}, roster, tz,
+                    {**FORMATS, **grading.lms_formats}, policy(grading, course_tz),
                     dict(grading.lms_columns), lms_patterns=names)

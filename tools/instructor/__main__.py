@@ -30,7 +30,7 @@ from tools.instructor.grades import export
 from tools.instructor.release import release
 from tools.instructor.rubric import rubric
 from tools.instructor.score import score
-from tools.lms.upload import LMSS
+from tools.lms.feedback_upload import LMSS
 
 
 def main(argv=None):
@@ -57,7 +57,7 @@ def main(argv=None):
                              "collected and rejected, and touch nothing")
         if step == "feedback":
             sub.add_argument("--lms", choices=LMSS, help="also the zip of that LMS's bulk "
-                             "feedback upload (moodle, canvas; tools/lms/upload.py)")
+                             "feedback upload (moodle, canvas; tools/lms/feedback_upload.py)")
         if step == "score":  # (checked by tools.instructor.score, each with one message)
             for flag in ("assignment", "student", "question", "points"):
                 sub.add_argument(f"--{flag}", default="")

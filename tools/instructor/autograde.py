@@ -22,12 +22,19 @@ import sys
 from pathlib import Path
 
 from tools.course.exercises import maximum, of_notebooks, questions_of
-from tools.course.folder import Course, files_of, put, submission_folder, submissions
+from tools.course.folder import (
+    SECRET,
+    TIMESTAMP,
+    Course,
+    files_of,
+    put,
+    submission_folder,
+    submissions,
+)
 from tools.course.settings import config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
-from tools.instructor.collect import TIMESTAMP, submitted_at_of
-from tools.instructor.inbound import SECRET
+from tools.instructor.collect import submitted_at_of
 from tools.worker import task
 from tools.worker.stage import answers
 

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from tools.course.exercises import SOLUTIONS, notebooks, student_files, unit
-from tools.course.folder import KIT, KIT_JUNK, Assignment, Course, write_config
+from tools.course.folder import NORMKIT, NORMKIT_IGNORE, Assignment, Course, write_config
 from tools.course.markers import strip_solutions
 
 COURSE = "normalization"  # the single assignment of the "course" layout
@@ -57,7 +57,7 @@ def build_course(root, layout="unit"):
             text = (SOLUTIONS / rel).read_text()
             (source / rel).write_text(text if rel.as_posix() in graded else
                                       strip_solutions(text, rel.as_posix()))
-        shutil.copytree(KIT, source / KIT.name, ignore=KIT_JUNK)
+        shutil.copytree(NORMKIT, source / NORMKIT.name, ignore=NORMKIT_IGNORE)
         plan[name] = Assignment(stems, graded)
     Course(layout, plan).write(root)
     write_config(root, layout, {name: a.student_files for name, a in plan.items()})

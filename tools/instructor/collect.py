@@ -5,7 +5,7 @@
 Reads downloaded/<assignment>/archive/ (the LMS's download, extracted once) and the one CSV
 beside it (Moodle's grading worksheet, or an instructor's export of the times). Writes each
 student's notebooks and exercise files, with nbgrader's timestamp.txt where the LMS gave a
-time, to submitted/<student>/<assignment>/; a record per student to
+time, to submitted/<student>/<assignment>/; a provenance per student to
 downloaded/<assignment>/collected.json (Found.collected); each rejected entry is moved to
 downloaded/<assignment>/rejected/. --exchange reads nbgrader's inbound folders instead
 (tools/instructor/inbound.py); --dry-run decides and prints it all, and writes nothing.
@@ -25,13 +25,18 @@ from typing import NamedTuple
 
 from tools.course import confusables
 from tools.course.bounds import BOUNDS, fold
-from tools.course.folder import Course, assignment_names, files_of, submission_folder
+from tools.course.folder import (
+    TIMESTAMP,
+    Course,
+    assignment_names,
+    files_of,
+    submission_folder,
+)
 from tools.course.late import late_words
 from tools.course.settings import read
 from tools.instructor import gradebook, inbound, roster, unpack
 from tools.lms import downloads
 
-TIMESTAMP = "timestamp.txt"  # nbgrader's: "2026-10-05 21:14:03.123456 UTC"
 COLLECTED = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
 DATED = ("blackboard", "brightspace")  # whose names date each upload
 PEOPLE = ("moodle", "canvas", "brightspace")  # whose keys are the LMS's: two are two people
@@ -123,12 +128,12 @@ def submitted_at(folder):
     """The submission time recorded in a collected submission's timestamp.txt (written by
     collect from the LMS's date, or by the exchange's collect from its files), or None."""
     path = Path(folder) / TIMESTAMP
-    return _utc(path.read_text()) if path.is_file() else None
+    return submitted_at_of({TIMESTAMP: path.read_bytes()}) if path.is_file() else None
 
 
 def submitted_at_of(files):
-    """submitted_at of a submission's files as read ({path: bytes}: files_of), or None;
-    ValueError naming timestamp.txt if it holds no time."""
+    """The submission time of a submission's files as read ({path: bytes}: files_of), or
+    None; ValueError naming timestamp.txt if it holds no time."""
     if TIMESTAMP not in files:
         return None
     try:
@@ -296,17 +301,17 @@ def _newest(student, found):
         "is the later: all refused (keep the one to grade in archive/, then collect again)"))
 
 
-def _other(record, newest):
+def _other(provenance, newest):
     """[Rejected] of newest's entries where the submission collected before for its
-    student (record: collected.json's, or None) is another person's to the LMS (another
+    student (provenance: collected.json's, or None) is another person's to the LMS (another
     participant number, user id or Brightspace id): a display name never replaces another
     student's submission; else None."""
-    if record is None or newest.name.lms not in PEOPLE or record.get("lms") != \
-            newest.name.lms or record.get("key") == newest.name.key:
+    if provenance is None or newest.name.lms not in PEOPLE or provenance.get("lms") != \
+            newest.name.lms or provenance.get("key") == newest.name.key:
         return None
     return _refuse(newest.entries, (
         f"the submission of {newest.student} collected before is {newest.name.lms} id "
-        f"{record.get('key')}'s, this entry is id {newest.name.key}'s: two people to the LMS "
+        f"{provenance.get('key')}'s, this entry is id {newest.name.key}'s: two people to the LMS "
         "of one name, refused (a roster tells them apart)"))
 
 
@@ -347,7 +352,7 @@ def _wanted(files, when):
 
 def _keep(folder, newest):
     """(what collecting newest into folder is: "new", "replaced" or "unchanged"; the Found
-    to record, or None: the record of the one collected before stays), or [Rejected]:
+    whose provenance collected.json takes, or None: the earlier one's stays), or [Rejected]:
     never an upload the LMS dates earlier than the one collected, nor an undated one over
     a dated one."""
     before = submitted_at(folder) if folder.is_dir() else None
@@ -396,7 +401,7 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
     before, by_student = read_collected(root, assignment), {}
     for p in pieces:
         by_student.setdefault(p.student, {}).setdefault(p.upload(), []).append(p)
-    outcome, kept, recorded = {}, {}, {}
+    outcome, kept, fresh = {}, {}, {}
     for student, uploads in sorted(by_student.items()):
         found = []
         for group in uploads.values():
@@ -412,7 +417,7 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
         if isinstance(state, list):
             rejected += state
             continue
-        state, record = state
+        state, taken = state
         if not dry_run and state != "unchanged":
             try:
                 _place(folder, _wanted(newest.files, newest.when))
@@ -421,13 +426,13 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
                                                     f"({type(error).__name__}: {error.strerror})")
                 continue
         outcome[student] = state
-        kept[student] = newest if record else replace(
+        kept[student] = newest if taken else replace(
             newest, when=submitted_at(folder), source="submission collected before")
-        if record:
-            recorded[student] = newest
+        if taken:
+            fresh[student] = newest
     if not dry_run:
         _move(archive, download / "rejected", rejected)
-        _write_collected(download, assignment, recorded)
+        _write_collected(download, assignment, fresh)
     alone = _alone(receipts, [e.name for e in listed], assignment, settings, rows, titles)
     return Collected(outcome, rejected, kept, times, receipts, entries, alone)
 
@@ -461,9 +466,9 @@ def _write_collected(download, assignment, kept):
     """downloaded/<assignment>/collected.json: what collect read of each collected
     submission (Found.collected), those of earlier collects kept."""
     path = download / COLLECTED
-    record = json.loads(path.read_text()) if path.is_file() else {}
-    record.update({student: f.collected(assignment) for student, f in kept.items()})
-    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    provenance = json.loads(path.read_text()) if path.is_file() else {}
+    provenance.update({student: f.collected(assignment) for student, f in kept.items()})
+    path.write_text(json.dumps(provenance, indent=1, sort_keys=True))
 
 
 def read_collected(root, assignment):

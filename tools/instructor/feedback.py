@@ -6,7 +6,7 @@ Writes feedback/<student>/<assignment>/<notebook>.html (the notebook as submitte
 check with the judge's verdict under it, its hidden tests folded: HideHiddenTests, written
 answers with their grade or "not yet graded"; every other file nbgrader copies is removed),
 feedback_zips/<assignment>/<student>.zip, and with --lms moodle|canvas the LMS's bulk upload,
-feedback_upload/<assignment>-<lms>.zip (tools/lms/upload.py). Released assignments only.
+feedback_upload/<assignment>-<lms>.zip (tools/lms/feedback_upload.py). Released assignments only.
 A page renders only what it must of the notebook (safe, before the template
 tools/instructor/templates/judged): a student's output or markdown must not run a script,
 pass for the judge's verdict or load anything. Each part is bounded (tools/course/bounds.py);
@@ -280,11 +280,13 @@ def generate(root, target):
 def feedback(root, names=(), exchange=False, lms=None):
     """The feedback of these assignments (all if none), released ones alone (a unit not yet
     given out has none: named, it is said so): the pages, one zip per student, and with
-    lms the LMS's bulk upload (tools/lms/upload.py). One with no submission graded yet is
+    lms the LMS's bulk upload (tools/lms/feedback_upload.py). One with no submission graded yet is
     said to be so (nbgrader's generate_feedback would fail on it)."""
-    from tools.instructor.collect import read_collected  # exporter, and need none of these)
+    # (imported here: nbgrader's processes import this module for its exporter, and need
+    # none of these)
+    from tools.instructor.collect import read_collected
     from tools.instructor.release import released
-    from tools.lms import upload  # (here: nbgrader's processes import this module for its
+    from tools.lms import feedback_upload
 
     root = Path(root)
     course = Course.load(root)
@@ -316,9 +318,9 @@ def feedback(root, names=(), exchange=False, lms=None):
                     z.write(page, f"{name}/{page.name}")
         print(f"feedback for {name}: feedback/*/{name}/, one zip per student in "
               f"feedback_zips/{name}/ ({len(pages)})")
-        if lms in upload.BULK:
-            upload.report(root, name, lms, *upload.write(root, name, lms, pages,
-                                                         read_collected(root, name)))
+        if lms in feedback_upload.BULK:
+            written = feedback_upload.write(root, name, lms, pages, read_collected(root, name))
+            feedback_upload.report(root, name, lms, *written)
         elif lms:
             print(f"  {lms.capitalize()} has no bulk feedback upload here: upload each "
                   f"student's feedback_zips/{name}/<student>.zip (docs/instructors.md, step 6)")

@@ -61,19 +61,19 @@ DELIMITERS = (",", ";", "\t", ":")  # (Canvas's ";" for a decimal-comma locale; 
 @dataclasses.dataclass
 class Template:
     """An LMS's export as it was written: its bytes' encoding and byte-order mark, its
-    delimiter, and its records, each [fields as written (quotes kept)], its line end and
+    delimiter, and its lines, each [fields as written (quotes kept)], its line end and
     the line it starts on."""
     path: Path
     lms: str
     encoding: str
     bom: bytes
     delimiter: str
-    records: list
-    unread: dict = dataclasses.field(default_factory=dict)  # {index of a record: why it
+    lines: list
+    unread: dict = dataclasses.field(default_factory=dict)  # {index of a line: why it
     # cannot be read (Moodle's, read as PHP writes them: tools/lms/phpcsv.py)}
 
     def header(self):
-        return [self.value(f) for f in self.records[0][0]]
+        return [self.value(f) for f in self.lines[0][0]]
 
     def value(self, field):
         """A field's value, read as its LMS writes it."""
@@ -90,7 +90,7 @@ class Template:
         return f'"{out}"' if like.startswith('"') and not out.startswith('"') else out
 
     def text(self):
-        return "".join(self.delimiter.join(fields) + end for fields, end, _ in self.records)
+        return "".join(self.delimiter.join(fields) + end for fields, end, _ in self.lines)
 
 
 def value(field):
@@ -106,7 +106,7 @@ def written(text, like, delimiter):
     return text
 
 
-def records(text, delimiter, path):
+def lines(text, delimiter, path):
     """[(fields as written, line end, line)] of a CSV text; SystemExit naming the line of a
     field it cannot read."""
     field = re.compile(rf'"(?:[^"]|"")*"|[^{re.escape(delimiter)}"\r\n]*')
@@ -147,16 +147,16 @@ def read_template(path, lms):
     first = END.split(text, maxsplit=1)[0]
     for delimiter in DELIMITERS:
         try:
-            header = [value(f) for f in records(first, delimiter, path)[0][0]] if first else []
+            header = [value(f) for f in lines(first, delimiter, path)[0][0]] if first else []
         except SystemExit:  # (not this delimiter)
             continue
         if set(header) & set(IDS[lms]):
             if lms == "moodle":  # (csv_export_writer: PHP's fputcsv)
-                read = phpcsv.records(text, delimiter)
+                read = phpcsv.rows(text, delimiter)
                 return Template(path, lms, encoding, bom, delimiter,
                                 [(list(r.raw), r.end, r.line) for r in read],
                                 {i: r.problem for i, r in enumerate(read) if r.problem})
-            return Template(path, lms, encoding, bom, delimiter, records(text, delimiter, path))
+            return Template(path, lms, encoding, bom, delimiter, lines(text, delimiter, path))
     raise SystemExit(f"{path}: not an export of {lms.capitalize()}'s gradebook: its first line "
                      f"has none of the id columns {', '.join(IDS[lms])}")
 
@@ -208,7 +208,7 @@ def points_possible(table, index):
     Brightspace's in the header (MAXIMUM), Moodle's nowhere."""
     if table.lms == "canvas":
         row = next((values for values in ([table.value(f) for f in fields]
-                                          for fields, _, _ in table.records[1:])
+                                          for fields, _, _ in table.lines[1:])
                     if values and "Points Possible" in values[0]), None)
         text = row[index].strip() if row and index < len(row) else ""
     elif table.lms in MAXIMUM:
@@ -279,21 +279,21 @@ def prepare(root, lms, template, names, titles, maxima):
     return Filling(table, out, columns, _maxima(table, columns, maxima))
 
 
-def identities(lms, roster, records):
+def identities(lms, roster, provenances):
     """{(what, id): {student}} of the course's students: the roster's ids (lms_id, sis_id,
-    username, email) and the LMS's ids that collect read (records: {assignment: {student:
-    record}}; Canvas's user id and Blackboard's username, as lms_id)."""
+    username, email) and the LMS's ids that collect read (provenances: {assignment: {student:
+    provenance}}; Canvas's user id and Blackboard's username, as lms_id)."""
     found = {}
     for row in roster:
         for what in ("lms_id", "sis_id", "username", "email"):
             if row.get(what):
                 found.setdefault((what, _id(lms, what, row[what])), set()).add(
                     row["student_id"])
-    for by_student in records.values():
-        for student, record in by_student.items():
-            if record.get("lms") == lms and record.get("key") and lms in ("canvas",
+    for by_student in provenances.values():
+        for student, provenance in by_student.items():
+            if provenance.get("lms") == lms and provenance.get("key") and lms in ("canvas",
                                                                             "blackboard"):
-                found.setdefault(("lms_id", _id(lms, "lms_id", record["key"])), set()).add(
+                found.setdefault(("lms_id", _id(lms, "lms_id", provenance["key"])), set()).add(
                     student)
     return found
 
@@ -343,17 +343,17 @@ def _feedback(text, decision):
     return grader + "\n\n" * bool(grader) + f"{LATE_NOTE}{decision.reason}; {score}"
 
 
-def fill(root, filling, rows, roster, records, grades_csv=None):
+def fill(root, filling, rows, roster, provenances, grades_csv=None):
     """Write filling.out: the template with each graded submission's final score (rows:
     tools.instructor.grades.Row) in its assignment's column, and print what was left as it was, and
     how many of the scores are after a penalty (whose details are in grades_csv, the
     grades.csv written, and logs/late.csv)."""
     table, lms = filling.template, filling.template.lms
     header = table.header()
-    known = identities(lms, roster, records)
+    known = identities(lms, roster, provenances)
     results = {(r.assignment, r.student): r for r in rows}
     lines, strangers, filled, ours = {}, [], 0, set()
-    for index, (fields, _, line) in enumerate(table.records[1:], start=1):
+    for index, (fields, _, line) in enumerate(table.lines[1:], start=1):
         if index in table.unread:
             strangers.append(f"line {line} (it cannot be read: {table.unread[index]})")
             continue
@@ -367,7 +367,7 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
             continue
         lines.setdefault(students.pop(), []).append(index)
     matched = {s: found[0] for s, found in lines.items() if len(found) == 1}
-    twice = [f"{s} (lines {', '.join(str(table.records[i][2]) for i in found)})"
+    twice = [f"{s} (lines {', '.join(str(table.lines[i][2]) for i in found)})"
              for s, found in sorted(lines.items()) if len(found) > 1]
     left, unknown, penalized = [], [], []
     for (name, student), row in results.items():
@@ -380,7 +380,7 @@ def fill(root, filling, rows, roster, records, grades_csv=None):
             left.append(f"{name} {student} ({row.status}: not filled, the score is the "
                         "older submission's)")
             continue
-        fields = table.records[matched[student]][0]
+        fields = table.lines[matched[student]][0]
         score, feedback = filling.columns[name]
         fields.extend([""] * (max(score, feedback or 0) + 1 - len(fields)))
         fields[score] = table.written(late.number(row.decision.final), fields[score])
@@ -420,13 +420,13 @@ def _penalties(filling, filled, penalized, grades_csv, log):
 
 def formulas(table, ours=()):
     """["line <n> (<column> '<cell>')"] of the cells of a table that make grades did not
-    write (ours: {(record index, column index)}) and a spreadsheet would run as a formula:
+    write (ours: {(line index, column index)}) and a spreadsheet would run as a formula:
     a text starting with "=", "+", "-", "@", a tab or a CR (OWASP's CSV injection), not a
     number ("-1.5") nor "-" alone (Moodle's "no grade"). They stay as the LMS wrote them:
     its import reads its own cells back (a Canvas display name "=HYPERLINK(...)" is the
     student's name there), so make grades warns instead."""
     header, found = table.header(), []
-    for i, (fields, _, line) in enumerate(table.records):
+    for i, (fields, _, line) in enumerate(table.lines):
         for j, field in enumerate(fields):
             text = table.value(field)
             if (i, j) in ours or not text.startswith(FORMULA) or text == "-" or \

@@ -1,9 +1,12 @@
-"""The course's grading state, all of it in the gradebook (tools.course.settings.gradebook_url):
-nbgrader's tables (each check's and written answer's score, submission times, due dates)
-and one table of the course's own, `course_grading`: for each graded submission, its
-status and the digest of the files it was graded from (so that a resubmission, and only
-a resubmission, is graded again). Written by tools/instructor/autograde.py, read by
-tools/instructor/grades.py.
+"""The gradebook (tools.course.settings.gradebook_url): nbgrader's records (each check's and
+written answer's score, submission times, due dates) and one table of the course's own,
+`course_grading`: for each graded submission, its status and the digest and time of the
+files it was graded from (so that a resubmission, and only a resubmission, is graded
+again). The head alone writes it: release (nbgrader's definitions of the assignments),
+collect (the students' names), autograde (the records, due dates and statuses) and score (a
+hand grade); grades reads it, and so does nbgrader's feedback step.
+The rest of the course's state is in its folders (submitted/, autograded/, the
+provenances of downloaded/<assignment>/collected.json).
 """
 
 import datetime

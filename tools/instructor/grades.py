@@ -38,7 +38,7 @@ def cell(value):
     return value
 
 
-def late_column(decision, record, zone):
+def late_column(decision, provenance, zone):
     """The late column of a submission: the late policy's Decision of it (None: none
     graded) and what collect read of it (tools.instructor.collect.read_collected's, or None).
     Counted as
@@ -47,8 +47,8 @@ def late_column(decision, record, zone):
     if decision is None:
         return ""
     if decision.submitted is None:
-        words = "late by Canvas's _LATE marker; no time" if record and \
-            record.get("late_marker") else "time unknown"
+        words = "late by Canvas's _LATE marker; no time" if provenance and \
+            provenance.get("late_marker") else "time unknown"
     elif decision.late is None:  # (no due date)
         return ""
     else:
@@ -111,7 +111,7 @@ def _status(root, name, student, submission, known, waiting, newer):
     return status
 
 
-def table(root, gb, names, settings, students, plan, records, maxima):
+def table(root, gb, names, settings, students, plan, provenances, maxima):
     """(grades.csv's header, [Row]) of these assignments, for these students, from the
     gradebook gb, the course's plan (course.json's assignments), what collect read of each
     submission ({assignment: tools.instructor.collect.read_collected's}) and each assignment's
@@ -138,18 +138,18 @@ def table(root, gb, names, settings, students, plan, records, maxima):
             newer = _newer(root, name, student, submission, known)
             status = _status(root, name, student, submission, known, waiting, newer)
             when = submission.timestamp if submission else None
-            record = records[name].get(student) or {}
+            provenance = provenances[name].get(student) or {}
             decision = late.decide(
                 settings.late, name, student, settings.due.get(name),
                 when and when.replace(tzinfo=datetime.timezone.utc),
-                bool(record.get("late_marker")),
+                bool(provenance.get("late_marker")),
                 sum(points.get(e.grade_id) or 0 for e in checks[name]),
                 sum(points.get(q.grade_id) or 0 for q in written[name])
             ) if submission else None
             rows.append(Row(name, student, status, [
                 name, student, "yes" if submission else "no",
                 f"{when:%Y-%m-%d %H:%M:%S}" if when else "",
-                late_column(decision, record, settings.late.zone), status,
+                late_column(decision, provenance, settings.late.zone), status,
                 sum(points.values()), most,
                 *((decision.penalty, decision.final, decision.reason) if decision
                   else ("", "", "")),
@@ -241,16 +241,16 @@ def export(root, out, names=(), lms=None, template=None):
     roster = read_roster(settings.roster) if settings.roster else []
     plan = course.assignments
     maxima = {n: maximum(plan[n].notebooks) for n in names}
-    records = {n: read_collected(root, n) for n in names}
+    provenances = {n: read_collected(root, n) for n in names}
     filling = grade_sheet.prepare(root, lms, template, names, settings.lms_columns,
                                  maxima) if lms or template else None
     with gradebook.connect(root) as gb:
         students = sorted({s.id for s in gb.students} | {r["student_id"] for r in roster})
         check_extensions(settings, list(plan), set(students))
         kept = kept_log(root, names)
-        header, rows = table(root, gb, names, settings, students, plan, records, maxima)
+        header, rows = table(root, gb, names, settings, students, plan, provenances, maxima)
     write_csv(Path(out), header, [row.cells for row in rows])
     print(f"grades: {out} ({', '.join(names) or 'no assignment released yet'})")
     write_log(root, course, names, rows, kept, settings.late.zone)
     if filling is not None:
-        grade_sheet.fill(root, filling, rows, roster, records, Path(out))
+        grade_sheet.fill(root, filling, rows, roster, provenances, Path(out))

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.course.bounds import BOUNDS
+from tools.course.folder import SECRET, TIMESTAMP
 from tools.course.settings import config
 from tools.instructor import roster, unpack
 
-TIMESTAMP = "timestamp.txt"  # nbgrader submit's (the student's time: never read)
-SECRET = "submission_secret.txt"  # nbgrader submit's: 128 hex digits
 SECRET_BYTES = 1024
 RANDOM = re.compile(r"[A-Za-z0-9_=-]{1,64}")  # base64.urlsafe_b64encode(os.urandom(9))
 SOURCE = "exchange's inbound folder (its files' last change)"
@@ -48,12 +47,13 @@ def inbound_folder(root):
     names none, or it is not there."""
     from nbgrader.exchange.default import Exchange  # (its default root: nbgrader's)
 
-    settings = config(root)
-    exchange = Path(settings.Exchange.get("root", Exchange.class_traits()["root"].default_value))
-    course = settings.CourseDirectory.get("course_id", "")
-    if not course:
+    nbgrader_config = config(root)
+    exchange = Path(nbgrader_config.Exchange.get(
+        "root", Exchange.class_traits()["root"].default_value))
+    course_id = nbgrader_config.CourseDirectory.get("course_id", "")
+    if not course_id:
         raise SystemExit("collect --exchange: no course id (c.CourseDirectory.course_id)")
-    inbound = exchange / course / "inbound"
+    inbound = exchange / course_id / "inbound"
     if not inbound.is_dir():
         raise SystemExit(f"collect --exchange: no inbound folder {inbound} (c.Exchange.root: "
                          "release an assignment to the exchange first)")
@@ -125,9 +125,9 @@ def _folder(path, student, where, owner, bounds):
 def check_owner(root):
     """Whether the course keeps nbgrader's owner check (ExchangeCollect.check_owner, or its
     old name CollectApp's; on by default)."""
-    settings = config(root)
-    return settings.ExchangeCollect.get("check_owner",
-                                        settings.CollectApp.get("check_owner", True))
+    nbgrader_config = config(root)
+    return nbgrader_config.ExchangeCollect.get(
+        "check_owner", nbgrader_config.CollectApp.get("check_owner", True))
 
 
 def timestamp_format(root):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tools.course.exercises import REPO, SOLUTIONS, by_number, needs, of_notebooks, student_files
-from tools.course.folder import KIT, KIT_JUNK, Course, submission_folder
+from tools.course.folder import NORMKIT, NORMKIT_IGNORE, Course, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
 
@@ -115,14 +115,14 @@ def judge_folder(normlib, normkit, files, judge_dir):
     """judge_dir made the judge's folder: these normlib/ and normkit/ without the student's
     files (the judge never has student code). Returns judge_dir."""
     for source, package in ((normlib, "normlib"), (normkit, "normkit")):
-        shutil.copytree(source, Path(judge_dir) / package, ignore=KIT_JUNK)
+        shutil.copytree(source, Path(judge_dir) / package, ignore=NORMKIT_IGNORE)
     private_modules(Path(judge_dir) / "normlib")
     for rel in files:
         (Path(judge_dir) / rel).unlink(missing_ok=True)
     return Path(judge_dir)
 
 
-def assignment_judge_folder(root, assignment):
+def assignment_judge_folder(root, assignment, student_files):
     """The judge's folder of an assignment of the course at root (a grading worker's
     scratch course), made at its first submission and the same for every other: the
     source's normlib/ without the student's files, and the course's normkit/. A stable
@@ -130,16 +130,15 @@ def assignment_judge_folder(root, assignment):
     __pycache__), not at every submission."""
     judge_dir = Path(root) / "judge" / assignment
     if not judge_dir.is_dir():
-        files = Course.load(root).assignments[assignment].student_files
         with tempfile.TemporaryDirectory(dir=root) as tmp:
-            judge_folder(Path(root) / "source" / assignment / "normlib", KIT, files,
+            judge_folder(Path(root) / "source" / assignment / "normlib", NORMKIT, student_files,
                          Path(tmp) / "judge")
             judge_dir.parent.mkdir(exist_ok=True)
             (Path(tmp) / "judge").rename(judge_dir)
     return judge_dir
 
 
-def graded_folder(root, assignment, student, folder):
+def graded_folder(root, assignment, student_files, student, folder):
     """Fill folder with the normlib/ a submission is graded with: the student's files of
     the assignment, and the source's copy of every other file (as released: no reference
     of another assignment's; see tools.course.folder), beside the course's normkit/. A student
@@ -152,9 +151,9 @@ def graded_folder(root, assignment, student, folder):
     # normkit/ as the repository has it now, like the hidden tests (exercises(), from
     # solutions/), which import its check functions: the two always agree, and a worker's
     # are the head's (tools.worker.task.code_digest covers both)
-    shutil.copytree(KIT, folder / KIT.name, ignore=KIT_JUNK)
+    shutil.copytree(NORMKIT, folder / NORMKIT.name, ignore=NORMKIT_IGNORE)
     missing = []
-    for rel in Course.load(root).assignments[assignment].student_files:
+    for rel in student_files:
         if (submission / rel).is_file() and not (submission / rel).is_symlink():
             shutil.copy2(submission / rel, folder / rel)
         else:
@@ -170,10 +169,10 @@ def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen
     info = Course.load(root).assignments[assignment]
     checks = [e for e in of_notebooks(info.notebooks) if chosen is None or chosen(e)]
     with tempfile.TemporaryDirectory() as tmp:
-        missing = graded_folder(root, assignment, student, tmp)
+        missing = graded_folder(root, assignment, info.student_files, student, tmp)
         found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
                            info.student_files, sandboxed,
-                           assignment_judge_folder(root, assignment))
+                           assignment_judge_folder(root, assignment, info.student_files))
     failed = {e.number for e in checks if not found[e.grade_id][0]}
     return {e.grade_id: Verdict(found[e.grade_id][0],
                                 verdict(*found[e.grade_id], e.points, needs(e.number, failed)))

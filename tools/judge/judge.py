@@ -196,12 +196,12 @@ def written_pages(pid, file):
     return total
 
 
-def stage(args, folder):
+def arguments_file(args, folder):
     """(args with each NumPy array replaced by where its bytes are in a file of folder,
-    {"$staged": offset, "shape", "dtype"}, the file's path), for a measuring runner, which
-    maps them from the file's descriptor (Peer._op_stage). Each at a page's start; the
+    {"$offset": offset, "shape", "dtype"}, the file's path), for a measuring runner, which
+    maps them from the file's descriptor (Peer._op_map). Each at a page's start; the
     file synced, so that its pages in the page cache are clean."""
-    path, staged = Path(folder) / "arguments", []
+    path, refs = Path(folder) / "arguments", []
     with open(path, "wb") as f:
         f.write(b"\0")  # (a file to map is never empty)
         for a in args:
@@ -210,13 +210,13 @@ def stage(args, folder):
                 offset = -(-f.tell() // mmap.PAGESIZE) * mmap.PAGESIZE
                 f.seek(offset)
                 f.write(np.ascontiguousarray(a))  # (its buffer: no copy)
-                staged.append({"$staged": offset, "shape": list(a.shape), "dtype": a.dtype.str})
+                refs.append({"$offset": offset, "shape": list(a.shape), "dtype": a.dtype.str})
             else:
-                staged.append(a)
+                refs.append(a)
         f.flush()
         os.fsync(f.fileno())
     path.chmod(0o444)
-    return staged, path
+    return refs, path
 
 
 def reset_resident_peak(pid):
@@ -318,7 +318,7 @@ class Judge:
         - a fresh runner, in a sandbox where nothing is writable and its seccomp filter
           refuses every other place to keep memory (bubblewrap.HIDING: memory files, shared
           memory, pipes, sockets, keyrings, swap), receives the arguments: each array in a
-          file (`stage`) it gets as an open descriptor alone, maps copy-on-write, reads
+          file (`arguments_file`) it gets as an open descriptor alone, maps copy-on-write, reads
           in and closes: no path leads back to the file, so a page it wrote into cannot
           be mapped clean again;
         - the judge resets the peak of the runner's resident memory (/proc/PID/clear_refs,
@@ -336,18 +336,18 @@ class Judge:
         if origin is None:
             raise TypeError("only a function of a student module is measured")
         with tempfile.TemporaryDirectory(prefix="measured-") as folder:
-            staged, path = stage(args, folder)
+            refs, path = arguments_file(args, folder)
             compiled = self._compiled(function)
             fd = os.open(path, os.O_RDONLY)
             try:
-                staged = [{**a, "fd": fd} if isinstance(a, dict) and "$staged" in a else a
-                          for a in staged]
+                refs = [{**a, "fd": fd} if isinstance(a, dict) and "$offset" in a else a
+                        for a in refs]
                 flags = ("--measure", "--numba") if compiled else ("--measure",)
                 process, peer = self._launch(*flags, env=MEASURED_ENV, fds=(fd,),
                                              measuring=True)
             finally:
                 os.close(fd)
-            return self._measured(process, peer, origin, args, staged, os.stat(path),
+            return self._measured(process, peer, origin, args, refs, os.stat(path),
                                   compiled)
 
     def _compiled(self, function):
@@ -370,8 +370,9 @@ class Judge:
         with open(path, "rb") as f:
             return f.read(SOURCE_BYTES).decode("utf-8", errors="replace"), name
 
-    def _measured(self, process, peer, origin, args, staged, file, compiled=False):
-        """measure's call in its runner (see measure), the staged arguments' file's stat.
+    def _measured(self, process, peer, origin, args, refs, file, compiled=False):
+        """measure's call in its runner (see measure): refs, the arguments as arguments_file
+        wrote them; file, that file's stat.
         compiled: a Numba kernel's call, in three steps, so that the compiler's memory is
         not counted and all the student's code's is: its module imported (measured), the
         kernel compiled for the arguments' types (Peer._op_compile: Numba's own code, not
@@ -380,7 +381,7 @@ class Judge:
         timer = threading.Timer(max(0.0, peer.deadline - time.monotonic()), process.kill)
         timer.start()
         try:
-            peer.request("stage", *staged)
+            peer.request("map", *refs)
             peer.request("reset")  # (the reply comes once the arguments' message is freed)
             pid = bubblewrap.innermost(process.pid)
             before, loaded = reset_resident_peak(pid), 0

@@ -302,7 +302,7 @@ def read_times(folder, tz=None, formats=FORMATS):
                         "submission times (Moodle's grading worksheet, or an export)")
     path = found[0]
     text = path.read_text(encoding="utf-8-sig")
-    header = set(phpcsv.records(text.split("\n", 1)[0])[0].values) if text else set()
+    header = set(phpcsv.rows(text.split("\n", 1)[0])[0].values) if text else set()
     if {"Identifier", "Last modified (submission)"} <= header:  # (no "Full name" under
         return _worksheet(path, text, tz, formats)  # blind marking: gradingtable.php)
     if not ("submitted_at" in header and header & {"student_id", "lms_id"}):
@@ -336,14 +336,14 @@ def _worksheet(path, text, tz, formats):
     (phpcsv.anchored): a row that cannot be read one way only with the header's number of
     columns is left out and kept in Times.unread with why, by its participant number; its
     entry is refused, the others read."""
-    records = phpcsv.anchored(text, WORKSHEET_ROW)
-    header, good, unread = records[0].values, [], {}
-    for record in records[1:]:
-        if record.problem is None:
-            good.append((record.line, dict(zip(header, record.values))))
+    rows = phpcsv.anchored(text, WORKSHEET_ROW)
+    header, good, unread = rows[0].values, [], {}
+    for row in rows[1:]:
+        if row.problem is None:
+            good.append((row.line, dict(zip(header, row.values))))
             continue
-        unread[record.key or f"line {record.line}"] = \
-            f"line {record.line} of {path.name} cannot be read: {record.problem}"
+        unread[row.key or f"line {row.line}"] = \
+            f"line {row.line} of {path.name} cannot be read: {row.problem}"
     return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread)
 
 

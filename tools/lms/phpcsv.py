@@ -2,16 +2,16 @@
 (lib/csvlib.class.php calls fputcsv with PHP's default escape character, a backslash).
 
     field(text, delimiter) -> the field as fputcsv writes it
-    records(text, delimiter, columns) -> [Record]
-    anchored(text, start, delimiter) -> [Record]   each record read alone (the worksheet)
+    rows(text, delimiter, columns) -> [Row]
+    anchored(text, start, delimiter) -> [Row]   each row read alone (the worksheet)
 
 php-src's php_fputcsv encloses a field holding the delimiter, '"', '\\', a newline, CR, tab
 or space in '"', and doubles every '"' inside except one after a backslash. So '\\"' is a
 quote of the value, never the field's end: Python's csv misreads it (a full name
 'Eve \\",-,-' shifts the columns), and this module is php_fputcsv's exact inverse. A value
-ending in a backslash reads two ways ('...\\"'): records() tries PHP's reading, then a '\\"'
-before a delimiter or line end as a field's end, the longest reading first. A record that
-no reading gives the header's number of columns is refused alone (Record.problem).
+ending in a backslash reads two ways ('...\\"'): rows() tries PHP's reading, then a '\\"'
+before a delimiter or line end as a field's end, the longest reading first. A row that
+no reading gives the header's number of columns is refused alone (Row.problem).
 """
 
 import dataclasses
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 ENDS = ("\r\n", "\n", "\r")
 SPECIAL = ('"', "\\", "\n", "\r", "\t", " ")
 BREAK = re.compile(r"\r\n|\n|\r")
-BUDGET = 4_000_000  # characters read (and fields copied) per record, every reading's
+BUDGET = 4_000_000  # characters read (and fields copied) per row, every reading's
 
 
 @dataclass(frozen=True)
-class Record:
-    """A record of the text: its fields as written (quotes kept) and their values, its line
+class Row:
+    """A row of the text: its fields as written (quotes kept) and their values, its line
     end, the line it starts on, and why it cannot be read (None: it can)."""
     raw: tuple
     values: tuple
@@ -103,7 +103,7 @@ def _ends(text, pos, delimiter):
 
 
 def _readings(text, pos, delimiter, columns, stop=None, want=1):
-    """([(raw fields as spans, end of the record)] of the record at pos, in PHP's order (a
+    """([(raw fields as spans, end of the row)] of the row at pos, in PHP's order (a
     '\\"' read as a quote of the value first), up to the `want`-th with `columns` fields
     (None: any number) that ends at `stop` (None: anywhere); whether the step budget was
     spent first)."""
@@ -129,9 +129,9 @@ def _readings(text, pos, delimiter, columns, stop=None, want=1):
     return found, read >= BUDGET and right < want
 
 
-def records(text, delimiter=",", columns=None):
-    """[Record] of a text fputcsv wrote; columns: how many fields a record has (None: the
-    first record's, the header)."""
+def rows(text, delimiter=",", columns=None):
+    """[Row] of a text fputcsv wrote; columns: how many fields a row has (None: the
+    first row's, the header)."""
     out, pos, line = [], 0, 1
     while pos < len(text):
         readings, spent = _readings(text, pos, delimiter, columns)
@@ -145,7 +145,7 @@ def records(text, delimiter=",", columns=None):
             raw = raw or (text[pos:end],)  # (kept as written, in one piece)
             problem = _why(readings, spent, columns)
         stop = next((e for e in ENDS if text.startswith(e, end)), "")
-        out.append(Record(raw, tuple(value(f) for f in raw), stop, line, problem))
+        out.append(Row(raw, tuple(value(f) for f in raw), stop, line, problem))
         line += len(BREAK.findall(text, pos, end + len(stop)))
         pos = end + len(stop)
         if columns is None:
@@ -154,16 +154,16 @@ def records(text, delimiter=",", columns=None):
 
 
 def anchored(text, start, delimiter=","):
-    """[Record] of a text fputcsv wrote, its first line the header, whose every other
-    record's first line, and no other line, starts as `start` matches (a compiled pattern
-    whose group 1 is the record's key: Moodle's worksheet's '"Participant <n>",': a line
+    """[Row] of a text fputcsv wrote, its first line the header, whose every other
+    row's first line, and no other line, starts as `start` matches (a compiled pattern
+    whose group 1 is the row's key: Moodle's worksheet's '"Participant <n>",': a line
     of a value never starts with one '"' and a letter, since fputcsv doubles a quote that
-    no backslash comes before). Each record is read alone, between its start and the
-    next: read one way only with the header's columns, or refused (Record.problem, its
-    key kept) without moving any other record."""
+    no backslash comes before). Each row is read alone, between its start and the
+    next: read one way only with the header's columns, or refused (Row.problem, its
+    key kept) without moving any other row."""
     end = _next_line(text, 0)
     stop = next((e for e in ENDS if text.startswith(e, end)), "")
-    header = records(text[:end], delimiter)[0]
+    header = rows(text[:end], delimiter)[0]
     out = [dataclasses.replace(header, end=stop)]
     first = end + len(stop)
     cuts = [first] + [m.start() for m in re.finditer(r"(?<=[\r\n])", text)
@@ -177,7 +177,7 @@ def anchored(text, start, delimiter=","):
 
 
 def _alone(chunk, line, columns, start, delimiter):
-    """The Record of one chunk of anchored's (its line end kept apart)."""
+    """The Row of one chunk of anchored's (its line end kept apart)."""
     stop = next((e for e in ENDS if chunk.endswith(e)), "")
     body = chunk[:len(chunk) - len(stop)]
     readings, spent = _readings(body, 0, delimiter, columns, stop=len(body), want=2)
@@ -186,11 +186,11 @@ def _alone(chunk, line, columns, start, delimiter):
     key = match.group(1) if match and match.groups() else None
     if len(right) == 1 and not spent:
         raw = tuple(body[a:b] for a, b in right[0])
-        return Record(raw, tuple(value(f) for f in raw), stop, line, None, key)
+        return Row(raw, tuple(value(f) for f in raw), stop, line, None, key)
     why = "it reads more than one way as PHP's fputcsv writes (a value that ends in a " \
           "backslash): refused, never guessed" if len(right) > 1 or spent else \
         _why([(r, e) for r, e in readings if e == len(body)] or readings, False, columns)
-    return Record((body,), (body,), stop, line, why, key)
+    return Row((body,), (body,), stop, line, why, key)
 
 
 def _next_line(text, pos):
@@ -200,7 +200,7 @@ def _next_line(text, pos):
 
 
 def _why(readings, spent, columns):
-    """Why a record cannot be read."""
+    """Why a row cannot be read."""
     if spent or not readings:
         return "a quote that does not close, or a quote or backslash outside quotes: not " \
                "what PHP's fputcsv writes"

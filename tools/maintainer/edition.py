@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tools.course.exercises import REPO
-from tools.course.folder import KIT, nbgrader
+from tools.course.folder import NORMKIT, nbgrader
 from tools.course.leaks import EDITION, files_in, leaks
 from tools.instructor.build import COURSE, build_course
 
@@ -71,7 +71,7 @@ def problems():
     committed edition, and every leak in either (an empty list when all is well)."""
     with tempfile.TemporaryDirectory() as tmp:
         generate(tmp)
-        return differences(tmp, REPO) + leaks(tmp) + leaks(REPO, EDITION + (KIT.name,))
+        return differences(tmp, REPO) + leaks(tmp) + leaks(REPO, EDITION + (NORMKIT.name,))
 
 
 def has_student_work():

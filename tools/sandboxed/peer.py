@@ -145,7 +145,7 @@ class Peer:
         self.proxies, self.graphs, self._seq = {}, {}, itertools.count(1)
         self.measurer = None  # the judge's: (remote function, args) -> (result, bytes)
         self.sourcer = None  # the judge's: remote function -> (its file's text, its name)
-        self.staged = self.result = None  # a measuring runner's call (_op_stage, _op_run)
+        self.arguments = self.result = None  # a measuring runner's call (_op_map, _op_run)
 
     # -- values ------------------------------------------------------------------------
     def _export(self, obj):
@@ -377,24 +377,24 @@ class Peer:
     # a measuring runner (tools.judge.judge.Judge.measure): the arguments arrive first, then
     # the judge takes the runner's memory, then the call runs, the student's module imported
     # by it (no student code ran before), then the judge reads the memory's peak
-    def _op_stage(self, *args):
-        """The call's arguments, each array ({"$staged": offset, "shape", "dtype", "fd"}:
-        tools.judge.judge.stage) mapped copy-on-write from the file whose descriptor the
+    def _op_map(self, *args):
+        """The call's arguments, each array ({"$offset": offset, "shape", "dtype", "fd"}:
+        tools.judge.judge.arguments_file) mapped copy-on-write from the file whose descriptor the
         judge handed over, its pages read in, the descriptor closed: what the call writes
         into them is copied, and counted, and no path leads back to the file."""
-        staged, mapped = [], {}
+        arguments, mapped = [], {}
         for a in args:
-            if isinstance(a, dict) and "$staged" in a:
+            if isinstance(a, dict) and "$offset" in a:
                 if a["fd"] not in mapped:
                     mapped[a["fd"]] = mmap.mmap(a["fd"], 0, flags=mmap.MAP_PRIVATE,
                                                 prot=mmap.PROT_READ | mmap.PROT_WRITE)
                     np.frombuffer(mapped[a["fd"]], np.uint8)[::mmap.PAGESIZE].sum()
                 a = np.ndarray(tuple(a["shape"]), np.dtype(a["dtype"]),
-                               buffer=mapped[a["fd"]], offset=a["$staged"])
-            staged.append(a)
+                               buffer=mapped[a["fd"]], offset=a["$offset"])
+            arguments.append(a)
         for fd in mapped:
             os.close(fd)
-        self.staged = tuple(staged)
+        self.arguments = tuple(arguments)
         return {"value": None}
 
     def _op_load(self, module):
@@ -404,7 +404,7 @@ class Peer:
         return {"value": None}
 
     def _op_compile(self, module, name):
-        """Second step: the kernel compiled by Numba for the staged arguments' types, before
+        """Second step: the kernel compiled by Numba for the mapped arguments' types, before
         the judge takes the memory again: what the compiler allocates is not the kernel's.
         Only where the module is a module and the kernel one of Numba's dispatchers, found
         in the module's own namespace, compiled by Numba's own methods (NUMBA: kept by the
@@ -417,7 +417,7 @@ class Peer:
         function = vars(found).get(str(name)) if type(found) is types.ModuleType else None
         if NUMBA and type(function) is NUMBA[0] and function._can_compile:
             dispatcher, compile_, typeof, before = NUMBA
-            signature = tuple(typeof(a) for a in self.staged)
+            signature = tuple(typeof(a) for a in self.arguments)
             refused = compile_step.refusal(before) or \
                 compile_step.foreign(function, dispatcher, before) or \
                 compile_step.compile_quietly(compile_, function, signature, before)
@@ -426,19 +426,19 @@ class Peer:
 
     def _op_run(self, module, name):
         function = getattr(self._op_import(module)["value"], str(name))
-        self.result = function(*self.staged)
+        self.result = function(*self.arguments)
         return {"value": None}
 
     def _op_fetch(self):
         """The call's result, and its arguments as they are now (to tell if it wrote there)."""
-        return {"value": (self.result, list(self.staged))}
+        return {"value": (self.result, list(self.arguments))}
 
     def _op_reset(self):
-        """Between checks: no graphs kept. Before a measured call (a runner serving "stage"):
+        """Between checks: no graphs kept. Before a measured call (a runner serving "map"):
         no garbage left for the collector to free during the call (and, the reply sent once
         the last request's buffers are freed, a runner at rest). Only there: a collection
         with torch imported takes about 0.1 s, which every check would pay."""
         self.graphs.clear()
-        if "stage" in self.serves:
+        if "map" in self.serves:
             gc.collect()
         return {"value": None}

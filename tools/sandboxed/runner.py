@@ -19,7 +19,7 @@ import sys
 
 RUNNER_OPS = ("import", "getattr", "setattr", "call", "backward", "params", "setparams",
               "reset")
-MEASURE_OPS = ("stage", "reset", "load", "compile", "run", "fetch")
+MEASURE_OPS = ("map", "reset", "load", "compile", "run", "fetch")
 # glibc's malloc: every block of 64 KiB or more mapped on its own and returned when freed
 # (no heap left over from decoding the arguments for a call to reuse unseen); set before the
 # process starts

@@ -11,7 +11,8 @@ are each exercise's check cell as solutions/ has it (tools.course.exercises), im
 `normlib` from the working directory's normlib/ first. A stub's NotImplementedError is "not
 yet implemented", without a traceback; a failure shows its message and where to look: the
 deepest line of your own files, and the case's line (normkit/checks/unit1.py:40). A passing
-exercise has one line. A normlib/ file the course moved to normkit/ is named first, to delete.
+exercise has one line. First: a provided module normlib/ lacks, to restore, and a file the
+course moved to normkit/, to delete.
 """
 
 import argparse
@@ -35,6 +36,8 @@ MOVED = {"benchmark.py": "normkit.benchmark", "channels.py": "normlib._channels"
          "diagnosis.py": "normkit.diagnosis", "gradcheck.py": "normkit.gradcheck",
          "language_model.py": "normkit.language_model", "notebook.py": "normkit.notebook",
          "testing.py": "normkit.testing", "training.py": "normkit.training"}
+# normlib's provided modules: no exercise in them, every exercise file's helpers
+PROVIDED = ("_blocks.py", "_channels.py", "_validation.py")
 
 
 def run(source, filename, exercise=None):
@@ -91,9 +94,15 @@ OLD_IMPORT = re.compile(rf"(from \.|normlib\.)({'|'.join(n[:-3] for n in MOVED)}
 
 
 def moved(folder):
-    """The advice for a normlib/ folder that still holds files moved to normkit/, or
-    exercise files that import them ("" if none does)."""
+    """The advice for a normlib/ folder that lacks a provided module (an older copy put in
+    its place), still holds files moved to normkit/, or holds exercise files that import
+    them ("" if none of these)."""
     folder, advice = Path(folder), []
+    lost = [f"normlib/{name}" for name in PROVIDED if not (folder / name).is_file()]
+    if lost:
+        advice.append(f"Restore {', '.join(lost)} (git checkout -- {' '.join(lost)}): the "
+                      "course provides them, your exercise files import them, and no "
+                      "exercise is in them.")
     stale = [f"normlib/{name}" for name in MOVED if (folder / name).is_file()]
     if stale:
         advice.append(f"Delete {', '.join(stale)}: the course's code moved from normlib/ to "

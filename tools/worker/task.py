@@ -5,7 +5,7 @@ what the task carries: no path of the head's, no shared file system, no course g
 
 The kit is the course as a worker needs it, sent once: its plan, the assignments' source/
 folders, nbgrader's definitions of them (tools.instructor.gradebook.definitions), the
-settings less the gradebook's URL, and the digest of the head's CODE (a worker whose own
+nbgrader's config less the gradebook's URL, and the digest of the head's CODE (a worker whose own
 differs refuses). The task is one submission's files, their digest and time, and the
 limits. The worker gets the judge's verdicts (tools/judge/client.py), then nbgrader's
 autograde of the staged notebooks (tools/worker/stage.py) into a scratch course of its own,
@@ -47,7 +47,7 @@ class Kit:
     course: Course  # its plan: the layout, each assignment's notebooks and student files
     files: dict  # {path relative to the course: bytes} of source/<assignment>/
     definitions: bytes  # a SQLite gradebook: the assignments, notebooks and cells, no student
-    config: object  # the course's nbgrader settings (a traitlets Config), without db_url
+    config: object  # nbgrader's config of the course (a traitlets Config), without db_url
     code: str  # code_digest() of the instructor's repository
     digest: str  # of all the above: which scratch course a worker keeps for it
 
@@ -166,7 +166,7 @@ def sandbox_problem():
 
 CODE = ("tools", "normkit", "solutions", "nbgrader_config.py")  # what grades: the judge, the
 # checks it runs (from this worker's own normkit/: tools.judge.client.graded_folder), the
-# hidden tests, and the nbgrader settings its Autograde loads (tools.course.folder.write_config)
+# hidden tests, and the nbgrader config its Autograde loads (tools.course.folder.write_config)
 
 
 def _code_names():
@@ -241,7 +241,7 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
                notebooks=1):
     """nbgrader's autograde of one staged submission into the scratch gradebook, in this
     process (a command would import nbgrader again for every task: 2 s), with the course's
-    settings (kit.config), within record_seconds (tools/course/deadline.py); (its log, why
+    config (kit.config), within record_seconds (tools/course/deadline.py); (its log, why
     it did not end in time or None)."""
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
@@ -249,9 +249,9 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
 
     from tools.course.settings import config
 
-    settings = config(root)
-    settings.merge(kit.config)
-    settings.merge(Config({
+    nbgrader_config = config(root)
+    nbgrader_config.merge(kit.config)
+    nbgrader_config.merge(Config({
         "CourseDirectory": {"root": str(root), "submitted_directory": str(staging),
                             "db_url": f"sqlite:///{root / 'gradebook.db'}",  # (whatever
                             "assignment_id": assignment, "student_id": student},  # the env)
@@ -262,7 +262,8 @@ def _autograde(root, kit, assignment, student, staging, limits, execute, sandbox
     log = logging.getLogger(f"normlib.grading.{assignment}.{student}")
     log.propagate, log.handlers = False, [logging.StreamHandler(text)]
     log.setLevel(logging.INFO)
-    app = Autograde(coursedir=CourseDirectory(config=settings), config=settings, log=log)
+    app = Autograde(coursedir=CourseDirectory(config=nbgrader_config), config=nbgrader_config,
+                    log=log)
     app.force, app.create_student = True, True
     seconds, late = record_seconds(limits, notebooks, execute), None
     try:

@@ -1,4 +1,4 @@
-"""The feedback upload (tools/lms/upload.py) of a small class, checked with each LMS's own
+"""The feedback upload (tools/lms/feedback_upload.py) of a small class, checked with each LMS's own
 rule for finding a file's student, re-implemented here from its source:
 
 - Moodle's "Upload multiple feedback files in a zip": moodle/moodle
@@ -24,7 +24,7 @@ import pytest
 
 from tests.test_feedback import page
 from tools.instructor.feedback import FeedbackExporter
-from tools.lms import upload
+from tools.lms import feedback_upload
 
 STEMS = ("01_layernorm_forward", "02_layernorm_backward")
 
@@ -44,7 +44,7 @@ def pages_of(root, students):
     return found
 
 
-def record(lms, key, entries, name=None):
+def provenance(lms, key, entries, name=None):
     """What collect writes of a submission (downloaded/<assignment>/collected.json)."""
     return {"entry": entries[-1], "entries": sorted(entries), "lms": lms, "key": key,
             "name": name, "time": None, "time_from": None, "late_marker": False}
@@ -91,22 +91,23 @@ MOODLE = {  # student: (participant number, the download's entries), as Moodle n
 
 
 def test_moodles_importer_finds_each_student_and_each_page_is_theirs(tmp_path):
-    """Every page of every student with a Moodle record is in the zip, in the folder of
+    """Every page of every student with a Moodle provenance is in the zip, in the folder of
     their participant number, under its own name; nothing else is; those without one are
     listed, with why."""
     others = ["s2001", "s2002", "s2003", "s2004"]
     pages = pages_of(tmp_path, [*MOODLE, *others])
-    records = {s: record("moodle", str(n), entries) for s, (n, entries) in MOODLE.items()}
-    records["s2001"] = record("plain", "s2001", ["s2001_unit1.zip"])
-    records["s2002"] = record("canvas", "50002", ["turingalan_50002_7002_unit1.zip"])
+    provenances = {s: provenance("moodle", str(n), entries) for s, (n, entries) in MOODLE.items()}
+    provenances["s2001"] = provenance("plain", "s2001", ["s2001_unit1.zip"])
+    provenances["s2002"] = provenance("canvas", "50002", ["turingalan_50002_7002_unit1.zip"])
     # a name Moodle would not write (it writes "_" as a space): read as participant "Lee"
-    records["s2004"] = record("moodle", "105", ["Ada_Lee_105_assignsubmission_file"])
+    provenances["s2004"] = provenance("moodle", "105", ["Ada_Lee_105_assignsubmission_file"])
     del pages["s2003"]  # (graded, but no page)
-    records["s2003"] = record("moodle", "106", ["Bob Ross_106_assignsubmission_file"])
+    provenances["s2003"] = provenance("moodle", "106", ["Bob Ross_106_assignsubmission_file"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        path, placed, left = upload.write(tmp_path, "unit1", "moodle", pages, records)
-        upload.report(tmp_path, "unit1", "moodle", path, placed, left)
+        path, placed, left = feedback_upload.write(tmp_path, "unit1", "moodle", pages,
+                                                   provenances)
+        feedback_upload.report(tmp_path, "unit1", "moodle", path, placed, left)
     assert path == tmp_path / "feedback_upload" / "unit1-moodle.zip"
     assert placed == list(MOODLE)
     participants = {n: s for s, (n, _) in MOODLE.items()}
@@ -134,9 +135,9 @@ def test_moodles_importer_finds_each_student_and_each_page_is_theirs(tmp_path):
 def test_a_student_without_a_record_is_left_out_saying_so(tmp_path):
     """(The exchange, or a submission collected before collect kept the LMS's names.)"""
     pages = pages_of(tmp_path, ["s1001", "s2005"])
-    records = {"s1001": record("moodle", "101", MOODLE["s1001"][1])}
-    path, placed, left = upload.write(tmp_path, "unit1", "moodle", pages, records)
-    assert placed == ["s1001"] and left == [upload.Left(
+    provenances = {"s1001": provenance("moodle", "101", MOODLE["s1001"][1])}
+    path, placed, left = feedback_upload.write(tmp_path, "unit1", "moodle", pages, provenances)
+    assert placed == ["s1001"] and left == [feedback_upload.Left(
         "s2005", "no download of the LMS named them (collected from the exchange, or before "
                  "collect kept the LMS's names)")]
     with zipfile.ZipFile(path) as z:
@@ -176,16 +177,16 @@ CANVAS = {  # student: (user id, the download's entries), as Canvas names them
 
 
 def test_canvass_importer_finds_each_student_and_each_page_is_theirs(tmp_path):
-    """Every page of every student with a Canvas record is in the zip, under a name whose
+    """Every page of every student with a Canvas provenance is in the zip, under a name whose
     ids Canvas reads as that student and an attachment of their submission (their
     upload of that notebook, the last one where they sent it twice); nothing else is."""
     pages = pages_of(tmp_path, [*CANVAS, "s2001"])
-    records = {s: record("canvas", key, entries) for s, (key, entries) in CANVAS.items()}
-    records["s2001"] = record("moodle", "101", MOODLE["s1001"][1])
-    path, placed, left = upload.write(tmp_path, "unit1", "canvas", pages, records)
+    provenances = {s: provenance("canvas", key, entries) for s, (key, entries) in CANVAS.items()}
+    provenances["s2001"] = provenance("moodle", "101", MOODLE["s1001"][1])
+    path, placed, left = feedback_upload.write(tmp_path, "unit1", "canvas", pages, provenances)
     assert path == tmp_path / "feedback_upload" / "unit1-canvas.zip"
     assert placed == list(CANVAS) and left == [
-        upload.Left("s2001", "collected from a moodle download, not Canvas's")]
+        feedback_upload.Left("s2001", "collected from a moodle download, not Canvas's")]
     submissions = {key: {m["attachment"]: m["display"] for m in (re.fullmatch(
         r".+?_(?P<user>[0-9]+)_(?P<attachment>[0-9]+)_(?P<display>.+)", e) for e in entries)}
         for key, entries in CANVAS.values()}
@@ -224,10 +225,10 @@ def test_a_name_canvas_would_misread_is_left_out_saying_why(tmp_path, stem, why)
     folder = tmp_path / "feedback" / "s1001" / "unit1"
     folder.mkdir(parents=True)
     (folder / f"{stem}.html").write_text("<html></html>")
-    records = {"s1001": record("canvas", "50001", CANVAS["s1001"][1][:1])}
-    _, placed, left = upload.write(tmp_path, "unit1", "canvas",
-                                   {"s1001": [folder / f"{stem}.html"]}, records)
-    assert placed == [] and left == [upload.Left("s1001", why)]
+    provenances = {"s1001": provenance("canvas", "50001", CANVAS["s1001"][1][:1])}
+    _, placed, left = feedback_upload.write(tmp_path, "unit1", "canvas",
+                                   {"s1001": [folder / f"{stem}.html"]}, provenances)
+    assert placed == [] and left == [feedback_upload.Left("s1001", why)]
 
 
 @pytest.mark.parametrize("full_name, why", [
@@ -241,6 +242,6 @@ def test_a_name_an_unzip_could_misread_is_left_out(tmp_path, full_name, why):
     shows it as it is."""
     entry = f"{full_name}_101_assignsubmission_file"
     pages = pages_of(tmp_path, ["s1001"])
-    _, placed, left = upload.write(tmp_path, "unit1", "moodle", pages,
-                                   {"s1001": record("moodle", "101", [entry])})
-    assert placed == [] and left == [upload.Left("s1001", why)]
+    _, placed, left = feedback_upload.write(tmp_path, "unit1", "moodle", pages,
+                                   {"s1001": provenance("moodle", "101", [entry])})
+    assert placed == [] and left == [feedback_upload.Left("s1001", why)]

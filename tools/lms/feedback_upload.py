@@ -1,6 +1,6 @@
 """Feedback ready to upload: for Moodle and Canvas, one zip per assignment that the LMS's
 own bulk feedback upload reads, each page named as its importer finds the student, from
-the download's names that collect recorded (tools.instructor.collect.read_collected).
+the download's names in each provenance (tools.instructor.collect.read_collected).
 
     feedback_upload/<assignment>-moodle.zip   Moodle: "Upload multiple feedback files in a zip"
     feedback_upload/<assignment>-canvas.zip   Canvas: "Re-Upload Submissions"
@@ -40,36 +40,36 @@ class Left:
     reason: str
 
 
-def _entries(record):
+def _entries(provenance):
     """The original names of the download entries that made a submission (collect's
-    record: "entries", or its one "entry")."""
-    entries = record.get("entries") or [record.get("entry")]
+    provenance: "entries", or its one "entry")."""
+    entries = provenance.get("entries") or [provenance.get("entry")]
     return [e for e in entries if isinstance(e, str) and e]
 
 
-def _listed(record):
-    """The record's entries, as a reason quotes them (each as Python writes a str: no
+def _listed(provenance):
+    """The provenance's entries, as a reason quotes them (each as Python writes a str: no
     control character reaches the terminal; at most 300 characters)."""
-    text = ", ".join(map(repr, _entries(record))) or "none"
+    text = ", ".join(map(repr, _entries(provenance))) or "none"
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _canvas(record):
-    """[(tools.lms.downloads.Name, entry)] of the record's entries as Canvas wrote them, naming the
-    record's key (any, if the record has none)."""
-    key = record.get("key")
-    return [(name, entry) for entry in _entries(record)
+def _canvas(provenance):
+    """[(tools.lms.downloads.Name, entry)] of the provenance's entries as Canvas wrote them,
+    naming its key (any, if it has none)."""
+    key = provenance.get("key")
+    return [(name, entry) for entry in _entries(provenance)
             for name in lms_names(entry, False)
             if name.lms == "canvas" and (key is None or name.key == str(key))]
 
 
-def moodle_folder(record):
+def moodle_folder(provenance):
     """The folder of a student's pages in Moodle's upload: the download's
     "<Full Name>_<n>_assignsubmission_<plugin>" (a folder's name, or a file's start), from
-    the record's entries; Unfit if none names the participant, or if Moodle's importer
+    the provenance's entries; Unfit if none names the participant, or if Moodle's importer
     would read it as another."""
-    key = record.get("key")
-    for entry in _entries(record):
+    key = provenance.get("key")
+    for entry in _entries(provenance):
         found = MOODLE_FOLDER.fullmatch(entry) or MOODLE_FILE.fullmatch(entry)
         if found and (key is None or found["key"] == str(key)):
             folder = f"{found['name']}_{found['key']}_assignsubmission_{found['plugin']}"
@@ -77,7 +77,7 @@ def moodle_folder(record):
                 raise Unfit(f"Moodle's importer would not read participant {found['key']} "
                             f"in {folder!r} (it splits the name at each \"_\")")
             return folder
-    raise Unfit(f"no entry of a Moodle download names them ({_listed(record)})")
+    raise Unfit(f"no entry of a Moodle download names them ({_listed(provenance)})")
 
 
 def canvas_prefix(name):
@@ -107,22 +107,22 @@ def canvas_reads(filename):
     return tuple(ids)
 
 
-def names(lms, record, pages):
+def names(lms, provenance, pages):
     """{page: its name in the LMS's upload} of a student's pages (Paths), from what collect
-    read of their submission (record); Unfit where the LMS's importer would not find them."""
-    if record is None:
+    read of their submission (provenance); Unfit where the LMS's importer would not find them."""
+    if provenance is None:
         raise Unfit("no download of the LMS named them (collected from the exchange, or "
                     "before collect kept the LMS's names)")
-    if record.get("lms") != lms:
-        raise Unfit(f"collected from a {record.get('lms') or 'plain'} download, not "
+    if provenance.get("lms") != lms:
+        raise Unfit(f"collected from a {provenance.get('lms') or 'plain'} download, not "
                     f"{lms.capitalize()}'s")
     if lms == "moodle":
-        folder = moodle_folder(record)
+        folder = moodle_folder(provenance)
         found = {page: f"{folder}/{page.name}" for page in pages}
     else:
-        readings = _canvas(record)
+        readings = _canvas(provenance)
         if not readings:
-            raise Unfit(f"no entry of a Canvas download names them ({_listed(record)})")
+            raise Unfit(f"no entry of a Canvas download names them ({_listed(provenance)})")
         found = {}
         for page in pages:
             name, _ = canvas_pick(readings, page.stem)
@@ -138,20 +138,20 @@ def names(lms, record, pages):
     return found
 
 
-def write(root, assignment, lms, pages, records):
+def write(root, assignment, lms, pages, provenances):
     """feedback_upload/<assignment>-<lms>.zip of the pages ({student: [Path]}), named for
-    the LMS's importer from collect's records ({student: record}). Returns (its path,
-    the students in it, [Left]: every other student with pages or a record)."""
+    the LMS's importer from collect's provenances ({student: provenance}). Returns (its path,
+    the students in it, [Left]: every other student with pages or a provenance)."""
     path = Path(root) / "feedback_upload" / f"{assignment}-{lms}.zip"
     path.parent.mkdir(parents=True, exist_ok=True)
     taken, placed, left = {}, [], []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for student in sorted(set(pages) | set(records)):
+        for student in sorted(set(pages) | set(provenances)):
             if not pages.get(student):
                 left.append(Left(student, "no feedback page (grades.csv's status says why)"))
                 continue
             try:
-                found = names(lms, records.get(student), pages[student])
+                found = names(lms, provenances.get(student), pages[student])
             except Unfit as error:
                 left.append(Left(student, str(error)))
                 continue
