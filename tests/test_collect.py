@@ -9,10 +9,12 @@ import csv
 import datetime
 import io
 import os
+import shutil
 import struct
 import subprocess
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -138,8 +140,8 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
         "name": "hoppergrace", "time": None, "time_from": None, "late_marker": True,
         "superseded": {}}
     assert provenance["judy"] == {"entry": "judy_unit1.zip", "entries": ["judy_unit1.zip"],
-                              "lms": "plain", "key": "judy", "name": None, "time": None,
-                              "time_from": None, "late_marker": False, "superseded": {}}
+                                  "lms": "plain", "key": "judy", "name": None, "time": None,
+                                  "time_from": None, "late_marker": False, "superseded": {}}
     assert "late: hoppergrace (late by Canvas's _LATE marker; no time)" in out
 
 
@@ -931,3 +933,95 @@ def test_a_moodle_folder_of_two_zips_is_refused_naming_them(tmp_path):
         "b.zip): which holds the submission? (unzip them into the folder, or keep one, then "
         "collect again); moved to downloaded/unit1/rejected/")
     assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": []}
+
+
+def snapshot(root):
+    """What collect leaves: submitted/'s and rejected/'s files with their bytes, the
+    provenances, and archive/'s entries."""
+    download = root / "downloaded" / "unit1"
+    return ({p.relative_to(root).as_posix(): p.read_bytes() for folder in
+             (root / "submitted", download / "rejected") for p in sorted(folder.rglob("*"))
+             if p.is_file()},
+            read_collected(root, "unit1"), sorted(p.name for p in (download / "archive").iterdir()))
+
+
+def test_collecting_the_same_download_again_and_again_changes_nothing(tmp_path):
+    """Issue 62, point 2: the download extracted again over archive/ (its rejected entries
+    back in it) and collected, twice: the same submitted/, rejected/ (a folder entry not
+    nested in its earlier copy) and provenances, every submission "unchanged"."""
+    root, archive = course(tmp_path)
+    download = tmp_path / "download"  # (the LMS's zip, extracted: entries as they come)
+    download.mkdir()
+    write_zip(download / "s1_unit1.zip", GOOD)
+    write_zip(download / "Ada Lovelace_11_assignsubmission_file_.zip", GOOD)
+    (download / "s2_unit1.zip").write_bytes(b"PK\x03\x04 truncated")
+    two = download / "Eve Two_13_assignsubmission_file"  # (a folder of two zips: refused)
+    two.mkdir()
+    write_zip(two / "a.zip", GOOD)
+    write_zip(two / "b.zip", WRONG)
+    shutil.copytree(download, archive, dirs_exist_ok=True)
+    first = run(root, "unit1")
+    assert "2 collected (2 new, 0 replacing an older submission, 0 unchanged), 2 rejected" in \
+        first, first
+    state = snapshot(root)
+    assert sorted(state[1]) == ["ada-lovelace", "s1"]
+    for _ in range(2):
+        shutil.copytree(download, archive, dirs_exist_ok=True)
+        again = run(root, "unit1")
+        assert "2 collected (0 new, 0 replacing an older submission, 2 unchanged), 2 " \
+               "rejected" in again, again
+        assert snapshot(root) == state
+    # another entry of a rejected one's name: kept beside it, never over it
+    (download / "s2_unit1.zip").write_bytes(b"PK\x03\x04 truncated, another")
+    shutil.copytree(download, archive, dirs_exist_ok=True)
+    run(root, "unit1")
+    rejected_folder = root / "downloaded" / "unit1" / "rejected"
+    assert (rejected_folder / "s2_unit1.zip").read_bytes() == b"PK\x03\x04 truncated"
+    assert (rejected_folder / "s2_unit1.zip.2").read_bytes().endswith(b", another")
+
+
+def test_an_entry_that_cannot_be_moved_is_named_and_the_rest_is_collected(tmp_path,
+                                                                          monkeypatch):
+    """A rejected entry that cannot be moved to rejected/ stays in archive/, named with why;
+    the submissions collected beside it keep their provenance."""
+    import tools.instructor.collect as steps
+
+    root, archive = course(tmp_path)
+    write_zip(archive / "s1_unit1.zip", GOOD)
+    (archive / "s2_unit1.zip").write_bytes(b"PK\x03\x04 truncated")
+    moved = steps.shutil.move
+
+    def refuse(source, target):
+        if Path(source).name == "s2_unit1.zip":
+            raise PermissionError(13, "Permission denied", str(target))
+        return moved(source, target)
+
+    monkeypatch.setattr(steps.shutil, "move", refuse)
+    out = run(root, "unit1")
+    assert "NOT MOVED s2_unit1.zip: it stays in archive/ (PermissionError: Permission " \
+           "denied)" in out, out
+    assert (archive / "s2_unit1.zip").is_file() and sorted(read_collected(root, "unit1")) == \
+        ["s1"]
+
+
+def test_a_collect_stopped_halfway_loses_nothing_the_next_run_mends(tmp_path, monkeypatch):
+    """A collect killed after placing a submission, before its provenance was written: the
+    next run finds it "unchanged" and writes its provenance."""
+    import tools.instructor.collect as steps
+
+    root, archive = course(tmp_path)
+    write_zip(archive / "s1_unit1.zip", GOOD)
+    written = steps._write_collected
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steps, "_write_collected", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(root, "unit1")
+    assert (root / "submitted" / "s1" / "unit1" / NOTEBOOK).is_file()
+    assert read_collected(root, "unit1") == {}
+    monkeypatch.setattr(steps, "_write_collected", written)
+    assert "1 collected (0 new, 0 replacing an older submission, 1 unchanged)" in \
+        run(root, "unit1")
+    assert read_collected(root, "unit1")["s1"]["entry"] == "s1_unit1.zip"

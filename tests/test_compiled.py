@@ -642,7 +642,7 @@ def test_what_would_run_during_a_compile_step_is_refused():
         sys.meta_path.insert(0, object())
         found.append(compile_step.refusal(before))
         del sys.meta_path[0]
-        assert not hasattr(__import__("numba"), "generated_jit")  # (compile_step's word)
+        assert not hasattr(__import__("numba"), "generated_jit")  # (docs/design.md, compile_step.py)
         threading.settrace(lambda *a: None)
         found.append(compile_step.refusal(before))
         found.append(compile_step.refusal(before))  # (cleared by the refusal before)

@@ -53,7 +53,7 @@ def quietly(function, *args, **kwargs):
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The course (unit1 released, the others not), s1's submission (the reference's code,
-    its notebook cut short) graded and saved, its collect record a Moodle download's, and
+    its notebook cut short) graded and saved, its provenance a Moodle download's, and
     `feedback` with Moodle's upload: (root, the outcome, the status, feedback's output)."""
     tmp = tmp_path_factory.mktemp("every")
     root = build_course(tmp / "course", layout="unit")

@@ -109,5 +109,5 @@ def test_the_late_column_counts_from_the_students_own_due_date(student, when, ma
     (extension ...)"). when: naive UTC, as nbgrader stores it."""
     aware = when and when.replace(tzinfo=datetime.timezone.utc)
     decision = decide(POLICY, "unit1", student, DUE, aware, marker, 5.5, 0)
-    record = {"late_marker": True} if marker else {}
-    assert late_column(decision, record, BERLIN) == late
+    provenance = {"late_marker": True} if marker else {}
+    assert late_column(decision, provenance, BERLIN) == late

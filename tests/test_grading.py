@@ -118,7 +118,7 @@ def test_the_judges_folder_is_made_once_per_assignment_without_student_code(tmp_
         (args[-1], sorted(p.name for p in Path(folder, "normlib").glob("*.py")))) or {
         g: (False, "x") for g, _ in cells})
     for student in ("s1", "s2"):
-        client.verdicts(root, "unit1", student, Limits())
+        client.verdicts(root, "unit1", Course.load(root).assignments["unit1"], student, Limits())
     (first, runner_files), (second, _) = used
     assert first == second == root / "judge" / "unit1"
     assert runner_files  # (the runner's folder: the course's files, the student's missing)

@@ -160,7 +160,8 @@ def grade(root, rel, every):
             (submission / other).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(SOLUTIONS / other, submission / other)
         (submission / rel).write_text(override(rel, BROKEN))
-        results, _ = verdicts(root, name, "student", LIMITS_HERE,
+        results, _ = verdicts(root, name, Course.load(root).assignments[name], "student",
+                              LIMITS_HERE,
                               chosen=None if every else lambda e, s=submission: ran(e, s))
         found |= {GRADE_IDS[g]: passed for g, (passed, _) in results.items()}
     return found

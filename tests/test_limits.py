@@ -18,6 +18,7 @@ import io
 import pytest
 
 from tests.synthetic import write_submission
+from tools.course.folder import Course
 from tools.course.settings import read
 from tools.instructor.autograde import JOBS
 from tools.instructor.build import build_course
@@ -37,7 +38,8 @@ def test_limits_are_read_from_the_course_config_and_the_default_is_too_small(tmp
     with contextlib.redirect_stdout(io.StringIO()):
         release(root, ["unit2"])
     write_submission(root, "unit2", "big", root / "submitted" / "big" / "unit2")
-    found, missing = verdicts(root, "unit2", "big", limits, env=threads(JOBS))
+    found, missing = verdicts(root, "unit2", Course.load(root).assignments["unit2"], "big",
+                              limits, env=threads(JOBS))
     assert not found[CHECK][0] and "MemoryError" in found[CHECK][1], found[CHECK]
     assert all(passed for g, (passed, _) in found.items() if g != CHECK), found
     assert missing == []

@@ -69,7 +69,7 @@ MEASUREMENTS = [
     "tests/test_network.py::test_the_instruments_claims_hold_from_other_seeds"]
 # every notebook runs on the farthest configuration's kernels (every assert of every cell,
 # not their outputs' last digits, which differ between CPUs): whole, but notebooks 04, 05
-# and 07 (TRAINING), which run as --execute grades them, without their cells tagged
+# and 08 (TRAINING), which run as --execute grades them, without their cells tagged
 # skip-at-grading (tools.worker.execute.skipped): their training runs (the sweep, the edge
 # of stability, the ConvNet, the capstone, Unit 8's) are a minute, and their claims run
 # above, perturbed (EXPERIMENTS, CAPSTONE, TODAY); their other claims run here (scale

@@ -317,9 +317,9 @@ def test_every_zip_is_collected_or_rejected_with_its_reason(graded):
     assert "REJECTED Eve Upload_999_assignsubmission_file_.zip: not a readable zip " \
            "(BadZipFile" in log
     assert (root / "downloaded/unit1/rejected/Eve Upload_999_assignsubmission_file_.zip").is_file()
-    record = read_collected(root, "unit1")  # graded as their own ids (EXPECTED: their scores)
-    assert {case: record[case]["lms"] for case in LMS_NAMES} == {"escaper": "moodle",
-                                                                  "leaker": "canvas"}
+    provenance = read_collected(root, "unit1")  # graded as their own ids (EXPECTED: scores)
+    assert {case: provenance[case]["lms"] for case in LMS_NAMES} == {"escaper": "moodle",
+                                                                      "leaker": "canvas"}
     # no LMS date in these downloads (no worksheet beside them): collect says so
     assert f"TIMES UNKNOWN for {students} of {students}" in log
     assert not list((root / "submitted").rglob("timestamp.txt"))

@@ -4,7 +4,7 @@ walked further or rendered past its bound), and a submission over one is refused
 reason, in seconds: collect (tools/instructor/unpack.py, tools/instructor/roster.py), grading
 (tools/worker/stage.py: a notebook's bytes and cells) and the feedback page
 (tools.instructor.feedback.safe) read them from BOUNDS. A student id keeps the rule of
-id_problem (its reasons: tools/instructor/roster.py).
+id_problem (its reasons: docs/security.md, section 1, "the student id").
 
 An honest submission is far inside each: a unit's notebook with its figures is about
 1 MB, its normlib/ a dozen files of a few KB, its zip a few dozen listings.
@@ -51,7 +51,7 @@ BOUNDS = Bounds()
 
 
 def id_problem(student_id, bounds=BOUNDS):
-    """Why a student id is refused (see the module's docstring), or None."""
+    """Why a student id is refused (docs/security.md, section 1), or None."""
     if not isinstance(student_id, str) or not student_id:
         return "an empty student id"
     shown = repr(student_id[:40])

@@ -71,6 +71,10 @@ class Grading(Configurable):
     roster = Unicode("", help="A CSV of the class (lms_id, student_id, name; email), relative "
                      "to the course folder: LMS zips are matched to it, never guessed"
                      ).tag(config=True)
+    roster_encoding = Unicode("", help="The roster's encoding (utf-8, utf-16, cp1252, "
+                              "iso-8859-2, ...); empty: detected (UTF-8 with or without its "
+                              "byte-order mark, UTF-16 with it, else Windows-1252). "
+                              "ROSTER_ENCODING, if set, wins").tag(config=True)
     lms_timezone = Unicode("", help="The IANA time zone of the dates the LMS writes (Moodle's "
                            "grading worksheet, Blackboard's and Brightspace's names: the "
                            "downloading account's), e.g. 'Europe/Berlin'").tag(config=True)
@@ -121,6 +125,7 @@ class Settings:
     late: Policy = dataclasses.field(default_factory=Policy)  # tools/course/late.py
     lms_columns: dict = dataclasses.field(default_factory=dict)  # {assignment: its title}
     lms_patterns: dict = dataclasses.field(default_factory=lambda: dict(PATTERNS))  # compiled
+    roster_encoding: str | None = None  # given (ROSTER_ENCODING, c.Grading's); None: detected
 
 
 def due_date(text, assignment="?", tz=None):
@@ -204,4 +209,6 @@ def read(root, timeout=None):
     return Settings(grading.limits().replace(timeout=timeout),
                     {a: due_date(t, a, course_tz) for a, t in grading.due.items()}, roster, tz,
                     {**FORMATS, **grading.lms_formats}, policy(grading, course_tz),
-                    dict(grading.lms_columns), lms_patterns=names)
+                    dict(grading.lms_columns), lms_patterns=names,
+                    roster_encoding=os.environ.get("ROSTER_ENCODING") or grading.roster_encoding
+                    or None)

@@ -15,6 +15,7 @@ collected.json and every rejection: docs/instructors.md, step 3; the trust: docs
 """
 
 import datetime
+import filecmp
 import json
 import os
 import shutil
@@ -375,7 +376,7 @@ def _keep(folder, newest):
 
 
 def collect_archive(root, assignment, where, settings, rows=None, dry_run=False):
-    """Collect downloaded/<assignment>/archive/ (see the module's docstring) into where (its
+    """Collect downloaded/<assignment>/archive/ (docs/instructors.md, step 3) into where (its
     Places); dry_run: decide all of it, and write, move and create nothing. Returns
     Collected."""
     download = Path(root) / "downloaded" / assignment
@@ -430,9 +431,11 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
             newest, when=submitted_at(folder), source="submission collected before")
         if taken:
             fresh[student] = newest
-    if not dry_run:
-        _move(archive, download / "rejected", rejected)
+    if not dry_run:  # (the provenances first: what was placed keeps its own, come what may)
         _write_collected(download, assignment, fresh)
+        for entry, why in _move(archive, download / "rejected", rejected).items():
+            print(f"  NOT MOVED {entry}: it stays in archive/ ({why}); move it to rejected/ "
+                  "by hand")
     alone = _alone(receipts, [e.name for e in listed], assignment, settings, rows, titles)
     return Collected(outcome, rejected, kept, times, receipts, entries, alone)
 
@@ -456,10 +459,41 @@ def _alone(receipts, listed, assignment, settings, rows, titles):
 
 
 def _move(archive, rejected_folder, rejected):
-    """Move each rejected entry out of archive/ into rejected_folder (once)."""
+    """Move each rejected entry out of archive/ into rejected_folder, once. Where the same
+    entry is there already (the download extracted again), archive/'s copy is removed;
+    where another of its name is, it goes beside it as <entry>.2 (.3, ...). Returns {entry:
+    why it stays in archive/} of each that could not be moved."""
+    stuck = {}
     for entry in dict.fromkeys(r.entry for r in rejected):
-        rejected_folder.mkdir(exist_ok=True)
-        shutil.move(archive / entry, rejected_folder / entry)
+        source, target, n = archive / entry, rejected_folder / entry, 1
+        try:
+            rejected_folder.mkdir(exist_ok=True)
+            while os.path.lexists(target) and not _same(source, target):
+                n += 1
+                target = rejected_folder / f"{entry}.{n}"
+            if not os.path.lexists(target):
+                shutil.move(source, target)
+            elif source.is_dir() and not source.is_symlink():
+                shutil.rmtree(source)
+            else:
+                source.unlink()
+        except OSError as error:
+            stuck[entry] = f"{type(error).__name__}: {error.strerror or error}"
+    return stuck
+
+
+def _same(a, b):
+    """Whether a and b are the same entry: a file of the same bytes, a link to the same
+    place, or a folder of the same names, each the same (no link followed)."""
+    if a.is_symlink() or b.is_symlink():
+        return a.is_symlink() and b.is_symlink() and os.readlink(a) == os.readlink(b)
+    if a.is_file() and b.is_file():
+        return filecmp.cmp(a, b, shallow=False)
+    if not (a.is_dir() and b.is_dir()):
+        return False
+    names = sorted(p.name for p in a.iterdir())
+    return names == sorted(p.name for p in b.iterdir()) and \
+        all(_same(a / name, b / name) for name in names)
 
 
 def _write_collected(download, assignment, kept):
@@ -588,7 +622,8 @@ def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     (dry_run: what would, touching nothing); exchange: from nbgrader's exchange
     (tools/instructor/inbound.py), within bounds."""
     settings = read(root)
-    rows = roster.read_roster(settings.roster) if settings.roster else None
+    rows = roster.read_roster(settings.roster, settings.roster_encoding) if settings.roster \
+        else None
     course = Course.load(root)
     for name in assignment_names(root, course, names):
         archive = Path(root) / "downloaded" / name / "archive"

@@ -352,7 +352,7 @@ def fill(root, filling, rows, roster, provenances, grades_csv=None):
     header = table.header()
     known = identities(lms, roster, provenances)
     results = {(r.assignment, r.student): r for r in rows}
-    lines, strangers, filled, ours = {}, [], 0, set()
+    by_student, strangers, filled, ours = {}, [], 0, set()
     for index, (fields, _, line) in enumerate(table.lines[1:], start=1):
         if index in table.unread:
             strangers.append(f"line {line} (it cannot be read: {table.unread[index]})")
@@ -365,10 +365,10 @@ def fill(root, filling, rows, roster, provenances, grades_csv=None):
             strangers.append(f"line {line} ({', '.join(said) or 'no id'}"
                              + (f": {', '.join(sorted(students))}" if students else "") + ")")
             continue
-        lines.setdefault(students.pop(), []).append(index)
-    matched = {s: found[0] for s, found in lines.items() if len(found) == 1}
+        by_student.setdefault(students.pop(), []).append(index)
+    matched = {s: found[0] for s, found in by_student.items() if len(found) == 1}
     twice = [f"{s} (lines {', '.join(str(table.lines[i][2]) for i in found)})"
-             for s, found in sorted(lines.items()) if len(found) > 1]
+             for s, found in sorted(by_student.items()) if len(found) > 1]
     left, unknown, penalized = [], [], []
     for (name, student), row in results.items():
         if student not in matched or name not in filling.columns:
@@ -401,8 +401,8 @@ def fill(root, filling, rows, roster, provenances, grades_csv=None):
                         f"{'s' * (row.waiting > 1)} wait{'s' * (row.waiting == 1)} for a "
                         "grader)")
     filling.out.write_bytes(table.bom + table.text().encode(table.encoding))
-    _report(filling, filled, strangers, twice,
-            sorted({r.student for r in rows} - set(lines)), left, unknown, formulas(table, ours))
+    unmatched = sorted({r.student for r in rows} - set(by_student))
+    _report(filling, filled, strangers, twice, unmatched, left, unknown, formulas(table, ours))
     _penalties(filling, filled, penalized, Path(grades_csv or Path(root) / "grades.csv"),
                Path(root) / "logs" / "late.csv")
 

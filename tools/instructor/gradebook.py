@@ -1,10 +1,10 @@
 """The gradebook (tools.course.settings.gradebook_url): nbgrader's records (each check's and
 written answer's score, submission times, due dates) and one table of the course's own,
-`course_grading`: for each graded submission, its status and the digest and time of the
-files it was graded from (so that a resubmission, and only a resubmission, is graded
-again). The head alone writes it: release (nbgrader's definitions of the assignments),
-collect (the students' names), autograde (the records, due dates and statuses) and score (a
-hand grade); grades reads it, and so does nbgrader's feedback step.
+`course_grading`: for each graded submission, its status, the digest of the files it was
+graded from (so that a resubmission, and only a resubmission, is graded again) and when.
+The head alone writes it: release (nbgrader's definitions of the assignments), collect
+(the students' names), autograde (the records, due dates and statuses), score and the
+formgrader (hand grades); grades reads it, and so does nbgrader's feedback step.
 The rest of the course's state is in its folders (submitted/, autograded/, the
 provenances of downloaded/<assignment>/collected.json).
 """

@@ -238,7 +238,8 @@ def export(root, out, names=(), lms=None, template=None):
     settings = read(root)
     course = Course.load(root)
     names = [n for n in assignment_names(root, course, names) if n in released(root, course)]
-    roster = read_roster(settings.roster) if settings.roster else []
+    roster = read_roster(settings.roster, settings.roster_encoding) if settings.roster \
+        else []
     plan = course.assignments
     maxima = {n: maximum(plan[n].notebooks) for n in names}
     provenances = {n: read_collected(root, n) for n in names}

@@ -1,6 +1,6 @@
 """Who the students are: the roster, and the student of each name an LMS wrote.
 
-    read_roster(path) -> [row]
+    read_roster(path, encoding=None) -> [row]
     student_of(names, assignment, roster, times) -> (student id, Name) or a reason (str)
     exchange_problem(student_id, roster) -> why an id from nbgrader's exchange is refused
 
@@ -14,9 +14,13 @@ each LMS's name maps to a student (Moodle's number only through its grading work
 what each trusts: docs/security.md, section 1; docs/instructors.md, step 3.
 """
 
+import codecs
+import contextlib
 import csv
+import io
 import re
 import unicodedata
+from pathlib import Path
 
 from tools.course import confusables
 from tools.course.bounds import fold, id_problem
@@ -31,6 +35,46 @@ TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', a
 OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
 # ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
 # the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
+ENCODINGS = {"utf-8-sig": "UTF-8", "utf-16": "UTF-16", "cp1252": "Windows-1252"}  # detected
+# a CSV's delimiter, Excel's where the decimal mark is a comma, its "Unicode text"'s
+DELIMITERS = (",", ";", "\t")
+
+
+def roster_text(path, encoding=None):
+    """The roster's text, decoded as encoding (given: c.Grading.roster_encoding or
+    ROSTER_ENCODING), else as what wrote it: UTF-8 (its byte-order mark dropped), UTF-16
+    with its byte-order mark (Excel's "Unicode text"), else Windows-1252 (Excel's "CSV" on
+    Windows), said so. SystemExit, one line, naming the first byte it cannot decode."""
+    data = Path(path).read_bytes()
+    detected = encoding is None
+    if detected:
+        encoding = "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) \
+            else "utf-8-sig"
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode(encoding)
+        encoding = "cp1252"
+        print(f"{path}: read as Windows-1252 (not UTF-8): give its encoding if it is another "
+              "(ROSTER_ENCODING=..., or c.Grading.roster_encoding)")
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        raise SystemExit(f"the roster's encoding {encoding!r} is no encoding Python knows "
+                         "(utf-8, utf-16, cp1252, iso-8859-2, ...)") from None
+    except UnicodeDecodeError as error:
+        name = ENCODINGS.get(encoding, encoding) + (" (detected: not UTF-8)" if detected else "")
+        raise SystemExit(f"{path}: byte {error.start} (0x{data[error.start]:02x}) is not "
+                         f"{name}: save the roster as UTF-8, or give its encoding "
+                         "(ROSTER_ENCODING=..., or c.Grading.roster_encoding)") from None
+
+
+def _delimiter(header):
+    """The delimiter whose fields of the header line hold every NEEDED column (","
+    where none does)."""
+    for delimiter in DELIMITERS:
+        if NEEDED <= {f.strip() for f in next(csv.reader([header], delimiter=delimiter))}:
+            return delimiter
+    return ","
+
 
 
 
@@ -45,14 +89,16 @@ def letters(name):
     return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", name).casefold())
 
 
-def read_roster(path):
-    """The roster's rows: [{"lms_id", "student_id", "name", (OPTIONAL's)}]; SystemExit naming
-    the line of a missing column, a student id the allow-list refuses, or two rows of one
-    student id (up to case and normalization). Two ids that differ only in look-alike
-    characters (`user1`, `userl`) are the instructor's to list: a warning names both lines
-    (collect then tells them apart: tools/instructor/collect.py, _collisions)."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+def read_roster(path, encoding=None):
+    """The roster's rows: [{"lms_id", "student_id", "name", (OPTIONAL's)}], its text as
+    roster_text reads it (encoding: given, or detected), its fields separated by ",", ";"
+    or a tab; SystemExit naming the line of a missing column, a student id the allow-list
+    refuses, or two rows of one student id (up to case and normalization). Two ids that
+    differ only in look-alike characters (`user1`, `userl`) are the instructor's to list: a
+    warning names both lines (collect then tells them apart: collect._collisions)."""
+    text = roster_text(path, encoding)
+    with io.StringIO(text, newline="") as f:
+        reader = csv.DictReader(f, delimiter=_delimiter(text.partition("\n")[0]))
         if not NEEDED <= set(reader.fieldnames or ()):
             raise SystemExit(f"{path}: the roster's columns must be {', '.join(sorted(NEEDED))} "
                              f"(it has {', '.join(reader.fieldnames or ())})")

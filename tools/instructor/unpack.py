@@ -324,7 +324,7 @@ def is_kept(rel, places):
 
 def kept_names(names, places=Places()):
     """{path in the submission: path in the entry} of the files kept of an entry's file
-    names (see the module's docstring), or why the entry is refused: a module of the
+    names (docs/security.md, section 2), or why the entry is refused: a module of the
     assignment's normlib/ at the top while the notebooks or normlib/ are in a folder (which
     is the submission's is not for collect to guess)."""
     names = [n for n in names if not JUNK & set(PurePosixPath(n).parts)]

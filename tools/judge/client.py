@@ -4,7 +4,7 @@ code; the submission's normlib files run in a runner process in the OS sandbox, 
 computes the values the checks ask for. No cell of the student's notebooks runs: a
 verdict depends on the submission's normlib files alone, and it is the grade.
 
-    verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen=None)
+    verdicts(root, assignment, plan, student, limits, env=None, sandboxed=True, chosen=None)
         -> ({grade_id: Verdict(passed, text)}, the student files the submission lacks)
 
 A check that runs over the time limit, or whose runner dies, fails; a new runner grades the
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tools.course.exercises import REPO, SOLUTIONS, by_number, needs, of_notebooks, student_files
-from tools.course.folder import NORMKIT, NORMKIT_IGNORE, Course, submission_folder
+from tools.course.folder import NORMKIT, NORMKIT_IGNORE, submission_folder
 
 JUDGE = "The judge:"  # how every verdict begins
 
@@ -141,7 +141,7 @@ def assignment_judge_folder(root, assignment, student_files):
 def graded_folder(root, assignment, student_files, student, folder):
     """Fill folder with the normlib/ a submission is graded with: the student's files of
     the assignment, and the source's copy of every other file (as released: no reference
-    of another assignment's; see tools.course.folder), beside the course's normkit/. A student
+    of another assignment's: tools/instructor/build.py), beside the course's normkit/. A student
     file missing from the submission (or a link) is missing there too: its checks fail.
     Returns the missing files."""
     root, folder = Path(root), Path(folder)
@@ -162,17 +162,16 @@ def graded_folder(root, assignment, student_files, student, folder):
     return missing
 
 
-def verdicts(root, assignment, student, limits, env=None, sandboxed=True, chosen=None):
-    """{grade_id: Verdict} of every check of a submission (chosen: of
-    those of its exercises for which chosen(exercise) is true), and the student files it
-    lacks: see the module's docstring."""
-    info = Course.load(root).assignments[assignment]
-    checks = [e for e in of_notebooks(info.notebooks) if chosen is None or chosen(e)]
+def verdicts(root, assignment, plan, student, limits, env=None, sandboxed=True, chosen=None):
+    """{grade_id: Verdict} of every check of a submission of the course at root (plan: its
+    assignment's Assignment; chosen: of those of its exercises for which chosen(exercise) is
+    true), and the student files it lacks: see the module's docstring."""
+    checks = [e for e in of_notebooks(plan.notebooks) if chosen is None or chosen(e)]
     with tempfile.TemporaryDirectory() as tmp:
-        missing = graded_folder(root, assignment, info.student_files, student, tmp)
+        missing = graded_folder(root, assignment, plan.student_files, student, tmp)
         found = run_checks(tmp, [(e.grade_id, e.source) for e in checks], limits, env,
-                           info.student_files, sandboxed,
-                           assignment_judge_folder(root, assignment, info.student_files))
+                           plan.student_files, sandboxed,
+                           assignment_judge_folder(root, assignment, plan.student_files))
     failed = {e.number for e in checks if not found[e.grade_id][0]}
     return {e.grade_id: Verdict(found[e.grade_id][0],
                                 verdict(*found[e.grade_id], e.points, needs(e.number, failed)))

@@ -1,18 +1,18 @@
-"""The judge: runs the check cells, hidden tests included, in its own process, where no
-student code runs: the student's normlib modules are proxies (tools.sandboxed.peer) of the
-runner's, and the values that come back are compared here, where the runner cannot reach.
+"""The judge: runs the check cells, hidden tests included, where no student code runs: the
+student's modules are proxies (tools.sandboxed.peer) of the runner's, out of whose reach
+what comes back is compared.
 
     Judge(judge_dir, runner_dir, student_modules, limits).run([(grade_id, source)])
 
-judge_dir holds the course's normlib/ without the student's files, and normkit/; runner_dir
-the same with the submission's files. A check whose runner runs over its time, dies, falls
-silent, breaks the protocol or raises fails; a new runner runs the next. A verdict
-(`explain`) quotes no text from the runner, which has seen every hidden case's arguments:
-an error's builtin type, never its message (for a hidden test, not even that). A message
-(`_sanitized`) loses NumPy's dump, the worst index and quoted strings the check's source
-lacks; of numbers it lacks, the first NUMBERS are quoted coarsely (two significant digits,
-an integer over 99 as "1000+"), ALL_NUMBERS in all. docs/security.md, section 5, counts it.
-"""
+judge_dir holds the course's normlib/ (no student file) and normkit/; runner_dir the same
+with the submission's files. A check whose runner runs over its time, dies, falls silent,
+breaks the protocol or raises fails; a new runner runs the next. A verdict (`explain`)
+quotes no text from the runner, which has seen every hidden case's arguments: an error's
+builtin type, never its message (for a hidden test, not even that). A message (`_sanitized`)
+loses NumPy's dump, the worst index and quoted strings the check's source lacks; of the
+numbers it lacks, the first NUMBERS are quoted coarsely (2 significant digits; an integer
+over 99 as its power of ten, "100+"; past 1e6 or under 1e-6, that bound), ALL_NUMBERS in
+all (docs/security.md, section 5)."""
 
 import contextlib
 import importlib.abc

@@ -96,8 +96,9 @@ def canvas_pick(found, stem):
 
 
 def canvas_reads(filename):
-    """(user id, attachment id) as Canvas's importer reads a file's base name (see the
-    module's docstring), or None where it reads no attachment."""
+    """(user id, attachment id) as Canvas's importer reads a file's base name: its first two
+    all-digit pieces split at "_"; None where it reads no attachment (fewer than two, a
+    last piece starting with "link", a "._" file)."""
     pieces = filename.split("_")
     while pieces and pieces[-1] == "":  # (Ruby's split drops trailing empty pieces)
         pieces.pop()

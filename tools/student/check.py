@@ -8,11 +8,10 @@ which exercises pass, fail, or are not yet implemented.
 
 Exit status 1 if a check failed (with --all, or an exercise is a stub), else 0. The checks
 are each exercise's check cell as solutions/ has it (tools.course.exercises), importing
-`normlib` from the working directory's normlib/ first. A stub's NotImplementedError is "not
-yet implemented", without a traceback; a failure shows its message and where to look: the
-deepest line of your own files, and the case's line (normkit/checks/unit1.py:40). A passing
-exercise has one line. First: a provided module normlib/ lacks, to restore, and a file the
-course moved to normkit/, to delete.
+`normlib` from the working directory's normlib/ first. A stub is "not yet implemented",
+without a traceback; a failure shows its message and where to look: the deepest line of
+your own files, and the case's line (normkit/checks/unit1.py:40). First comes the advice
+for normlib/ itself: a provided module to restore, a file moved to normkit/ to delete.
 """
 
 import argparse

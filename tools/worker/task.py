@@ -119,8 +119,8 @@ def _grade(root, kit, task, where):
     limits = task.limits.replace(protected=(  # (the course's, if it is this machine's)
         *task.limits.protected, str(root), str(REPO / "solutions")))
     try:
-        found, missing = client.verdicts(root, a, s, limits, bubblewrap.threads(1),
-                                           task.sandboxed)
+        found, missing = client.verdicts(root, a, kit.course.assignments[a], s, limits,
+                                         bubblewrap.threads(1), task.sandboxed)
         error = None
     except Exception as failure:  # (one submission's failure is its own)
         found, missing, error = {}, [], f"{type(failure).__name__}: {failure}"
