@@ -159,6 +159,7 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
     ("smithjohn_LATE_12345_67890_unit1.zip", False, "smithjohn"),
     ("smithjohn_12345_67890_normlib.zip", False, "smithjohn"),
     ("o_brienpat_12345_67890_x_1_2_y.zip", False, "o_brienpat"),  # "_" kept, Canvas's
+    ("e\u0301_unit1.zip", False, "\u00e9"),  # decomposed: read in NFC (issue 62)
 ])
 def test_student_ids_of_names_without_a_roster(name, folder, student):
     assert student_of(names(name, folder), "unit1")[0] == student
@@ -166,12 +167,13 @@ def test_student_ids_of_names_without_a_roster(name, folder, student):
 
 @pytest.mark.parametrize("name", [".._unit1.zip", "._unit1.zip", "-rf_unit1.zip",
                                   "=HYPERLINK(1)_unit1.zip", "+2+3_unit1.zip", "@SUM_unit1.zip",
-                                  "a+b_unit1.zip", "tab\tname_unit1.zip", "e\u0301_unit1.zip",
+                                  "a+b_unit1.zip", "tab\tname_unit1.zip", "\u0301e_unit1.zip",
                                   "x" * 65 + "_unit1.zip", " lead_unit1.zip"])
 def test_an_id_outside_the_allow_list_is_refused(name):
     """Case 15 (".." and "." as ids wrote outside submitted/), and the allow-list's other
     refusals: a leading "-", a formula's first character, the exchange's "+", a tab, a
-    name not in NFC, one too long."""
+    mark first, one too long. (A name decomposed, as a Mac extracts it, is read in NFC:
+    issue 62.)"""
     found = student_of(names(name, False), "unit1")
     assert isinstance(found, str) and "student id" in found, found
 
@@ -1025,3 +1027,14 @@ def test_a_collect_stopped_halfway_loses_nothing_the_next_run_mends(tmp_path, mo
     assert "1 collected (0 new, 0 replacing an older submission, 1 unchanged)" in \
         run(root, "unit1")
     assert read_collected(root, "unit1")["s1"]["entry"] == "s1_unit1.zip"
+
+
+def test_one_name_composed_and_decomposed_is_one_student_never_two(tmp_path):
+    """Issue 62: "é" and "e" with a combining acute are one name in NFC: two entries of
+    one student that no LMS date orders, both refused, never taken for two students."""
+    root, archive = course(tmp_path)
+    write_zip(archive / "\u00e9_unit1.zip", GOOD)
+    write_zip(archive / "e\u0301_unit1.zip", WRONG)
+    out = run(root, "unit1")
+    assert rejected(out, "\u00e9_unit1.zip") and rejected(out, "e\u0301_unit1.zip"), out
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": []}

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import unicodedata
 import zipfile
 
 import pytest
@@ -77,9 +78,11 @@ def provenance(entries, lms, key, name, time=None, time_from=None, late=False, s
 # make_unique_filename).
 
 def canvas_prefix(sortable_name, user_id, late=False):
-    """content_zipper.rb's get_user_name and get_filename."""
+    """content_zipper.rb's get_user_name and get_filename: its sanitize_file_name keeps
+    Onigmo's [[:word:]] alone (a letter, a mark, a decimal digit or a connector)."""
     name = re.sub(r"_(\d+)_", r"\1", sortable_name).lower()
-    return re.sub(r"[^\w]", "", "_".join([name, *["LATE"] * late, str(user_id)]))
+    return "".join(c for c in "_".join([name, *["LATE"] * late, str(user_id)])
+                   if unicodedata.category(c)[0] in "LM" or unicodedata.category(c) in ("Nd", "Pc"))
 
 
 def canvas_entry(prefix, attachment_id, display_name):
@@ -757,3 +760,79 @@ def test_the_rosters_names_reach_the_gradebook(tmp_path):
         "50002,s2,Guido van Rossum,\n50003,s3,Grace Hopper,\n50004,s4,Plato,\n")
     assert "4 unchanged" in run(root, "unit1")
     assert table()["s1"] == ("Ada", "King", "ada@example.edu")
+
+
+# --- names in every script (issue 62, point 1) --------------------------------------------
+# (first, last) of a student of each script family; the Vietnamese name as a Mac extracts
+# it, decomposed (NFD): read in NFC, as the LMS stores it
+SCRIPTS = {
+    "Latin with accents": ("José", "Núñez"),
+    "CJK": ("太郎", "山田"),
+    "Thai": ("สมชาย", "ใจดี"),
+    "Devanagari": ("अनिल", "कुमार"),
+    "Arabic": ("محمد", "علي"),
+    "decomposed Vietnamese": (unicodedata.normalize("NFD", "Văn An"),
+                              unicodedata.normalize("NFD", "Nguyễn")),
+}
+WHEN = datetime.datetime(2026, 10, 5, 21, 14)
+
+
+def nfc(text):
+    return unicodedata.normalize("NFC", text)
+
+
+def script_class(lms):
+    """({entry: text} of a download of the class of SCRIPTS as lms names it, {student id
+    collect must give each}), without a roster."""
+    entries, ids = {}, {}
+    for n, (first, last) in enumerate(SCRIPTS.values(), start=1):
+        user = f"{first}{last}".replace(" ", "")  # (a username, a plain id: no space)
+        if lms == "moodle":  # (a folder per student, Moodle's default)
+            entries[f"{moodle_prefix(f'{first} {last}', n)}_assignsubmission_file/"
+                    f"{NOTEBOOK}"] = NB
+            ids[nfc(f"{first} {last}").lower().replace(" ", "-")] = n
+        elif lms == "canvas":
+            prefix = canvas_prefix(f"{last}, {first}", 50000 + n)
+            entries[canvas_entry(prefix, 7000 + n, NOTEBOOK)] = NB
+            ids[nfc(prefix.rsplit("_", 1)[0])] = n
+        elif lms == "blackboard":  # (a username in the student's script)
+            entries[blackboard_entry("Unit 1", user, WHEN, NOTEBOOK)] = NB
+            ids[nfc(user)] = n
+        elif lms == "brightspace":
+            entries[f"{brightspace_entry(f'{39000 + n}-{64000 + n}', f'{first} {last}', WHEN)}"
+                    f"/{NOTEBOOK}"] = NB
+            ids[nfc(f"{first} {last}").lower().replace(" ", "-")] = n
+        else:  # plain: <student id>_<assignment>.zip
+            entries[f"{user}_unit1.zip"] = zipped({NOTEBOOK: NB})
+            ids[nfc(user)] = n
+    return entries, ids
+
+
+def script_roster(lms):
+    """The roster of SCRIPTS's class as an instructor types it (NFC), with the LMS's ids."""
+    rows = ["lms_id,student_id,name"]
+    for n, (first, last) in enumerate(SCRIPTS.values(), start=1):
+        user = nfc(f"{first}{last}".replace(" ", ""))
+        lms_id = {"canvas": f"{50000 + n}", "blackboard": user,
+                  "brightspace": f"{39000 + n}-{64000 + n}"}.get(lms, "")
+        rows.append(f"{lms_id},{user if lms == 'plain' else f's{n}'},{nfc(f'{first} {last}')}")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("roster", [False, True], ids=["no roster", "a roster"])
+@pytest.mark.parametrize("lms", ["moodle", "canvas", "blackboard", "brightspace", "plain"])
+def test_names_in_every_script_are_read_as_each_lms_writes_them(tmp_path, lms, roster):
+    """Each LMS's names of a class in six scripts, marks and a decomposed name included:
+    every student collected, under an id in NFC that keeps the name's marks, or the
+    roster's (its names compared with the LMS's in NFC)."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "UTC"\n' +
+                           'c.Grading.roster = "roster.csv"\n' * roster)
+    entries, ids = script_class(lms)
+    if roster:
+        (root / "roster.csv").write_text(script_roster(lms))
+        ids = {row.split(",")[1]: 0 for row in script_roster(lms).splitlines()[1:]}
+    download(archive, entries)
+    out = run(root, "unit1")
+    assert reasons(out) == {}, out
+    assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": sorted(ids)}, out
+    assert all(unicodedata.normalize("NFC", s) == s for s in ids)

@@ -217,7 +217,7 @@ def rejected(out, folder, why):
 
 @pytest.mark.parametrize("pattern, why", [
     ("[z]", "a student id must start with a letter or a digit ('[z]')"),
-    ("s1*", "a student id may hold only letters, digits, '_', '.' and '-' ('s1*' holds '*')")])
+    ("s1*", "a student id may hold only letters, marks, digits, '_', '.' and '-' ('s1*' holds '*')")])
 def test_an_id_that_is_a_glob_pattern_is_refused_never_globbed(inbound, pattern, why):
     """Attack: a folder named `[z]+unit1+...` whose exercise file is a link to the course's
     reference, and whose timestamp.txt is early: nbgrader's glob took its id as a pattern

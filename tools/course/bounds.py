@@ -62,10 +62,11 @@ def id_problem(student_id, bounds=BOUNDS):
         return f"a student id not in Unicode's normal form NFC ({shown})"
     if not student_id[0].isalnum():
         return f"a student id must start with a letter or a digit ({shown})"
-    bad = sorted({c for c in student_id if not (c.isalnum() or c in "_.-")})
+    bad = sorted({c for c in student_id if not (c.isalnum() or c in "_.-" or
+                                                unicodedata.category(c)[0] == "M")})
     if bad:
-        return f"a student id may hold only letters, digits, '_', '.' and '-' ({shown} holds " \
-               f"{''.join(bad)!r})"
+        return f"a student id may hold only letters, marks, digits, '_', '.' and '-' " \
+               f"({shown} holds {''.join(bad)!r})"
     return None
 
 

@@ -79,14 +79,18 @@ def _delimiter(header):
 
 
 def slug(name):
-    """A display name as a student id: "John Smith" -> "john-smith"."""
-    name = unicodedata.normalize("NFC", name)
-    return re.sub(r"[^\w.-]+", "-", name.strip().lower()).strip("-._")
+    """A display name as a student id: "John Smith" -> "john-smith" (its word characters,
+    marks included: tools.lms.downloads.word)."""
+    name = unicodedata.normalize("NFC", name).strip().lower()
+    kept = "".join(c if downloads.word(c) or c in ".-" else " " for c in name)
+    return re.sub(r" +", "-", kept).strip("-._")
 
 
 def letters(name):
-    """A name's letters and digits alone, lowercased: how two spellings of it compare."""
-    return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", name).casefold())
+    """A name's letters, marks and digits alone, lowercased: how two spellings of it
+    compare."""
+    return "".join(c for c in unicodedata.normalize("NFKC", name).casefold()
+                   if downloads.word(c) and c != "_")
 
 
 def read_roster(path, encoding=None):

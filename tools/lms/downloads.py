@@ -18,6 +18,7 @@ import csv
 import dataclasses
 import datetime
 import re
+import unicodedata
 import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ MOODLE_FOLDER = re.compile(r"(?P<name>.+)_(?P<key>\d+)_assignsubmission_(?P<plug
 MOODLE_FILE = re.compile(r"(?P<name>[^_]+)_(?P<key>\d+)_assignsubmission_(?P<plugin>[a-z]+)_"
                          r"(?P<rest>.*)", re.S)
 CANVAS_IDS = re.compile(r"_(?P<key>\d+)_(?P<order>\d+)_")
-CANVAS_NAME = re.compile(r"(?P<name>\w+?)(?P<late>_LATE)?")
+CANVAS_NAME = re.compile(r"(?P<name>.+?)(?P<late>_LATE)?", re.S)  # (name: word characters)
 # (their first "_attempt_<time>", their first date: the LMS writes those before the name the
 # student chose)
 BLACKBOARD = re.compile(r"(?P<assignment>.+?)_(?P<key>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})"
@@ -76,6 +77,14 @@ class Name:
     order: int | None = None
     problem: str | None = None  # why the reading's date cannot be trusted
     rest: str | None = None  # the file's own name, as the LMS kept it (None: a folder)
+
+
+def word(c):
+    """Whether character c is a word character as Ruby's Onigmo reads [[:word:]] (what
+    Canvas keeps of a name: content_zipper.rb, sanitize_file_name): a letter, a mark, a
+    digit or a connector ("_"). Python's \\w lacks the marks, which Thai, Devanagari and a
+    decomposed Vietnamese name hold."""
+    return c.isalnum() or unicodedata.category(c)[0] == "M" or unicodedata.category(c) == "Pc"
 
 
 def zone(name):
@@ -157,6 +166,7 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, 
     whose date cannot be read, or lies in the future (after now), carries why (problem).
     titles: the Blackboard titles the download allows (titles()): a Blackboard reading of
     another title is none."""
+    entry = unicodedata.normalize("NFC", entry)  # (as an LMS stores it; a Mac extracts NFD)
     stem = entry[:-4] if entry.lower().endswith(".zip") and not folder else entry
     found = []
     moodle = (MOODLE_FOLDER if folder else MOODLE_FILE).fullmatch(stem if folder else entry)
@@ -178,7 +188,8 @@ def names(entry, folder, tz=None, formats=FORMATS, now=None, patterns=PATTERNS, 
         found.append(dataclasses.replace(name, problem=problem) if problem else name)
     for ids in CANVAS_IDS.finditer(entry):
         head = CANVAS_NAME.fullmatch(entry[:ids.start()])
-        if head and not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
+        if head and all(map(word, head["name"])) and \
+                not re.search(r"_\d+_", head["name"] + "_"):  # (Canvas collapses those)
             found.append(Name("canvas", ids["key"], head["name"], late=bool(head["late"]),
                               order=int(ids["order"]), rest=entry[ids.end():] or None))
     return found or [Name("plain", stem)]
