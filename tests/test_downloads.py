@@ -836,3 +836,59 @@ def test_names_in_every_script_are_read_as_each_lms_writes_them(tmp_path, lms, r
     assert reasons(out) == {}, out
     assert submissions(root, Course.load(root), ["unit1"]) == {"unit1": sorted(ids)}, out
     assert all(unicodedata.normalize("NFC", s) == s for s in ids)
+
+
+# --- time zones across summer time (issue 62, point 4) ------------------------------------
+# (zone, due as the course writes it, in its own zone, the submission's local time in the
+# LMS's name, the lateness in UTC): each across one change of summer time
+CHANGES = {
+    "New York, summer time ends": ("America/New_York", "2026-11-01 00:30",
+                                   datetime.datetime(2026, 11, 1, 3, 0), "3 h 30 min late"),
+    "New York, summer time starts": ("America/New_York", "2026-03-08 01:30",
+                                     datetime.datetime(2026, 3, 8, 3, 30), "1 h late"),
+    "Sydney, summer time ends": ("Australia/Sydney", "2026-04-05 01:30",
+                                 datetime.datetime(2026, 4, 5, 3, 0), "2 h 30 min late"),
+    "Sydney, summer time starts": ("Australia/Sydney", "2026-10-04 01:00",
+                                   datetime.datetime(2026, 10, 4, 4, 0), "2 h late"),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_lateness_across_a_change_of_summer_time_is_counted_in_utc(tmp_path, change):
+    """A due date and a submission in one zone, on either side of a change: late by the
+    time that passed, not by the clocks' difference (Python subtracts two times of one
+    zone by their clocks), as grades.csv counts it (tests/test_late.py)."""
+    tz, due, when, late = CHANGES[change]
+    root, archive = course(tmp_path, f'c.Grading.lms_timezone = "{tz}"\n'
+                                     f'c.Grading.timezone = "{tz}"\n'
+                                     f'c.Grading.due = {{"unit1": "{due}"}}\n')
+    download(archive, {blackboard_entry("Unit 1", "s1", when, NOTEBOOK): NB})
+    out = run(root, "unit1")
+    assert f"late: s1 ({late})" in out, out
+
+
+def test_two_attempts_in_the_repeated_hour_are_ordered_by_the_zone_their_receipts_name(
+        tmp_path):
+    """01:30 EDT comes before 01:10 EST on 1 November 2026 in New York: the receipts'
+    zones order the two attempts, the later kept. Without receipts the two cannot be
+    ordered: both refused, saying why, never the first reading's order."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "America/New_York"\n')
+    first, second = datetime.datetime(2026, 11, 1, 1, 30), datetime.datetime(2026, 11, 1, 1, 10)
+    entries = {blackboard_entry("Unit 1", "s1", first, NOTEBOOK): '{"v": 1}',
+               blackboard_entry("Unit 1", "s1", second, NOTEBOOK): '{"v": 2}'}
+    receipts = {blackboard_entry("Unit 1", "s1", first):
+                "Name: S One (s1)\nDate Submitted: Sunday, November 1, 2026 1:30:00 AM EDT\n",
+                blackboard_entry("Unit 1", "s1", second):
+                "Name: S One (s1)\nDate Submitted: Sunday, November 1, 2026 1:10:00 AM EST\n"}
+    download(archive, {**entries, **receipts})
+    out = run(root, "unit1")
+    assert held(root, "s1")[NOTEBOOK] == '{"v": 2}', out
+    assert held(root, "s1")["timestamp.txt"] == "2026-11-01 06:10:00.000000 UTC"
+    assert "an older submission of s1" in reasons(out)[list(entries)[0]]
+    shutil.rmtree(root / "submitted")
+    (root / "downloaded" / "unit1").rename(tmp_path / "first-download")
+    archive.mkdir(parents=True)
+    download(archive, entries)
+    out = run(root, "unit1")
+    assert all("2 of them in the hour when summer time ends" in reasons(out)[e]
+               for e in entries), out

@@ -168,7 +168,8 @@ def decide(policy, assignment, student, due, when, late_marker, auto, written):
         return decision(None, "time unknown", 0.0, "time unknown: no penalty")
     if deadline is None:
         return decision(None, "no due date", 0.0, "no due date (c.Grading.due): no penalty")
-    late = (when - deadline).total_seconds()
+    utc = datetime.timezone.utc  # (two times of one zone subtract as clocks: not across DST)
+    late = (when.astimezone(utc) - deadline.astimezone(utc)).total_seconds()
     if late <= 0:
         return decision(late, "on time", 0.0, "on time" + granted)
     lateness = late_words(late) + granted

@@ -14,6 +14,7 @@ theirs, no file's date); without an LMS date, no one is marked late. Each LMS's 
 collected.json and every rejection: docs/instructors.md, step 3; the trust: docs/security.md.
 """
 
+import contextlib
 import datetime
 import filecmp
 import json
@@ -38,6 +39,7 @@ from tools.course.settings import read
 from tools.instructor import gradebook, inbound, roster, unpack
 from tools.lms import downloads
 
+RECEIPT_BYTES = 64 << 10  # a Blackboard receipt read for its zone: a few lines
 COLLECTED = "collected.json"  # downloaded/<assignment>/: what collect read of each submission
 DATED = ("blackboard", "brightspace")  # whose names date each upload
 PEOPLE = ("moodle", "canvas", "brightspace")  # whose keys are the LMS's: two are two people
@@ -66,7 +68,8 @@ class Piece:
         Blackboard's and Brightspace's time); a plain entry is an upload of its own."""
         if self.name.lms == "plain":
             return "plain", self.entry
-        return self.name.lms, self.name.key, self.name.when if self.name.lms in DATED else None
+        when = self.name.when if self.name.lms in DATED else None
+        return self.name.lms, self.name.key, when and downloads.utc(when)
 
 
 @dataclass(frozen=True)
@@ -290,10 +293,16 @@ def _newest(student, found):
         return None, _refuse([e for f in found for e in f.entries], (
             f"{len(found)} entries named {student} ({names}) are {len(people)} people to the "
             "LMS (its numbers differ): all refused (a roster tells them apart)"))
+    twice = [f for f in found if downloads.ambiguous(f.when)]
+    if len(twice) > 1:  # (which of the repeated hour's two occurrences each is: unknown)
+        return None, _refuse([e for f in found for e in f.entries], (
+            f"{len(found)} uploads of {student} ({names}), {len(twice)} of them in the hour "
+            "when summer time ends, which happens twice and which the LMS wrote without its "
+            "zone: their order cannot be told (refused, never guessed)"))
     if all(f.when is not None for f in found):
-        found = sorted(found, key=lambda f: f.when)
+        found = sorted(found, key=lambda f: downloads.utc(f.when))
         last = found[-1]
-        if last.when != found[-2].when:
+        if downloads.utc(last.when) != downloads.utc(found[-2].when):
             return last, [r for f in found[:-1] for r in _refuse(f.entries, (
                 f"an older submission of {student} ({f.when:%Y-%m-%d %H:%M} by the "
                 f"{f.source}): {last.entry} ({last.when:%Y-%m-%d %H:%M}) replaces it"))]
@@ -395,6 +404,7 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
             continue
         item = _piece(entry, assignment, settings, rows, times, where, titles)
         (rejected if isinstance(item, Rejected) else pieces).append(item)
+    pieces = _zoned_by_receipts(pieces, archive, receipts, settings.lms_patterns)
     entries = len(pieces) + len(rejected)
     clashes = _collisions(pieces, root, assignment, rows)
     rejected += clashes
@@ -438,6 +448,25 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
                   "by hand")
     alone = _alone(receipts, [e.name for e in listed], assignment, settings, rows, titles)
     return Collected(outcome, rejected, kept, times, receipts, entries, alone)
+
+
+def _zoned_by_receipts(pieces, archive, receipts, patterns):
+    """pieces, each Blackboard attempt's time that happens twice (the hour when summer time
+    ends) resolved by the zone its receipt names after its time ("... 1:30:00 AM EDT"), where
+    it has one (downloads.resolved)."""
+    zones = {}
+    for entry in receipts:
+        with contextlib.suppress(OSError, ValueError):
+            text = unpack.read_regular(archive, entry, RECEIPT_BYTES).decode(errors="replace")
+            zones[downloads.attempt(entry, patterns)] = downloads.receipt_zone(text)
+    out = []
+    for p in pieces:
+        zone = zones.get(downloads.attempt(p.entry, patterns)) if p.name.lms == "blackboard" \
+            else None
+        if zone and downloads.ambiguous(p.name.when):
+            p = replace(p, name=replace(p.name, when=downloads.resolved(p.name.when, zone)))
+        out.append(p)
+    return out
 
 
 def _alone(receipts, listed, assignment, settings, rows, titles):
@@ -534,7 +563,8 @@ def late_by(when, late_marker, due):
     time (aware, or None), Canvas's late marker and its due date (aware, or None)."""
     if when is None:
         return "late by Canvas's _LATE marker; no time" if late_marker else ""
-    return late_words((when - due).total_seconds()) if due is not None else ""
+    return late_words((downloads.utc(when) - downloads.utc(due)).total_seconds()) \
+        if due is not None else ""
 
 
 def report(name, collected, due, dry_run=False):
@@ -603,7 +633,7 @@ def _receipt_words(receipt, kept):
         return f"{who}: nothing collected for {receipt.student} (grade the attempt in " \
                "Blackboard, or download its files and collect again)"
     dated = found.when is not None and receipt.when is not None
-    if dated and receipt.when > found.when:
+    if dated and downloads.utc(receipt.when) > downloads.utc(found.when):
         return f"{who}: collected from an earlier attempt ({found.entry}), and this one is " \
                "later: check it in Blackboard"
     return f"{who}: collected from {'a later' if dated else 'another'} attempt ({found.entry})"

@@ -132,6 +132,34 @@ def ambiguous(when):
         when.replace(fold=0).utcoffset() != when.replace(fold=1).utcoffset()
 
 
+def utc(when):
+    """An aware time in UTC: what every comparison and lateness of LMS times is made in
+    (Python compares two times of one zone by their local clocks, the repeated hour's
+    two occurrences as one)."""
+    return when.astimezone(datetime.timezone.utc)
+
+
+# a Blackboard receipt's time: "Date Submitted: Sunday, November 1, 2026 1:30:00 AM EDT"
+RECEIPT_ZONE = re.compile(r"^Date Submitted:.*\b([A-Z]{3,5})[ \t]*$", re.M)
+
+
+def receipt_zone(text):
+    """The zone abbreviation after a Blackboard receipt's time (EDT, CET, AEDT), or None."""
+    found = RECEIPT_ZONE.search(text)
+    return found[1] if found else None
+
+
+def resolved(when, abbreviation):
+    """An ambiguous local time (ambiguous()) as its occurrence whose zone the LMS names by
+    abbreviation, at that fixed offset (so no longer ambiguous); when itself where neither
+    occurrence has that name."""
+    for fold in (0, 1):
+        occurrence = when.replace(fold=fold)
+        if occurrence.tzname() == abbreviation:
+            return occurrence.astimezone(datetime.timezone(occurrence.utcoffset(), abbreviation))
+    return when
+
+
 def brightspace_time(text, fmt, tz):
     """Brightspace's "Oct 5, 2026 914 PM" (no colon, the hour unpadded) as an aware datetime:
     the colon put back before its two digits of minutes, then read with fmt."""
