@@ -13,7 +13,7 @@ from tools.course.exercises import REPO
 from tools.course.folder import Course
 from tools.instructor import autograde
 from tools.instructor.autograde import write_autograded
-from tools.sandboxed.limits import Limits
+from tools.sandboxed.limits import BUSY, Limits
 from tools.worker import task
 from tools.worker.task import Kit, Outcome, Refused, Task
 
@@ -206,6 +206,7 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
     from tools.instructor import gradebook
     from tools.instructor.build import build_course
     from tools.instructor.release import release
+    from tools.judge import client
     from tools.judge.client import Verdict
 
     root = build_course(tmp_path / "course", layout="unit")
@@ -263,6 +264,15 @@ def test_a_notebook_over_the_cell_bound_is_refused_saying_why_beside_an_honest_o
                                    sent)
     assert check_scores() == dict.fromkeys(checks, 0)
     assert score == f"0 / {maximum(['01_layernorm_forward']):g}"
+    # a check a busy machine cut short: 0 points, said in the status, graded again next time
+    first = min(checks)
+    busy = {**outcome.verdicts, first: Verdict(False, client.verdict(
+        False, f"{BUSY} (its runner waited ...)", checks[first].points))}
+    status, _ = autograde.save(root, course, dataclasses.replace(outcome, verdicts=busy), sent)
+    assert f"{BUSY} (Exercise {checks[first].number}: make autograde grades it again)" in \
+        status, status
+    assert "could not finish it (0 / " in busy[first].text
+    assert autograde.pending(root, course, ["unit1"])[0] == {"unit1": ["honest"]}
     with gradebook.connect(root) as gb:  # nbgrader's record alone leaves the checks' rows
         for g, e in checks.items():
             gb.find_grade(g, e.notebook, "unit1", "honest").auto_score = None

@@ -37,7 +37,7 @@ from tools.course.folder import NORMKIT
 from tools.judge.client import run_checks
 from tools.judge.judge import Judge
 from tools.sandbox import bubblewrap, cgroup
-from tools.sandboxed.limits import Limits
+from tools.sandboxed.limits import BUSY, Limits
 from tools.sandboxed.peer import ENDED, Peer, RunnerGone
 
 LIMITS_HERE = Limits(timeout=20)
@@ -1044,3 +1044,104 @@ def test_an_exercise_file_importing_the_helpers_from_normkit_still_grades(tmp_pa
     results = run_checks(folder, cells, LIMITS_HERE, sandboxed=SANDBOX)
     assert {g: passed for g, (passed, _) in results.items()} == dict.fromkeys(
         (g for g, _ in cells), True), results
+
+
+# --- a busy machine (issue 62, point 7) ---------------------------------------------------
+BURNER = """
+import time as _time
+_burnt = []
+_reference_stats = layer_norm_stats
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):  # right, after 0.8 s of CPU at first
+    if not _burnt:
+        _burnt.append(1)
+        end = _time.process_time() + 0.8
+        while _time.process_time() < end:
+            pass
+    return _reference_stats(x, normalized_shape, eps)
+"""
+HOGS = 6  # busy loops on the runner's CPU: it gets about a seventh of it
+
+
+@pytest.mark.parametrize("busy", ["through both runs", "through the first run"])
+def test_a_check_out_of_time_on_a_busy_machine_runs_again_and_never_fails_silently(
+        tmp_path, busy):
+    """Issue 62: an honest check that a loaded machine kept from its CPU past the limit (its
+    runner waited for a CPU more than half the time) runs once more; given the CPU then, it
+    passes (full marks), and still starved it says BUSY, which grades.csv and the next make
+    autograde act on, never a plain failure. The load: busy loops pinned, with the runner,
+    to one CPU (the test's own affinity, which the runner inherits). Code that sleeps past
+    the limit waits for no CPU: it fails as over the limit (the test above)."""
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", BURNER))
+    cells = [(g, s) for g, s in UNIT1 if g.startswith("ex1_1")]
+    cpu, saved = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    hogs, runs = [], []
+
+    class Watched(Judge):
+        def _grade(self, grade_id, source, deadline, again=True):
+            runs.append(again)
+            if again:  # (each its own session, as a sandbox is: the kernel shares a CPU
+                # between sessions first)
+                hogs.extend(subprocess.Popen([sys.executable, "-c", loop],
+                                             start_new_session=True) for _ in range(HOGS))
+            elif busy == "through the first run":
+                for hog in hogs:
+                    hog.kill()
+            return super()._grade(grade_id, source, deadline, again)
+
+    os.sched_setaffinity(0, {cpu})
+    try:
+        found = judge_in_process(folder, cells, SANDBOX, limits=Limits(
+            timeout=3, startup_timeout=1), judge=Watched)
+    finally:
+        os.sched_setaffinity(0, saved)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    [(passed, detail)] = found.values()
+    assert runs == [True, False], runs
+    if busy == "through the first run":
+        assert (passed, detail) == (True, ""), detail
+    else:
+        assert not passed and detail.startswith(f"{BUSY} (its runner waited for a CPU half "
+                                                "its time or more, twice"), detail
+
+
+THREADER = """
+import threading as _threading, time as _time
+import numpy as _np
+_reference_stats = layer_norm_stats
+
+
+def _spin():  # (NumPy's sums let go of the GIL: the threads compete for the CPU)
+    a = _np.ones(1 << 22)
+    while True:
+        a.sum()
+
+
+def layer_norm_stats(x, normalized_shape, eps=1e-5):  # its own threads, taking its CPU
+    for _ in range(4):
+        _threading.Thread(target=_spin, daemon=True).start()
+    end = _time.monotonic() + 60
+    while _time.monotonic() < end:
+        _np.ones(1 << 20).sum()
+    return _reference_stats(x, normalized_shape, eps)
+"""
+
+
+def test_a_check_that_takes_its_own_cpu_is_over_its_limit_not_busy(tmp_path):
+    """Issue 62's busy machine is not the submission's to claim: threads of its own,
+    pinned with it to one CPU, make its runner wait for a CPU, but they use that CPU: over
+    the limit, failed, never "needs regrading". (A process of its own it cannot start.)"""
+    folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", THREADER))
+    cells = [(g, s) for g, s in UNIT1 if g.startswith("ex1_1")]
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(saved)})
+    try:
+        found = judge_in_process(folder, cells, SANDBOX, limits=Limits(
+            timeout=2, startup_timeout=1))
+    finally:
+        os.sched_setaffinity(0, saved)
+    assert list(found.values()) == [(False, "ran over the 2 s limit")], found

@@ -31,7 +31,7 @@ from tools.course.folder import (
     submission_folder,
     submissions,
 )
-from tools.course.settings import config, read
+from tools.course.settings import BUSY, config, read
 from tools.instructor import gradebook
 from tools.instructor.cluster import client
 from tools.instructor.collect import submitted_at_of
@@ -45,8 +45,8 @@ MiB = 1 << 20
 
 def pending(root, course, names=(), students=(), force=False):
     """({assignment: [student]} of the submissions to grade, how many are left as graded):
-    those never graded, or whose files changed since (a resubmission); every one of these
-    students' (all if force)."""
+    those never graded, whose files changed since (a resubmission), or whose grading a busy
+    machine cut short (BUSY in its status); every one of these students' (all if force)."""
     done = gradebook.graded(root)
     todo, unchanged = {}, 0
     for assignment, group in submissions(root, course, names).items():
@@ -54,8 +54,9 @@ def pending(root, course, names=(), students=(), force=False):
             if students and student not in students:
                 continue
             known = done.get((assignment, student))
-            if force or students or known is None or known.digest != gradebook.digest(
-                    submission_folder(root, student, assignment)):
+            if force or students or known is None or BUSY in known.status or \
+                    known.digest != gradebook.digest(submission_folder(root, student,
+                                                                       assignment)):
                 todo.setdefault(assignment, []).append(student)
             else:
                 unchanged += 1
@@ -133,6 +134,10 @@ def save(root, course, outcome, sent):
         score = f"{submission.score:g} / {maximum(plan.notebooks):g}"
     if outcome.missing:
         why.append("missing " + ", ".join(outcome.missing))
+    busy = [e.number for e in checks if BUSY in getattr(outcome.verdicts.get(e.grade_id),
+                                                         "text", "")]
+    if busy:  # (0 points until graded again: the next make autograde does)
+        why.append(f"{BUSY} (Exercise {', '.join(busy)}: make autograde grades it again)")
     status = f"failed: {outcome.error}" if outcome.error else \
         "; ".join(["graded", *why]) if why else "graded"
     gradebook.set_graded(root, {(a, s): (status, sent.digest)})

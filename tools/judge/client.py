@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from tools.course.exercises import REPO, SOLUTIONS, by_number, needs, of_notebooks, student_files
 from tools.course.folder import NORMKIT, NORMKIT_IGNORE, submission_folder
+from tools.sandboxed.limits import BUSY
 
 JUDGE = "The judge:"  # how every verdict begins
 
@@ -184,7 +185,8 @@ def verdict(passed, detail, points, needed=()):
     if passed:
         return f"{JUDGE} passed, with the hidden tests ({points:g} / {points:g})."
     detail = "\n".join(line.rstrip() for line in str(detail).splitlines() if line.strip())
-    text = f"{JUDGE} failed ({0:g} / {points:g}): {detail}"
+    verb = "could not finish it" if detail.startswith(BUSY) else "failed"
+    text = f"{JUDGE} {verb} ({0:g} / {points:g}): {detail}"
     if needed:
         names = ", ".join(f"Exercise {n} ({by_number()[n].name})" for n in needed)
         text += (f"\nIt needs {names}, which fail{'s' * (len(needed) == 1)}: fix "

@@ -34,6 +34,7 @@ import numpy as np
 from tools.course.markers import TITLE, hidden_line_numbers
 from tools.sandbox import bubblewrap, cgroup
 from tools.sandboxed import guard
+from tools.sandboxed.limits import BUSY, STARVED
 from tools.sandboxed.peer import ENDED, SILENT, Peer, Remote, RemoteError, RunnerGone
 from tools.sandboxed.runner import MEASURED_ENV
 from tools.sandboxed.wire import NUMPY_KINDS, raw_bytes
@@ -479,9 +480,46 @@ class Judge:
         self.stop()
         return found
 
-    def _grade(self, grade_id, source, deadline):
+    def _runner_pid(self):
+        """The runner's process id: the sandbox's innermost process (None: no process)."""
+        pid = getattr(self.process, "pid", None)
+        return bubblewrap.innermost(pid) if self.sandboxed and pid else pid
+
+    @staticmethod
+    def _sched(pid):
+        """(seconds process pid's threads (a runner: the sandbox's innermost process) have
+        waited, runnable, for a CPU, seconds of CPU it and every process under it used), or
+        None where it is gone: the kernel's run delay (the second field of
+        /proc/<pid>/task/<tid>/schedstat) and each /proc/<pid>/stat's utime and stime. A
+        busy machine makes the first grow and not the second; code that sleeps, or a
+        stopped process, neither; threads or processes of the runner's that take the CPU
+        from each other, both."""
+        if pid is None:
+            return None
+        try:
+            waited = sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+                         for tid in os.listdir(f"/proc/{pid}/task")) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+        stats = {}
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(entry)] = int(fields[1]), int(fields[11]) + int(fields[12])
+        tree = {pid}
+        while True:  # (its children, theirs, ...: until no process joins)
+            more = {p for p, (parent, _) in stats.items() if parent in tree} - tree
+            if not more:
+                break
+            tree |= more
+        ticks = sum(stats[p][1] for p in tree if p in stats)
+        return waited, ticks / os.sysconf("SC_CLK_TCK")
+
+    def _grade(self, grade_id, source, deadline, again=True):
         """(passed, detail) of one check, with a runner that is alive and in step: a new
-        one if the last check lost it."""
+        one if the last check lost it. A check over its time whose runner waited for a CPU
+        STARVED of it or more, and used less (a busy machine: _sched), runs once more
+        (again); starved twice, it is BUSY, never a plain failure."""
         fresh = self.process is None or self.process.poll() is not None or self.peer.broken
         if fresh:
             self.stop()
@@ -493,10 +531,20 @@ class Judge:
         start = time.monotonic()
         budget = min(budget, deadline - start)
         self.peer.deadline = start + budget  # every read from the runner
-        timer = threading.Timer(budget, self.process.kill)  # a write to a runner that
-        timer.start()  # reads nothing, a runner computing forever
+        # a fresh runner's waits and CPU count from its start, its startup included; those
+        # of one that ran checks before, from now
+        runner, spent = ({} if fresh else {"pid": self._runner_pid()}), {}
+        before = (self._sched(runner["pid"]) or (0.0, 0.0)) if runner else (0.0, 0.0)
+
+        def expire():  # (how long it waited for a CPU, then its end: a runner forever busy)
+            spent["sched"] = self._sched(runner.get("pid") or self._runner_pid())
+            self.process.kill()
+
+        timer = threading.Timer(budget, expire)  # a write to a runner that reads nothing
+        timer.start()
         try:
             self.peer.request("reset")
+            runner.setdefault("pid", self._runner_pid())  # (it answers: it is there)
             passed, detail = check(source, grade_id)
         except Exception as error:  # an error reply to "reset", a lost runner
             passed, detail = False, f"the runner failed to start the check ({type(error).__name__})"
@@ -504,9 +552,19 @@ class Judge:
         finally:
             timer.cancel()
         if self.peer.broken or self.process.poll() is not None:
+            after = spent.get("sched") or self._sched(runner.get("pid") or
+                                                      self._runner_pid()) or before
+            waited, used = after[0] - before[0], after[1] - before[1]
             self.process.kill()  # ended, ending, silent or out of step: never used again
             self.process.wait()  # (not yet reaped, poll() would say it still runs)
-            over = self.peer.broken == SILENT or time.monotonic() - start >= budget
-            passed, detail = False, (f"ran over the {self.limits.timeout} s limit" if over
-                                     else self.peer.broken or ENDED)
+            wall = time.monotonic() - start
+            over = self.peer.broken == SILENT or wall >= budget
+            starved = over and waited >= STARVED * wall and used < STARVED * wall
+            if starved and again and deadline - time.monotonic() > budget:
+                return self._grade(grade_id, source, deadline, again=False)
+            passed, detail = False, (
+                f"{BUSY} (its runner waited for a CPU half its time or more, twice, "
+                f"within the {self.limits.timeout} s limit)" if starved else
+                f"ran over the {self.limits.timeout} s limit" if over else
+                self.peer.broken or ENDED)
         return passed, detail

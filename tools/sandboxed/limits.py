@@ -6,6 +6,12 @@ JSON (to_json, from_json). Only the standard library: the runner imports it.
 import dataclasses
 import json
 
+# a check over its time limit whose runner waited for a CPU STARVED of that time or more,
+# twice: the machine was busy, not the code slow (the judge, Judge._grade); grades.csv and
+# the feedback say BUSY, and the next make autograde grades it again
+STARVED = 0.5
+BUSY = "needs regrading: ran out of time on a busy machine"
+
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
