@@ -138,10 +138,11 @@ def test_neither_a_timestamp_in_the_zip_nor_a_files_date_is_a_submission_time(co
         "entry": "hoppergrace_LATE_12345_67890_unit1.zip",
         "entries": ["hoppergrace_LATE_12345_67890_unit1.zip"], "lms": "canvas", "key": "12345",
         "name": "hoppergrace", "time": None, "time_from": None, "late_marker": True,
-        "superseded": {}}
+        "superseded": {}, "extension": None}
     assert provenance["judy"] == {"entry": "judy_unit1.zip", "entries": ["judy_unit1.zip"],
                                   "lms": "plain", "key": "judy", "name": None, "time": None,
-                                  "time_from": None, "late_marker": False, "superseded": {}}
+                                  "time_from": None, "late_marker": False, "superseded": {},
+                                  "extension": None}
     assert "late: hoppergrace (late by Canvas's _LATE marker; no time)" in out
 
 
@@ -293,11 +294,12 @@ WORKSHEET_HEADER = ('"Identifier","Full name","Email address","Status","Grade","
                     '"Feedback comments"\n')
 
 
-def worksheet(rows):
+def worksheet(rows, status=None):
     """Moodle's grading worksheet (mod/assign/gradingtable.php's columns), rows of
-    (number, full name, email, last modified)."""
+    (number, full name, email, last modified); status: {number: its Status}."""
     return WORKSHEET_HEADER + "".join(
-        f'"Participant {n}","{name}","{email}","Submitted for grading","","100.00","Yes",'
+        f'"Participant {n}","{name}","{email}",'
+        f'"{(status or {}).get(n, "Submitted for grading")}","","100.00","Yes",'
         f'"{when}","-",""\n' for n, name, email, when in rows)
 
 

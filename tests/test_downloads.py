@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import unicodedata
 import zipfile
+import zoneinfo
 
 import pytest
 
@@ -60,11 +61,11 @@ def reasons(out):
 
 
 def provenance(entries, lms, key, name, time=None, time_from=None, late=False, superseded=None,
-           entry=None):
+               entry=None, extension=None):
     """A provenance of collected.json, as tools.instructor.collect.Found.collected writes it."""
     return {"entry": entry or max(entries), "entries": sorted(entries), "lms": lms,
             "key": key, "name": name, "time": time, "time_from": time_from,
-            "late_marker": late, "superseded": superseded or {}}
+            "late_marker": late, "superseded": superseded or {}, "extension": extension}
 
 
 # --- Canvas -------------------------------------------------------------------------------
@@ -892,3 +893,40 @@ def test_two_attempts_in_the_repeated_hour_are_ordered_by_the_zone_their_receipt
     out = run(root, "unit1")
     assert all("2 of them in the hour when summer time ends" in reasons(out)[e]
                for e in entries), out
+
+
+# --- extensions the LMS granted (issue 62, point 6) ---------------------------------------
+
+def test_moodles_extensions_reach_the_late_policy_and_the_courses_own_win(tmp_path):
+    """Moodle's grading worksheet says an extension in its Status ("... - Extension
+    granted until: <date>", gradingtable.php): collect keeps it in the student's
+    provenance, the late policy applies it (the submission two days after the due date is
+    on time), and an extension of the course's own (c.Grading.extensions) wins over it."""
+    from tools.course.late import Policy, decide
+    from tools.instructor.grades import lms_extension
+
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n')
+    ada, alan = moodle_prefix("Ada Lovelace", 11), moodle_prefix("Alan Turing", 12)
+    download(archive, {f"{ada}_assignsubmission_file/{NOTEBOOK}": NB,
+                       f"{alan}_assignsubmission_file/{NOTEBOOK}": NB})
+    (archive.parent / "Grades-unit1.csv").write_text(worksheet([
+        (11, "Ada Lovelace", "ada@example.edu", "Wednesday, 7 October 2026, 10:00 AM"),
+        (12, "Alan Turing", "alan@example.edu", "Wednesday, 7 October 2026, 10:00 AM")],
+        {11: "Submitted for grading - Extension granted until: Friday, 9 October 2026, "
+             "11:59 PM"}))
+    run(root, "unit1")
+    found = read_collected(root, "unit1")
+    assert found["ada-lovelace"]["extension"] == "2026-10-09T23:59:00+02:00"
+    assert found["alan-turing"]["extension"] is None
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    due = datetime.datetime(2026, 10, 5, 23, 59, tzinfo=berlin)
+    when = datetime.datetime(2026, 10, 7, 10, 0, tzinfo=berlin)
+    granted = lms_extension(found["ada-lovelace"])
+    assert decide(Policy(zone=berlin), "unit1", "ada-lovelace", due, when, False, 7, 0,
+                  granted).rule == "on time"
+    assert decide(Policy(zone=berlin), "unit1", "alan-turing", due, when, False, 7, 0,
+                  lms_extension(found["alan-turing"])).rule != "on time"
+    ours = Policy(zone=berlin, extensions={"unit1": {"ada-lovelace": datetime.datetime(
+        2026, 10, 6, 23, 59, tzinfo=berlin)}})
+    assert decide(ours, "unit1", "ada-lovelace", due, when, False, 7, 0, granted).rule != \
+        "on time"

@@ -138,12 +138,14 @@ def _taken(policy, percent, base, what):
     return points, f"{words} of {what} {number(base)} = {number(points)} off"
 
 
-def decide(policy, assignment, student, due, when, late_marker, auto, written):
+def decide(policy, assignment, student, due, when, late_marker, auto, written,
+           lms_extension=None):
     """The Decision of one graded submission: its assignment's due date (aware, or None),
-    its time (aware, or None), whether the LMS marked it late without a time, and its
-    autograded and written points."""
+    its time (aware, or None), whether the LMS marked it late without a time, its
+    autograded and written points, and the extension the LMS granted (aware, or None:
+    the course's own, c.Grading.extensions, wins)."""
 
-    extension = policy.extensions.get(assignment, {}).get(student)
+    extension = policy.extensions.get(assignment, {}).get(student) or lms_extension
     deadline = extension or due
     raw = round(auto + written, 2)
     base = round(auto + written * policy.written, 2)

@@ -87,6 +87,7 @@ class Found:
     source: str | None
     files: dict
     superseded: dict
+    extension: datetime.datetime | None = None  # (Moodle's worksheet's: Times.extensions)
 
     def collected(self, assignment):
         """What collect read of it (collected.json: docs/instructors.md, step 3)."""
@@ -95,7 +96,8 @@ class Found:
         return {"entry": self.entry, "entries": sorted(self.entries), "lms": self.name.lms,
                 "key": key, "name": self.name.name,
                 "time": self.when.isoformat() if self.when else None, "time_from": self.source,
-                "late_marker": self.name.late, "superseded": self.superseded}
+                "late_marker": self.name.late, "superseded": self.superseded,
+                "extension": self.extension.isoformat() if self.extension else None}
 
 
 @dataclass(frozen=True)
@@ -276,8 +278,10 @@ def _submission(pieces, student, times, where, bounds=BOUNDS):
                 for at in lost)))
     last = max((p for p in pieces if p.entry in used), key=_order)
     when, source = _time(last.name, student, times)
+    extension = times.extensions.get(last.name.key) if times and last.name.lms == "moodle" \
+        else None
     return Found(last.entry, tuple(sorted(used)), student, last.name, when, source, files,
-                 superseded), refused
+                 superseded, extension), refused
 
 
 def _newest(student, found):

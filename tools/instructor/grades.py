@@ -38,6 +38,13 @@ def cell(value):
     return value
 
 
+def lms_extension(provenance):
+    """The extension the LMS granted a submission (its provenance's, Moodle's worksheet's:
+    an aware time), or None."""
+    text = provenance.get("extension")
+    return datetime.datetime.fromisoformat(text) if text else None
+
+
 def late_column(decision, provenance, zone):
     """The late column of a submission: the late policy's Decision of it (None: none
     graded) and what collect read of it (tools.instructor.collect.read_collected's, or None).
@@ -144,8 +151,8 @@ def table(root, gb, names, settings, students, plan, provenances, maxima):
                 when and when.replace(tzinfo=datetime.timezone.utc),
                 bool(provenance.get("late_marker")),
                 sum(points.get(e.grade_id) or 0 for e in checks[name]),
-                sum(points.get(q.grade_id) or 0 for q in written[name])
-            ) if submission else None
+                sum(points.get(q.grade_id) or 0 for q in written[name]),
+                lms_extension(provenance)) if submission else None
             rows.append(Row(name, student, status, [
                 name, student, "yes" if submission else "no",
                 f"{when:%Y-%m-%d %H:%M:%S}" if when else "",
@@ -252,6 +259,13 @@ def export(root, out, names=(), lms=None, template=None):
         header, rows = table(root, gb, names, settings, students, plan, provenances, maxima)
     write_csv(Path(out), header, [row.cells for row in rows])
     print(f"grades: {out} ({', '.join(names) or 'no assignment released yet'})")
+    zone = settings.late.zone
+    from_lms = [f"{r.student} ({r.assignment}, to {late.shown(r.decision.extension, zone)})"
+                for r in rows if r.decision and r.decision.extension and r.student not in
+                settings.late.extensions.get(r.assignment, {})]
+    if from_lms:
+        print(f"extensions the LMS granted (Moodle's worksheet; c.Grading.extensions wins): "
+              f"{', '.join(from_lms)}")
     write_log(root, course, names, rows, kept, settings.late.zone)
     if filling is not None:
         grade_sheet.fill(root, filling, rows, roster, provenances, Path(out))

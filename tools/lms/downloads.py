@@ -324,6 +324,8 @@ class Times:
     rows: dict
     unread: dict = dataclasses.field(default_factory=dict)  # {participant number, or
     # "line <n>" where none can be read: why its row of the worksheet is not read}
+    extensions: dict = dataclasses.field(default_factory=dict)  # {participant number: the
+    # aware time Moodle's Status says an extension runs until}
 
 
 def read_times(folder, tz=None, formats=FORMATS):
@@ -374,7 +376,7 @@ def _worksheet(path, text, tz, formats):
     (tools/lms/phpcsv.py), each row alone from its line '"Participant <n>",' to the next
     (phpcsv.anchored): a row that cannot be read one way only with the header's number of
     columns is left out and kept in Times.unread with why, by its participant number; its
-    entry is refused, the others read."""
+    entry is refused, the others read. Each extension its Status grants: Times.extensions."""
     rows = phpcsv.anchored(text, WORKSHEET_ROW)
     header, good, unread = rows[0].values, [], {}
     for row in rows[1:]:
@@ -383,7 +385,22 @@ def _worksheet(path, text, tz, formats):
             continue
         unread[row.key or f"line {row.line}"] = \
             f"line {row.line} of {path.name} cannot be read: {row.problem}"
-    return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread)
+    extensions = {k: v for k, v in _rows(path, good, _extension_row, tz, formats).items() if v}
+    return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread,
+                 extensions)
+
+
+# Moodle's Status of a participant granted an extension (mod/assign/gradingtable.php,
+# col_status: the parts joined by " - " in a download; lang/en's userextensiondate, with
+# userdate's default format, strftimedaytime: FORMATS["moodle"])
+EXTENSION = re.compile(r"Extension granted until: (.+?)(?: - |$)")
+
+
+def _extension_row(row, tz, formats):
+    """(participant number, the aware time its extension runs until, or None) of a row."""
+    found = EXTENSION.search(row.get("Status") or "")
+    return _worksheet_row(row, tz, formats)[0], \
+        local_time(found[1], formats["moodle"], tz) if found else None
 
 
 def _worksheet_row(row, tz, formats):
