@@ -18,10 +18,11 @@ import zoneinfo
 import pytest
 
 from tests.conftest import REPO
-from tests.test_collect import NOTEBOOK, course, run, worksheet
+from tests.test_collect import NOTEBOOK, course, run, snapshot, worksheet
 from tools.course.folder import Course, submissions
 from tools.course.settings import read
 from tools.instructor.collect import read_collected
+from tools.lms import downloads
 
 PY = "x = 1\n"  # a student's normlib/layer_norm.py
 NB = '{"cells": []}'  # a student's notebook
@@ -930,3 +931,50 @@ def test_moodles_extensions_reach_the_late_policy_and_the_courses_own_win(tmp_pa
         2026, 10, 6, 23, 59, tzinfo=berlin)}})
     assert decide(ours, "unit1", "ada-lovelace", due, when, False, 7, 0, granted).rule != \
         "on time"
+
+
+# --- a large class in every script, collected three times (issue 62's "done when") --------
+
+def class_of_300(lms):
+    """({entry: text} of a 300-student download of lms, {student id: its UTC time or
+    None}): names cycling through SCRIPTS, numbered apart; Blackboard's attempts an hour
+    apart from a day before New York's summer time ends to a day after."""
+    entries, expected = {}, {}
+    start = datetime.datetime(2026, 10, 31, 0, 0)
+    tz = zoneinfo.ZoneInfo("America/New_York")
+    for i in range(300):
+        first, last = list(SCRIPTS.values())[i % len(SCRIPTS)]
+        first = f"{first}{i}"
+        if lms == "moodle":
+            entries[f"{moodle_prefix(f'{first} {last}', 100 + i)}_assignsubmission_file/"
+                    f"{NOTEBOOK}"] = NB
+            expected[nfc(f"{first} {last}").lower().replace(" ", "-")] = None
+        elif lms == "canvas":
+            prefix = canvas_prefix(f"{last}, {first}", 60000 + i)
+            entries[canvas_entry(prefix, 80000 + i, NOTEBOOK)] = NB
+            expected[nfc(prefix.rsplit("_", 1)[0])] = None
+        else:
+            when = start + datetime.timedelta(minutes=17 * i)  # (2026-10-31 00:00 on)
+            if downloads.ambiguous(when.replace(tzinfo=tz)):
+                when += datetime.timedelta(hours=1)  # (the repeated hour: its own test)
+            user = nfc(f"{first}{last}".replace(" ", ""))
+            entries[blackboard_entry("Unit 1", user, when, NOTEBOOK)] = NB
+            expected[user] = f"{downloads.utc(when.replace(tzinfo=tz)):%Y-%m-%d %H:%M:%S}"
+    return entries, expected
+
+
+@pytest.mark.parametrize("lms", ["moodle", "canvas", "blackboard"])
+def test_a_class_of_300_in_every_script_is_collected_alike_three_times(tmp_path, lms):
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "America/New_York"\n')
+    entries, expected = class_of_300(lms)
+    states = []
+    for _ in range(3):  # (the download extracted again over archive/ each time)
+        download(archive, entries)
+        out = run(root, "unit1")
+        assert reasons(out) == {}, out
+        states.append(snapshot(root))
+    assert states[0] == states[1] == states[2]
+    assert sorted(states[0][1]) == sorted(expected), sorted(set(states[0][1]) ^ set(expected))
+    for student, when in expected.items():
+        stamp = root / "submitted" / student / "unit1" / "timestamp.txt"
+        assert (stamp.read_text()[:19] if stamp.exists() else None) == when, student
