@@ -978,3 +978,69 @@ def test_a_class_of_300_in_every_script_is_collected_alike_three_times(tmp_path,
     for student, when in expected.items():
         stamp = root / "submitted" / student / "unit1" / "timestamp.txt"
         assert (stamp.read_text()[:19] if stamp.exists() else None) == when, student
+
+
+# --- group submissions (issue 62, point 5) ------------------------------------------------
+GROUPED = ("lms_id,student_id,name,email,group\n"
+           "50001,s1001,Ada Lovelace,ada@example.edu,Team Babbage\n"
+           "50002,s1002,Alan Turing,alan@example.edu,Team Babbage\n"
+           "50003,s1003,Grace Hopper,grace@example.edu,Team COBOL\n"
+           "50004,s1004,Barbara Liskov,barbara@example.edu,\n")
+
+
+@pytest.mark.parametrize("lms", ["moodle", "canvas"])
+def test_a_groups_submission_is_collected_for_every_member(tmp_path, lms):
+    """Moodle names a team's submission by its group's name and id (downloader.php's
+    get_student_prefix); Canvas by one member's (content_zipper.rb: the group's
+    representative). In a group assignment each is collected for every member the roster's
+    group column lists; a student in no group is collected alone. Moodle's time comes from
+    a member's row of its worksheet."""
+    root, archive = course(tmp_path, 'c.Grading.lms_timezone = "Europe/Berlin"\n'
+                                     'c.Grading.roster = "roster.csv"\n'
+                                     'c.Grading.group_assignments = ["unit1"]\n')
+    (root / "roster.csv").write_text(GROUPED)
+    if lms == "moodle":
+        babbage = moodle_prefix("Team Babbage", 42)  # (42: the group's id, not a participant)
+        cobol = moodle_prefix("Team COBOL", 43)
+        download(archive, {f"{babbage}_assignsubmission_file/{NOTEBOOK}": NB,
+                           f"{cobol}_assignsubmission_file/{NOTEBOOK}": '{"v": 3}'})
+        (archive.parent / "Grades-unit1.csv").write_text(worksheet([
+            (42, "Someone Else", "else@example.edu", "Monday, 5 October 2026, 1:00 PM"),
+            (11, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:14 PM"),
+            (12, "Alan Turing", "alan@example.edu", "Monday, 5 October 2026, 9:14 PM")]))
+    else:
+        download(archive, {
+            canvas_entry(canvas_prefix("Turing, Alan", 50002), 7001, NOTEBOOK): NB,
+            canvas_entry(canvas_prefix("Hopper, Grace", 50003), 7002, NOTEBOOK): '{"v": 3}',
+            canvas_entry(canvas_prefix("Liskov, Barbara", 50004), 7003, NOTEBOOK): PY})
+    out = run(root, "unit1")
+    assert reasons(out) == {}, out
+    held_by = {s: held(root, s).get(NOTEBOOK) for s in ("s1001", "s1002", "s1003", "s1004")}
+    assert held_by == {"s1001": NB, "s1002": NB, "s1003": '{"v": 3}',
+                       "s1004": PY if lms == "canvas" else None}
+    if lms == "moodle":  # (a member's row's time, never participant 42's)
+        assert held(root, "s1001")["timestamp.txt"] == "2026-10-05 19:14:00.000000 UTC"
+        assert read_collected(root, "unit1")["s1002"]["key"] == "group 42"
+
+
+def test_a_group_assignment_without_groups_and_a_team_entry_in_an_individual_one_say_why(
+        tmp_path):
+    root, archive = course(tmp_path, 'c.Grading.roster = "roster.csv"\n'
+                                     'c.Grading.lms_timezone = "Europe/Berlin"\n')
+    (root / "roster.csv").write_text("lms_id,student_id,name\n,s1001,Ada Lovelace\n")
+    team = f"{moodle_prefix('Team Babbage', 42)}_assignsubmission_file"
+    download(archive, {f"{team}/{NOTEBOOK}": NB})
+    (archive.parent / "Grades-unit1.csv").write_text(worksheet([
+        (11, "Ada Lovelace", "ada@example.edu", "Monday, 5 October 2026, 9:14 PM")]))
+    assert "participant 42 is not in Grades-unit1.csv; if the assignment takes team " \
+           "submissions, Moodle names a team's by its group's name and id: list it in " \
+           "c.Grading.group_assignments" in reasons(run(root, "unit1"))[team]
+    (root / "nbgrader_config_local.py").write_text(
+        'c.Grading.roster = "roster.csv"\nc.Grading.lms_timezone = "Europe/Berlin"\n'
+        'c.Grading.group_assignments = ["unit1"]\n')
+    shutil.move(archive.parent / "rejected" / team, archive / team)
+    assert reasons(run(root, "unit1"))[team].startswith(
+        "a group assignment (c.Grading.group_assignments) is collected for every member")
+    (root / "nbgrader_config_local.py").write_text('c.Grading.group_assignments = ["unit9"]\n')
+    with pytest.raises(SystemExit, match="c.Grading.group_assignments: no assignment unit9"):
+        run(root, "unit1")

@@ -71,6 +71,10 @@ class Grading(Configurable):
     roster = Unicode("", help="A CSV of the class (lms_id, student_id, name; email), relative "
                      "to the course folder: LMS zips are matched to it, never guessed"
                      ).tag(config=True)
+    group_assignments = List(Unicode(), help="Assignments a group submits once for all its "
+                             "members (Moodle's team submissions, Canvas's group "
+                             "assignments): each entry is collected for every member of its "
+                             "group, as the roster's group column lists them").tag(config=True)
     roster_encoding = Unicode("", help="The roster's encoding (utf-8, utf-16, cp1252, "
                               "iso-8859-2, ...); empty: detected (UTF-8 with or without its "
                               "byte-order mark, UTF-16 with it, else Windows-1252). "
@@ -126,6 +130,7 @@ class Settings:
     lms_columns: dict = dataclasses.field(default_factory=dict)  # {assignment: its title}
     lms_patterns: dict = dataclasses.field(default_factory=lambda: dict(PATTERNS))  # compiled
     roster_encoding: str | None = None  # given (ROSTER_ENCODING, c.Grading's); None: detected
+    group_assignments: tuple = ()  # whose entries are a group's (c.Grading.group_assignments)
 
 
 def due_date(text, assignment="?", tz=None):
@@ -211,4 +216,4 @@ def read(root, timeout=None):
                     {**FORMATS, **grading.lms_formats}, policy(grading, course_tz),
                     dict(grading.lms_columns), lms_patterns=names,
                     roster_encoding=os.environ.get("ROSTER_ENCODING") or grading.roster_encoding
-                    or None)
+                    or None, group_assignments=tuple(grading.group_assignments))

@@ -158,6 +158,8 @@ def places(plan):
 def _time(name, student, times):
     """(when, where it came from) of an entry, from what the LMS wrote: its name, or the
     worksheet or export beside the download; (None, None) if nothing gives it."""
+    if name.when is not None and name.key.startswith("group "):
+        return name.when, f"{times.kind} {times.path.name}, a member's row"
     if name.when is not None:
         return name.when, f"{name.lms.capitalize()}'s name"
     if times is None:
@@ -185,29 +187,71 @@ def _unknown(entry):
 
 
 def _piece(entry, assignment, settings, rows, times, where, titles=None):
-    """The Piece of an entry of archive/ (where: the assignment's Places; titles: the
-    Blackboard titles its names allow, tools.lms.downloads.titles), or a Rejected."""
+    """The Pieces of an entry of archive/, one per student it is (a group's entry: each
+    member's, _members), or a Rejected (where: the assignment's Places; titles: the
+    Blackboard titles its names allow, tools.lms.downloads.titles)."""
     folder = entry.is_dir() and not entry.is_symlink()
     readings = downloads.names(entry.name, folder, settings.lms_timezone, settings.lms_formats,
                          patterns=settings.lms_patterns, titles=titles)
     zipped = folder or entry.name.lower().endswith(".zip") or entry.is_symlink()
     if not zipped and not any(n.rest for n in readings):
         return Rejected(entry.name, _unknown(entry.name))
-    who = roster.student_of(readings, assignment, rows, times)
+    who = _members(readings, assignment, rows, times) \
+        if assignment in settings.group_assignments else \
+        roster.student_of(readings, assignment, rows, times)
     if isinstance(who, str):
         return Rejected(entry.name, who)
-    student, name = who
+    students, name = ([who[0]], who[1]) if isinstance(who[0], str) else who
     if name.problem:
         return Rejected(entry.name, name.problem)
-    if zipped:
-        return Piece(entry.name, entry, student, name, None,
-                     0 if folder else entry.lstat().st_size)
-    if name.rest is None:  # (another reading of the name had a file's name: not this one)
-        return Rejected(entry.name, _unknown(entry.name))
-    at, why = unpack.place(name.rest, where, canvas=name.lms == "canvas")
-    if why:
-        return Rejected(entry.name, why)
-    return Piece(entry.name, entry, student, name, at, entry.lstat().st_size)
+    at = None
+    if not zipped:
+        if name.rest is None:  # (another reading of the name had a file's name: not this one)
+            return Rejected(entry.name, _unknown(entry.name))
+        at, why = unpack.place(name.rest, where, canvas=name.lms == "canvas")
+        if why:
+            return Rejected(entry.name, why)
+    size = 0 if folder else entry.lstat().st_size
+    return [Piece(entry.name, entry, s, name, at, size) for s in students]
+
+
+GROUPS = ("a group assignment (c.Grading.group_assignments) is collected for every member "
+          "of the group its entry names, and the roster lists none: give it a group column "
+          "(each student's group, as the LMS names it: docs/instructors.md, step 3)")
+
+
+def _members(readings, assignment, rows, times):
+    """([student id, ...], the Name read) of a group assignment's entry: the members of the
+    roster's group it names (Moodle writes the group's name and id for a team's
+    submission: the Name's key becomes "group <id>", never a participant's number), or of
+    the group of the student it names (Canvas names one member); or why it is refused."""
+    teams = roster.groups(rows)
+    if not teams:
+        return GROUPS
+    for name in readings:
+        group = roster.group_named(rows, name.name) if name.lms == "moodle" and name.name \
+            else None
+        if group:
+            return teams[group], replace(name, key=f"group {name.key}",
+                                         when=_member_time(teams[group], rows, times))
+    who = roster.student_of(readings, assignment, rows, times)
+    if isinstance(who, str):
+        return who
+    student, name = who
+    group = roster.group_of(rows, student)
+    return (teams[group] if group else [student]), name
+
+
+def _member_time(members, rows, times):
+    """The time Moodle's worksheet gives a team's submission (each member's row, found by
+    the roster's email or name, holds it), or None."""
+    if times is None or times.kind != downloads.WORKSHEET:
+        return None
+    ours = [r for r in rows if r["student_id"] in members]
+    found = [when for full, when, email in times.rows.values() if when is not None and any(
+        (email and email == r.get("email")) or roster.letters(full) == roster.letters(r["name"])
+        for r in ours)]
+    return max(found, key=downloads.utc) if found else None
 
 
 def _refuse(entries, reason):
@@ -407,9 +451,12 @@ def collect_archive(root, assignment, where, settings, rows=None, dry_run=False)
             receipts.append(entry.name)
             continue
         item = _piece(entry, assignment, settings, rows, times, where, titles)
-        (rejected if isinstance(item, Rejected) else pieces).append(item)
+        if isinstance(item, Rejected):
+            rejected.append(item)
+        else:
+            pieces += item
     pieces = _zoned_by_receipts(pieces, archive, receipts, settings.lms_patterns)
-    entries = len(pieces) + len(rejected)
+    entries = len({p.entry for p in pieces}) + len(rejected)
     clashes = _collisions(pieces, root, assignment, rows)
     rejected += clashes
     pieces = [p for p in pieces if p.entry not in {c.entry for c in clashes}]
@@ -659,6 +706,10 @@ def collect(root, names=(), exchange=False, dry_run=False, bounds=BOUNDS):
     rows = roster.read_roster(settings.roster, settings.roster_encoding) if settings.roster \
         else None
     course = Course.load(root)
+    unknown = sorted(set(settings.group_assignments) - set(course.assignments))
+    if unknown:
+        raise SystemExit(f"c.Grading.group_assignments: no assignment {', '.join(unknown)} in "
+                         f"the course (it has {', '.join(course.assignments)})")
     for name in assignment_names(root, course, names):
         archive = Path(root) / "downloaded" / name / "archive"
         where = places(course.assignments[name])

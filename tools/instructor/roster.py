@@ -32,6 +32,9 @@ TWO_WAYS = ("; Blackboard writes <Assignment>_<username>, either may hold '_', a
             "download's other names do not say where the title ends: a roster "
             "(c.Grading.roster) that lists one of them, or c.Grading.lms_patterns with the "
             "title written out, says which")
+TEAM = ("; if the assignment takes team submissions, Moodle names a team's by its group's "
+        "name and id: list it in c.Grading.group_assignments, and each student's group in "
+        "the roster's group column")
 OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
 # ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
 # the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
@@ -169,7 +172,8 @@ def _moodle(name, roster, times):
         if name.key not in times.rows:
             unread = "; ".join(v for k, v in times.unread.items() if k.startswith("line "))
             raise Refused(f"participant {name.key} is not in {times.path.name}"
-                          + (f" (rows it does not name are unread: {unread})" if unread else ""))
+                          + (f" (rows it does not name are unread: {unread})" if unread else "")
+                          + TEAM)
         full, _, email = times.rows[name.key]
         if blind and not full:
             raise Refused(f"blind marking: {times.path.name} gives no name for participant "
@@ -177,7 +181,7 @@ def _moodle(name, roster, times):
                           "see identities, or after revealing them)")
         if not blind and letters(full) != letters(name.name):
             raise Refused(f"participant {name.key} is {full!r} in {times.path.name}, but the "
-                          f"entry's name says {name.name!r}")
+                          f"entry's name says {name.name!r}" + TEAM)
         if roster is None:
             return slug(full)
         rows = [r for r in roster if email and r.get("email", "").lower() == email.lower()]
@@ -258,6 +262,27 @@ def student_of(names, assignment, roster=None, times=None):
         why = f"its name reads as {len(found)} students ({', '.join(sorted(found))}): refused"
         return why + (TWO_WAYS if {n.lms for n in found.values()} == {"blackboard"} else "")
     return reasons[0]
+
+
+def groups(roster):
+    """{group: [student id, ...]} of the roster's group column (c.Grading.group_assignments:
+    the groups as the LMS names them); a student with none is in no group."""
+    found = {}
+    for row in roster or []:
+        if row.get("group"):
+            found.setdefault(row["group"], []).append(row["student_id"])
+    return found
+
+
+def group_named(roster, name):
+    """The roster's group whose name is name (its letters, as names compare), or None."""
+    return next((g for g in groups(roster) if letters(g) == letters(name)), None)
+
+
+def group_of(roster, student):
+    """The roster's group of a student, or None."""
+    return next((r.get("group") or None for r in roster or [] if r["student_id"] == student),
+                None)
 
 
 def exchange_problem(student_id, roster=None):
