@@ -1074,7 +1074,7 @@ def test_a_check_out_of_time_on_a_busy_machine_runs_again_and_never_fails_silent
     to one CPU (the test's own affinity, which the runner inherits). Code that sleeps past
     the limit waits for no CPU: it fails as over the limit (the test above)."""
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", BURNER))
-    cells = [(g, s) for g, s in UNIT1 if g.startswith("ex1_1")]
+    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "1.1"]
     cpu, saved = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
     loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
     hogs, runs = [], []
@@ -1136,7 +1136,7 @@ def test_a_check_that_takes_its_own_cpu_is_over_its_limit_not_busy(tmp_path):
     pinned with it to one CPU, make its runner wait for a CPU, but they use that CPU: over
     the limit, failed, never "needs regrading". (A process of its own it cannot start.)"""
     folder = submission(tmp_path, layer_norm=override("normlib/layer_norm.py", THREADER))
-    cells = [(g, s) for g, s in UNIT1 if g.startswith("ex1_1")]
+    cells = [(e.grade_id, e.source) for e in exercises() if e.number == "1.1"]
     saved = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(saved)})
     try:
