@@ -783,30 +783,35 @@ def nfc(text):
     return unicodedata.normalize("NFC", text)
 
 
+def student_entry(lms, first, last, n, when=WHEN):
+    """(the entry lms writes for a student's notebook, {its name: its text}, the student
+    id collect must give them without a roster): n numbers them apart (Moodle's
+    participant, Canvas's and Brightspace's ids), when is Blackboard's and Brightspace's
+    time."""
+    user = nfc(f"{first}{last}".replace(" ", ""))  # (a username, a plain id: no space)
+    slugged = nfc(f"{first} {last}").lower().replace(" ", "-")
+    if lms == "moodle":  # (a folder per student, Moodle's default)
+        return {f"{moodle_prefix(f'{first} {last}', n)}_assignsubmission_file/{NOTEBOOK}": NB}, \
+            slugged
+    if lms == "canvas":
+        prefix = canvas_prefix(f"{last}, {first}", 50000 + n)
+        return {canvas_entry(prefix, 7000 + n, NOTEBOOK): NB}, nfc(prefix.rsplit("_", 1)[0])
+    if lms == "blackboard":  # (a username in the student's script)
+        return {blackboard_entry("Unit 1", user, when, NOTEBOOK): NB}, user
+    if lms == "brightspace":
+        ids = f"{39000 + n}-{64000 + n}"
+        return {f"{brightspace_entry(ids, f'{first} {last}', when)}/{NOTEBOOK}": NB}, slugged
+    return {f"{user}_unit1.zip": zipped({NOTEBOOK: NB})}, user  # plain: <id>_<assignment>.zip
+
+
 def script_class(lms):
     """({entry: text} of a download of the class of SCRIPTS as lms names it, {student id
     collect must give each}), without a roster."""
     entries, ids = {}, {}
     for n, (first, last) in enumerate(SCRIPTS.values(), start=1):
-        user = f"{first}{last}".replace(" ", "")  # (a username, a plain id: no space)
-        if lms == "moodle":  # (a folder per student, Moodle's default)
-            entries[f"{moodle_prefix(f'{first} {last}', n)}_assignsubmission_file/"
-                    f"{NOTEBOOK}"] = NB
-            ids[nfc(f"{first} {last}").lower().replace(" ", "-")] = n
-        elif lms == "canvas":
-            prefix = canvas_prefix(f"{last}, {first}", 50000 + n)
-            entries[canvas_entry(prefix, 7000 + n, NOTEBOOK)] = NB
-            ids[nfc(prefix.rsplit("_", 1)[0])] = n
-        elif lms == "blackboard":  # (a username in the student's script)
-            entries[blackboard_entry("Unit 1", user, WHEN, NOTEBOOK)] = NB
-            ids[nfc(user)] = n
-        elif lms == "brightspace":
-            entries[f"{brightspace_entry(f'{39000 + n}-{64000 + n}', f'{first} {last}', WHEN)}"
-                    f"/{NOTEBOOK}"] = NB
-            ids[nfc(f"{first} {last}").lower().replace(" ", "-")] = n
-        else:  # plain: <student id>_<assignment>.zip
-            entries[f"{user}_unit1.zip"] = zipped({NOTEBOOK: NB})
-            ids[nfc(user)] = n
+        entry, student = student_entry(lms, first, last, n)
+        entries |= entry
+        ids[student] = n
     return entries, ids
 
 
@@ -937,29 +942,19 @@ def test_moodles_extensions_reach_the_late_policy_and_the_courses_own_win(tmp_pa
 
 def class_of_300(lms):
     """({entry: text} of a 300-student download of lms, {student id: its UTC time or
-    None}): names cycling through SCRIPTS, numbered apart; Blackboard's attempts an hour
-    apart from a day before New York's summer time ends to a day after."""
+    None}): names cycling through SCRIPTS, numbered apart; Blackboard's attempts 17
+    minutes apart from a day before New York's summer time ends."""
     entries, expected = {}, {}
-    start = datetime.datetime(2026, 10, 31, 0, 0)
     tz = zoneinfo.ZoneInfo("America/New_York")
     for i in range(300):
         first, last = list(SCRIPTS.values())[i % len(SCRIPTS)]
-        first = f"{first}{i}"
-        if lms == "moodle":
-            entries[f"{moodle_prefix(f'{first} {last}', 100 + i)}_assignsubmission_file/"
-                    f"{NOTEBOOK}"] = NB
-            expected[nfc(f"{first} {last}").lower().replace(" ", "-")] = None
-        elif lms == "canvas":
-            prefix = canvas_prefix(f"{last}, {first}", 60000 + i)
-            entries[canvas_entry(prefix, 80000 + i, NOTEBOOK)] = NB
-            expected[nfc(prefix.rsplit("_", 1)[0])] = None
-        else:
-            when = start + datetime.timedelta(minutes=17 * i)  # (2026-10-31 00:00 on)
-            if downloads.ambiguous(when.replace(tzinfo=tz)):
-                when += datetime.timedelta(hours=1)  # (the repeated hour: its own test)
-            user = nfc(f"{first}{last}".replace(" ", ""))
-            entries[blackboard_entry("Unit 1", user, when, NOTEBOOK)] = NB
-            expected[user] = f"{downloads.utc(when.replace(tzinfo=tz)):%Y-%m-%d %H:%M:%S}"
+        when = datetime.datetime(2026, 10, 31) + datetime.timedelta(minutes=17 * i)
+        if downloads.ambiguous(when.replace(tzinfo=tz)):
+            when += datetime.timedelta(hours=1)  # (the repeated hour: its own test)
+        entry, student = student_entry(lms, f"{first}{i}", last, 100 + i, when)
+        entries |= entry
+        expected[student] = f"{downloads.utc(when.replace(tzinfo=tz)):%Y-%m-%d %H:%M:%S}" \
+            if lms == "blackboard" else None
     return entries, expected
 
 
