@@ -275,6 +275,7 @@ class Judge:
             raise RuntimeError(f"bubblewrap (bwrap) is not installed: {bubblewrap.INSTALL}")
         self.sandboxed = sandboxed
         self.process = self.peer = None
+        self.runner_pid = None  # (the runner's launch's pid, its innermost process's pid)
         self.finder = _Finder(self)
 
     def start(self):
@@ -481,26 +482,36 @@ class Judge:
         return found
 
     def _runner_pid(self):
-        """The runner's process id: the sandbox's innermost process (None: no process)."""
+        """The runner's process id: the sandbox's innermost process (None: no process),
+        found once per runner (a scan of /proc)."""
         pid = getattr(self.process, "pid", None)
-        return bubblewrap.innermost(pid) if self.sandboxed and pid else pid
+        if self.runner_pid is None or self.runner_pid[0] != pid:
+            self.runner_pid = pid, bubblewrap.innermost(pid) if self.sandboxed and pid else pid
+        return self.runner_pid[1]
 
     @staticmethod
     def _sched(pid):
-        """(seconds process pid's threads (a runner: the sandbox's innermost process) have
-        waited, runnable, for a CPU, seconds of CPU it and every process under it used), or
-        None where it is gone: the kernel's run delay (the second field of
-        /proc/<pid>/task/<tid>/schedstat) and each /proc/<pid>/stat's utime and stime. A
-        busy machine makes the first grow and not the second; code that sleeps, or a
-        stopped process, neither; threads or processes of the runner's that take the CPU
-        from each other, both."""
+        """(seconds process pid's threads (a runner) have waited, runnable, for a CPU,
+        seconds of CPU they used), or None where it is gone: the kernel's run delay (the
+        second field of /proc/<pid>/task/<tid>/schedstat) and /proc/<pid>/stat's utime and
+        stime. A busy machine makes the first grow and not the second; code that sleeps,
+        or a stopped process, neither; threads of the runner's that take the CPU from each
+        other, both. A few small files: read at every check."""
         if pid is None:
             return None
         try:
             waited = sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
                          for tid in os.listdir(f"/proc/{pid}/task")) / 1e9
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, ValueError, IndexError):
             return None
+        return waited, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _offspring_cpu(pid):
+        """The seconds of CPU every process under pid has used, all their lives: a runner
+        that started processes (the sandbox refuses it; ctypes might not) had that CPU
+        too. A scan of /proc: read only where a check ran over its time."""
         stats = {}
         for entry in os.listdir("/proc"):
             with contextlib.suppress(OSError, ValueError, IndexError):
@@ -512,8 +523,7 @@ class Judge:
             if not more:
                 break
             tree |= more
-        ticks = sum(stats[p][1] for p in tree if p in stats)
-        return waited, ticks / os.sysconf("SC_CLK_TCK")
+        return sum(stats[p][1] for p in tree - {pid}) / os.sysconf("SC_CLK_TCK")
 
     def _grade(self, grade_id, source, deadline, again=True):
         """(passed, detail) of one check, with a runner that is alive and in step: a new
@@ -533,18 +543,20 @@ class Judge:
         self.peer.deadline = start + budget  # every read from the runner
         # a fresh runner's waits and CPU count from its start, its startup included; those
         # of one that ran checks before, from now
-        runner, spent = ({} if fresh else {"pid": self._runner_pid()}), {}
-        before = (self._sched(runner["pid"]) or (0.0, 0.0)) if runner else (0.0, 0.0)
+        before = (0.0, 0.0) if fresh else self._sched(self._runner_pid()) or (0.0, 0.0)
+        spent = {}
 
         def expire():  # (how long it waited for a CPU, then its end: a runner forever busy)
-            spent["sched"] = self._sched(runner.get("pid") or self._runner_pid())
+            pid = self._runner_pid()
+            spent["sched"], spent["offspring"] = self._sched(pid), self._offspring_cpu(pid)
             self.process.kill()
 
         timer = threading.Timer(budget, expire)  # a write to a runner that reads nothing
         timer.start()
         try:
             self.peer.request("reset")
-            runner.setdefault("pid", self._runner_pid())  # (it answers: it is there)
+            if fresh:
+                self._runner_pid()  # (it answers: it is there, and found now)
             passed, detail = check(source, grade_id)
         except Exception as error:  # an error reply to "reset", a lost runner
             passed, detail = False, f"the runner failed to start the check ({type(error).__name__})"
@@ -552,9 +564,12 @@ class Judge:
         finally:
             timer.cancel()
         if self.peer.broken or self.process.poll() is not None:
-            after = spent.get("sched") or self._sched(runner.get("pid") or
-                                                      self._runner_pid()) or before
-            waited, used = after[0] - before[0], after[1] - before[1]
+            if "sched" not in spent:  # (over by the channel's deadline, or lost)
+                pid = self._runner_pid()
+                spent["sched"], spent["offspring"] = self._sched(pid), self._offspring_cpu(pid)
+            after = spent["sched"] or before
+            waited = after[0] - before[0]
+            used = after[1] - before[1] + spent["offspring"]
             self.process.kill()  # ended, ending, silent or out of step: never used again
             self.process.wait()  # (not yet reaped, poll() would say it still runs)
             wall = time.monotonic() - start
