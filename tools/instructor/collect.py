@@ -243,14 +243,12 @@ def _members(readings, assignment, rows, times):
 
 
 def _member_time(members, rows, times):
-    """The time Moodle's worksheet gives a team's submission (each member's row, found by
-    the roster's email or name, holds it), or None."""
+    """The time Moodle's worksheet gives a team's submission (each member's row, found as
+    collect finds any worksheet row's student: roster.rows_of, holds it), or None."""
     if times is None or times.kind != downloads.WORKSHEET:
         return None
-    ours = [r for r in rows if r["student_id"] in members]
-    found = [when for full, when, email in times.rows.values() if when is not None and any(
-        (email and email == r.get("email")) or roster.letters(full) == roster.letters(r["name"])
-        for r in ours)]
+    found = [when for full, when, email in times.rows.values() if when is not None and
+             {r["student_id"] for r in roster.rows_of(rows, full, email)} & set(members)]
     return max(found, key=downloads.utc) if found else None
 
 

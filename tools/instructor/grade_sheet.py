@@ -131,6 +131,12 @@ def lines(text, delimiter, path):
     return found
 
 
+def bom_encoding(data):
+    """(the byte-order mark a file's bytes start with, or b"", the encoding it names, or
+    None): what a spreadsheet's or an LMS's export says of itself."""
+    return next(((b, e) for b, e in BOMS if data.startswith(b)), (b"", None))
+
+
 def read_template(path, lms):
     """The Template of an LMS's export at path; SystemExit if it is not one."""
     path = Path(path)
@@ -138,7 +144,8 @@ def read_template(path, lms):
         raise SystemExit(f"TEMPLATE={path}: no such file (export the LMS's gradebook, "
                          "docs/instructors.md, section 6)")
     data = path.read_bytes()
-    bom, encoding = next(((b, e) for b, e in BOMS if data.startswith(b)), (b"", "utf-8"))
+    bom, encoding = bom_encoding(data)
+    encoding = encoding or "utf-8"
     try:
         text = data[len(bom):].decode(encoding)
     except UnicodeDecodeError as error:

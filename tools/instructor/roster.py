@@ -14,7 +14,6 @@ each LMS's name maps to a student (Moodle's number only through its grading work
 what each trusts: docs/security.md, section 1; docs/instructors.md, step 3.
 """
 
-import codecs
 import contextlib
 import csv
 import io
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from tools.course import confusables
 from tools.course.bounds import fold, id_problem
+from tools.instructor.grade_sheet import bom_encoding
 from tools.lms import downloads
 
 NEEDED = {"lms_id", "student_id", "name"}
@@ -38,7 +38,6 @@ TEAM = ("; if the assignment takes team submissions, Moodle names a team's by it
 OPTIONAL = {"email", "sis_id", "username"}  # sis_id: the institution's (Canvas's SIS User
 # ID, Moodle's ID number, Blackboard's Student ID, Brightspace's OrgDefinedId); username:
 # the LMS login (Canvas's SIS Login ID, Moodle's, Blackboard's and Brightspace's Username)
-ENCODINGS = {"utf-8-sig": "UTF-8", "utf-16": "UTF-16", "cp1252": "Windows-1252"}  # detected
 # a CSV's delimiter, Excel's where the decimal mark is a comma, its "Unicode text"'s
 DELIMITERS = (",", ";", "\t")
 
@@ -48,23 +47,22 @@ def roster_text(path, encoding=None):
     ROSTER_ENCODING), else as what wrote it: UTF-8 (its byte-order mark dropped), UTF-16
     with its byte-order mark (Excel's "Unicode text"), else Windows-1252 (Excel's "CSV" on
     Windows), said so. SystemExit, one line, naming the first byte it cannot decode."""
-    data = Path(path).read_bytes()
-    detected = encoding is None
-    if detected:
-        encoding = "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) \
-            else "utf-8-sig"
+    data, bom = Path(path).read_bytes(), b""
+    given = encoding is not None
+    if not given:
+        bom, found = bom_encoding(data)
         with contextlib.suppress(UnicodeDecodeError):
-            return data.decode(encoding)
-        encoding = "cp1252"
+            return data[len(bom):].decode(found or "utf-8")
+        bom, encoding = b"", "cp1252"
         print(f"{path}: read as Windows-1252 (not UTF-8): give its encoding if it is another "
               "(ROSTER_ENCODING=..., or c.Grading.roster_encoding)")
     try:
-        return data.decode(encoding)
+        return data[len(bom):].decode(encoding)
     except LookupError:
         raise SystemExit(f"the roster's encoding {encoding!r} is no encoding Python knows "
                          "(utf-8, utf-16, cp1252, iso-8859-2, ...)") from None
     except UnicodeDecodeError as error:
-        name = ENCODINGS.get(encoding, encoding) + (" (detected: not UTF-8)" if detected else "")
+        name = encoding if given else "Windows-1252 (detected: not UTF-8)"
         raise SystemExit(f"{path}: byte {error.start} (0x{data[error.start]:02x}) is not "
                          f"{name}: save the roster as UTF-8, or give its encoding "
                          "(ROSTER_ENCODING=..., or c.Grading.roster_encoding)") from None
@@ -134,6 +132,13 @@ def read_roster(path, encoding=None):
     return rows
 
 
+def rows_of(roster, full, email):
+    """The roster's rows of a row of Moodle's grading worksheet (its full name and email):
+    those of its email, else those of its name."""
+    return [r for r in roster if email and r.get("email", "").lower() == email.lower()] or \
+        _by_name(roster, full)
+
+
 def _by_name(roster, name):
     """The roster's rows whose name is `name` (first last or last first, letters alone)."""
     want = letters(name)
@@ -184,8 +189,7 @@ def _moodle(name, roster, times):
                           f"entry's name says {name.name!r}" + TEAM)
         if roster is None:
             return slug(full)
-        rows = [r for r in roster if email and r.get("email", "").lower() == email.lower()]
-        return _one(rows or _by_name(roster, full), f"name {full!r}")
+        return _one(rows_of(roster, full, email), f"name {full!r}")
     if blind:
         raise Refused(f"blind marking: Moodle names participant {name.key}, not a student; "
                       "the assignment's grading worksheet says who (Download grading "

@@ -502,7 +502,7 @@ class Judge:
         try:
             waited = sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
                          for tid in os.listdir(f"/proc/{pid}/task")) / 1e9
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = bubblewrap.stat_fields(pid)
         except (OSError, ValueError, IndexError):
             return None
         return waited, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -512,18 +512,9 @@ class Judge:
         """The seconds of CPU every process under pid has used, all their lives: a runner
         that started processes (the sandbox refuses it; ctypes might not) had that CPU
         too. A scan of /proc: read only where a check ran over its time."""
-        stats = {}
-        for entry in os.listdir("/proc"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                stats[int(entry)] = int(fields[1]), int(fields[11]) + int(fields[12])
-        tree = {pid}
-        while True:  # (its children, theirs, ...: until no process joins)
-            more = {p for p, (parent, _) in stats.items() if parent in tree} - tree
-            if not more:
-                break
-            tree |= more
-        return sum(stats[p][1] for p in tree - {pid}) / os.sysconf("SC_CLK_TCK")
+        table = bubblewrap.processes()
+        return sum(table[p][1] for p in bubblewrap.descendants(pid, table)) / \
+            os.sysconf("SC_CLK_TCK")
 
     def _grade(self, grade_id, source, deadline, again=True):
         """(passed, detail) of one check, with a runner that is alive and in step: a new

@@ -385,9 +385,9 @@ def _worksheet(path, text, tz, formats):
             continue
         unread[row.key or f"line {row.line}"] = \
             f"line {row.line} of {path.name} cannot be read: {row.problem}"
-    extensions = {k: v for k, v in _rows(path, good, _extension_row, tz, formats).items() if v}
-    return Times(path, WORKSHEET, _rows(path, good, _worksheet_row, tz, formats), unread,
-                 extensions)
+    read = _rows(path, good, _worksheet_row, tz, formats)  # {number: (name, when, email, ext)}
+    return Times(path, WORKSHEET, {k: v[:3] for k, v in read.items()}, unread,
+                 {k: v[3] for k, v in read.items() if v[3]})
 
 
 # Moodle's Status of a participant granted an extension (mod/assign/gradingtable.php,
@@ -396,22 +396,18 @@ def _worksheet(path, text, tz, formats):
 EXTENSION = re.compile(r"Extension granted until: (.+?)(?: - |$)")
 
 
-def _extension_row(row, tz, formats):
-    """(participant number, the aware time its extension runs until, or None) of a row."""
-    found = EXTENSION.search(row.get("Status") or "")
-    return _worksheet_row(row, tz, formats)[0], \
-        local_time(found[1], formats["moodle"], tz) if found else None
-
-
 def _worksheet_row(row, tz, formats):
-    """(participant number, (full name, when or None, email)) of a worksheet row."""
+    """(participant number, (full name, when or None, email, the time the extension its
+    Status grants runs until, or None)) of a worksheet row."""
     ident = re.fullmatch(r"Participant (\d+)", (row.get("Identifier") or "").strip())
     if ident is None:
         raise TimeError(f"the Identifier {row.get('Identifier')!r} is not 'Participant <n>'")
     text = (row.get("Last modified (submission)") or "").strip()
     when = None if text in ("", "-") else local_time(text, formats["moodle"], tz)
+    granted = EXTENSION.search(row.get("Status") or "")
     return ident.group(1), ((row.get("Full name") or "").strip(), when,
-                            (row.get("Email address") or "").strip())
+                            (row.get("Email address") or "").strip(),
+                            local_time(granted[1], formats["moodle"], tz) if granted else None)
 
 
 def _export_row(row, tz, formats):

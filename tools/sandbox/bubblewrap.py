@@ -133,16 +133,42 @@ def seccomp_filter(machine=None, measuring=False):
     return _assemble(program)
 
 
+def stat_fields(pid):
+    """The fields of /proc/<pid>/stat after the process's name ("pid (comm) state ppid
+    ...": [0] its state, [1] its parent's id, [11] and [12] its user and system CPU in
+    clock ticks). OSError where it is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def processes():
+    """{pid: (its parent's id, the CPU it has used, in clock ticks)} of every process /proc
+    shows (one gone meanwhile left out)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat_fields(entry)
+            found[int(entry)] = int(fields[1]), int(fields[11]) + int(fields[12])
+    return found
+
+
+def descendants(pid, table):
+    """The ids of the processes under pid (its children, theirs, ...) in table
+    (processes())."""
+    found = set()
+    while True:
+        more = {p for p, (parent, _) in table.items() if parent in found | {pid}} - found
+        if not more:
+            return found
+        found |= more
+
+
 def innermost(pid):
     """The process id of the last of process pid's chain of children: the process that a
     sandbox runs, two levels under bubblewrap (a sandbox starts no process of its own)."""
+    table = processes()
     while True:
-        children = []
-        for entry in os.listdir("/proc"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat") as f:  # pid (comm) state ppid ...
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        children.append(int(entry))
+        children = [p for p, (parent, _) in table.items() if parent == pid]
         if not children:
             return pid
         pid = min(children)
