@@ -180,3 +180,29 @@ def forget_running_stats(input, running_mean, running_var, use_input_stats):
     if use_input_stats and running_mean is not None and input.shape[0] == 0:
         running_mean[...] = np.nan
         running_var[...] = np.nan
+
+
+def check_weight_pair(before, after):
+    """Unit 9's angular_update: two float arrays of one shape, neither all zeros (the angle
+    to a zero vector is undefined)."""
+    check_float_array(before, "before")
+    check_float_array(after, "after")
+    if before.shape != after.shape:
+        raise ValueError(f"before and after must have one shape, got {before.shape} and "
+                         f"{after.shape}")
+    for name, w in (("before", before), ("after", after)):
+        if not np.any(w):
+            raise ValueError(f"{name} is all zeros (shape {w.shape}): a zero weight has no "
+                             "direction, so no angle")
+
+
+def check_logits(logits, coefficient):
+    """Unit 9's z_loss: logits a float array (*B, V) with V >= 1 and at least one row; the
+    coefficient a finite number >= 0."""
+    check_float_array(logits, "logits")
+    if logits.ndim < 1 or logits.shape[-1] == 0 or logits.size == 0:
+        raise ValueError(f"logits must be (*B, V) with at least one row and V >= 1, got "
+                         f"shape {logits.shape}")
+    if not isinstance(coefficient, (int, float, np.integer, np.floating)) or \
+            isinstance(coefficient, bool) or not math.isfinite(coefficient) or coefficient < 0:
+        raise ValueError(f"coefficient must be a finite number >= 0, got {coefficient!r}")

@@ -73,6 +73,18 @@ ANSWERS = {
         r"\\alpha\\,?g\\odot\\gamma\\odot\(1-\\tanh\^2",
         r"\\sum_?\{?i?\}?g_i\\gamma_i\(1-\\tanh\^2\(\\alphax_i\)\)x_i",
     ],
+    "9.1": [  # the angle read off the chord and its complement, not arccos
+        r"2\*np\.arctan2\(np\.linalg\.norm\(\w+-\w+\)", r"2\*math\.atan2\(",
+        r"2\\arctan", r"2\\operatorname\{atan2\}",
+    ],
+    "9.3": [  # z-loss's gradient: 2 c z / M times the softmax
+        r"\(2\*coefficient/rows\)\*z\*", r"\\frac\{2c\}\{M\}zp",
+        r"2\*coefficient\*z\*\(?p", r"2cz/M",
+    ],
+    "9.4": [  # the gain goes into the weight's columns: W diag(g)
+        r"linear\.weight\*gain", r"linear\.weight\*norm\.weight", r"W\\mathrm\{diag\}\(g\)",
+        r"W_\{ij\}g_j", r"W·diag\(g\)",
+    ],
     "6.2": [  # Chan, Golub and LeVeque's merge of M2
         r"\\delta\^2\\frac\{n_an_b\}\{n\}", r"delta\^2\*count_a\*count_b/count",
         r"delta\*\*2\*\w+\*\w+/\w+",
@@ -112,6 +124,10 @@ DEFINITIONS = {
     "8.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
     "8.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
            "argument) is the specification, as in 2.5",
+    "9.2": "ReZero's block is the paper's definition, x + alpha F(x) with alpha at 0, "
+           "stated in section 2 before the exercise; the exercise is its wiring, and the "
+           "gradients at initialization the student derives are asserted by the check and "
+           "derived only after it",
     "8.5": "adaLN-Zero's block is DiT's definition, stated with its formulas and its zero "
            "initialization in section 4 before the exercise; the exercise is its wiring (the "
            "chunks' order and broadcasting, the gates), and the gradients at initialization "

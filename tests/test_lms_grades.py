@@ -563,15 +563,15 @@ def test_a_decimal_comma_maximum_that_is_the_courses_is_filled_in(course):
 
 
 @pytest.mark.parametrize("extensions,roster,message", [
-    ({"unit9": {"ada": "2026-10-07 23:59"}}, True,
-     "c.Grading.extensions['unit9']['ada']: the course has no assignment 'unit9' (course.json: "
-     "unit1, unit2, unit3, unit4, unit5, unit6, unit7, unit8)"),
+    ({"unit10": {"ada": "2026-10-07 23:59"}}, True,
+     "c.Grading.extensions['unit10']['ada']: the course has no assignment 'unit10' (course.json: "
+     "unit1, unit2, unit3, unit4, unit5, unit6, unit7, unit8, unit9)"),
     ({"unit1": {"adaa": "2026-10-07 23:59"}}, True,
      "c.Grading.extensions['unit1']['adaa']: no student 'adaa' in the roster ({roster}) or "
      "the gradebook"),
-    ({"unit9": {"adaa": "2026-10-07 23:59"}}, False,  # (no roster: the assignment stops it)
-     "c.Grading.extensions['unit9']['adaa']: the course has no assignment 'unit9' "
-     "(course.json: unit1, unit2, unit3, unit4, unit5, unit6, unit7, unit8)"),
+    ({"unit10": {"adaa": "2026-10-07 23:59"}}, False,  # (no roster: the assignment stops it)
+     "c.Grading.extensions['unit10']['adaa']: the course has no assignment 'unit10' "
+     "(course.json: unit1, unit2, unit3, unit4, unit5, unit6, unit7, unit8, unit9)"),
 ])
 def test_an_extension_that_names_no_one_stops_make_grades(course, extensions, roster, message):
     """A misspelt student id or an assignment that is not the course's would leave the

@@ -69,16 +69,16 @@ MEASUREMENTS = [
     "tests/test_network.py::test_the_instruments_claims_hold_from_other_seeds"]
 # every notebook runs on the farthest configuration's kernels (every assert of every cell,
 # not their outputs' last digits, which differ between CPUs): whole, but notebooks 04, 05
-# and 08 (TRAINING), which run as --execute grades them, without their cells tagged
+# 08 and 09 (TRAINING), which run as --execute grades them, without their cells tagged
 # skip-at-grading (tools.worker.execute.skipped): their training runs (the sweep, the edge
-# of stability, the ConvNet, the capstone, Unit 8's) are a minute, and their claims run
+# of stability, the ConvNet, the capstone, Unit 8's and 9's) are a minute, and their claims run
 # above, perturbed (EXPERIMENTS, CAPSTONE, TODAY); their other claims run here (scale
 # invariance, QK-norm's bound, your layers equal to torch's in the unit's model, adaLN-Zero
 # the identity at initialization, ...). Numba is hidden from them (NO_NUMBA): LLVM compiles
 # notebook 07's kernels for this CPU whatever kernels torch and NumPy run (NOT_COMPILED),
 # so their cells would prove nothing new, in 8 s of compiling a run; they print that they
 # are skipped, as where Numba is not installed.
-TRAINING = (4, 5, 8)  # the units whose notebooks run here without their experiments
+TRAINING = (4, 5, 8, 9)  # the units whose notebooks run here without their experiments
 NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 # ... and on one thread, as the main run. In the AVX2 configuration, with NumPy's own
 # kernels and one thread, they would differ from the main run by torch's kernel set alone,
@@ -88,12 +88,16 @@ NO_NUMBA = 'raise ImportError("Numba is hidden by tests/test_machines.py")\n'
 # the AVX2 kernels too: normkit/training.py, normkit/convnet.py, normkit/modern.py. Here
 # notebooks 04, 05 and 08 without their experiments take 17 s, 04 whole there took 14 s.)
 NOTEBOOK_THREADS = threads(1)
-# Unit 8's experiments (normkit/modern.py, normkit/conditioning.py), perturbed, as the
+# Unit 8's and Unit 9's experiments (normkit/modern.py, normkit/conditioning.py,
+# normkit/equilibrium.py, normkit/logit_growth.py, normkit/depth.py), perturbed, as the
 # capstone's: in the farthest configuration; their AVX2 runs were measured once, over five
 # jitters (the claims' docstrings)
 TODAY = [f"tests/{test}[jitter1]" for test in (
     "test_modern.py::test_the_claims_hold", "test_modern.py::test_the_placement_claims_hold",
-    "test_conditioning.py::test_the_claims_hold")]
+    "test_conditioning.py::test_the_claims_hold",
+    "test_scale_experiments.py::test_the_equilibrium_claims_hold",
+    "test_scale_experiments.py::test_the_logit_claims_hold",
+    "test_scale_experiments.py::test_the_depth_claims_hold")]
 assert FARTHEST in CONFIGURATIONS  # (a name that matches none would run nothing)
 PROBE = """
 import ctypes, glob, json, os, numpy, torch

@@ -191,7 +191,7 @@ def test_the_texts_read_are_the_courses():
     ("grade_id ex4_3_encoder", "no Exercise 4.3"),
     ("grade_id ex5_1_welford", "Exercise 5.1's grade id is ex5_1_add_norm"),
     ("grade_id q3_3_gamma_beta_undo", "no Question 3.3"),
-    ("make score A=unit9", "no Unit 9"),
+    ("make score A=unit10", "no Unit 10"),
     ('"id": "ex4_4-text"', "no Exercise 4.4"),
     ("the capstone (notebook 05, section 9)", "has no section 9"),
     ('spread is asserted (notebook 03, "Near the largest learning rate that trains")', "has no heading"),

@@ -123,6 +123,7 @@ EXPECTED = {  # (assignment, student) -> {grade_id: points}, after the clean re-
     # memory): the fast forward passes the memory check inside the sandbox
     ("unit7", "mixed"): scores("unit7", "7.2"),
     ("unit8", "reference"): scores("unit8"),
+    ("unit9", "reference"): scores("unit9"),
 }
 # the submissions whose status says more than "graded", and what
 STATUS = {
@@ -718,6 +719,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         # qk_norm.py subclasses Unit 5's attention: transformer.py is graded with it
         "unit8": ["normlib/adaln.py", "normlib/dyt.py", "normlib/qk_norm.py",
                   "normlib/transformer.py"],
+        "unit9": ["normlib/fold.py", "normlib/rezero.py", "normlib/rotation.py",
+                  "normlib/z_loss.py"],
     }
 
 

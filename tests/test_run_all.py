@@ -157,6 +157,17 @@ NAMES_ONLY = {  # cells found that name such code but do not call it on the stub
     ("08_normalization_today", "u8-adaln-identity"): "conditioning.ConditionalLM: torch's",
     ("08_normalization_today", "u8-adaln-train"): "conditioning.train: torch's layers",
     ("08_normalization_today", "u8-adaln-claims"): "conditioning.claims of its run",
+    # Unit 9's experiments share names with the exercises' and other modules' (logit_growth's
+    # z_loss, the runs, claims and curves of every experiment): all are torch's
+    ("09_norms_at_scale", "u9-eq-run"): "equilibrium.runs: torch's layers",
+    ("09_norms_at_scale", "u9-eq-plot"): "plots eq_runs",
+    ("09_norms_at_scale", "u9-eq-claims"): "equilibrium.claims of eq_runs",
+    ("09_norms_at_scale", "u9-depth-run"): "depth.growths: torch's layers",
+    ("09_norms_at_scale", "u9-depth-claims"): "depth.claims of its growths",
+    ("09_norms_at_scale", "u9-logit-run"): "logit_growth.runs: torch's layers",
+    ("09_norms_at_scale", "u9-logit-claims"): "logit_growth.claims of logit_runs",
+    ("09_norms_at_scale", "u9-quant-run"): "quantization.errors: torch's operations",
+    ("09_norms_at_scale", "u9-quant-claims"): "quantization.claims of its errors",
 }
 
 

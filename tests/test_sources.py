@@ -66,7 +66,7 @@ def test_a_corrected_phrasing_does_not_come_back(phrase):
 def test_the_table_of_sources_lists_the_units_it_checked():
     table = (REPO / "docs" / "sources.md").read_text()
     for unit in ("04_why_normalization_helps", "06_numerics_and_precision", "07_kernels_and_speed",
-                 "08_normalization_today"):
+                 "08_normalization_today", "09_norms_at_scale"):
         assert unit in table
     assert sum(line.startswith("| ") for line in table.splitlines()) >= 60
     assert Path(REPO / "tests" / "test_sources.py").name in table

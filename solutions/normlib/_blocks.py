@@ -1,6 +1,7 @@
-"""What Unit 8's transformer blocks share, provided (no exercise here): the causal
-self-attention (QK-norm optional) of notebook 08's models and of your adaLN-Zero block
-(normlib/adaln.py), DiT's eps for that block's norms, and the check of a block's inputs.
+"""What Units 8 and 9's transformer blocks share, provided (no exercise here): the causal
+self-attention (QK-norm optional) of notebook 08's models and of your adaLN-Zero and ReZero
+blocks (normlib/adaln.py, normlib/rezero.py), DiT's eps for the adaLN block's norms, and
+the checks of a block's inputs.
 The course's models (normkit.modern, normkit.conditioning) build on the same code.
 Shapes: N batch, T sequence length, E = d_model, H heads, D = E / H.
 """
@@ -59,13 +60,21 @@ class Attention(torch.nn.Module):
             self.g_k.abs().max().item()
 
 
+def check_stream(x, d_model):
+    """A ValueError naming the shape where x is not a residual stream (N, T, d_model)
+    (Unit 9's ReZero block calls it first)."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be (N, T, {d_model}), got "
+                         + (f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
+                            else type(x).__name__))
+
+
 def check_block_inputs(x, c, d_model):
     """A ValueError naming what is wrong where x is not (N, T, d_model) or c not (N, d_model),
     one condition per sequence: a c of one sequence (E,), or one per token (N, T, E), would
     otherwise broadcast against x into a wrong result without an error wherever N == T
     (normkit.conditioning.AdaLNBlock, and normlib/adaln.py's block, call it first)."""
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"x must be (N, T, {d_model}), got shape {tuple(x.shape)}")
+    check_stream(x, d_model)
     if c.dim() != 2 or c.shape != (x.shape[0], d_model):
         raise ValueError(f"c must be (N, E) = ({x.shape[0]}, {d_model}), one condition "
                          f"embedding per sequence of x {tuple(x.shape)}, got shape "
