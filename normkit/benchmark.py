@@ -4,14 +4,13 @@
     python -m normkit.benchmark --sizes 1024 --rounds 5
     from normkit.benchmark import run, table; print(table(*run()))      (in a notebook)
 
-It times your naive (Exercises 1.2, 2.2), fast (7.1, 7.2) and compiled (7.3, 7.4) kernels,
-then RMSNorm against LayerNorm (Unit 4, section 3), on 4096 rows of H float32 values (H in
-SIZES): the median of a forward and of a forward plus backward over interleaved rounds (each
-round times every kernel once, so a busy moment slows all alike), its ratio to torch's, and
-the bandwidth of the minimum traffic (TRAFFIC) against a memory copy timed in the same run.
-With CUDA, it also times torch.compile's fused kernel. Times vary between runs and machines,
-ratios from one run much less: never assert a time in a test. README.md, "Speed: `make
-bench`", shows a table and how to read it.
+It times your naive (Exercises 1.2, 2.2), fast (7.1, 7.2), compiled (7.3, 7.4) kernels, RMSNorm
+against LayerNorm (Unit 4, section 3), your fused residual add and RMSNorm (9.5) against
+torch's two steps, on 4096 rows of H float32 values (H in SIZES): the median of each over
+interleaved rounds (each round times every kernel once, so a busy moment slows all alike),
+its ratio to torch's, and the bandwidth of the minimum traffic (TRAFFIC) against a memory
+copy timed in the same run; with CUDA, torch.compile's fused kernel too. Times vary between
+runs and machines, ratios much less: never assert a time in a test (README.md, "Speed").
 """
 
 import argparse
@@ -252,6 +251,61 @@ def table(results, bandwidth):
     return "\n".join(lines)
 
 
+ADD_NORM = ("yours, fused", "torch, two steps", "torch, add_ in place")
+ADD_NORM_TRAFFIC = {"yours, fused": 4, "torch, two steps": 5, "torch, add_ in place": 5}
+
+
+def add_norm_kernels(x, residual, weight, eps=1e-6):
+    """name -> a function of no argument (ADD_NORM): your fused_add_rms_norm (Exercise 9.5),
+    compiled here by a first call (left out where it raises NotImplementedError or Numba is
+    not installed); torch's two steps, residual + x then F.rms_norm, out of place as a
+    model's forward runs them, and with the add in place (the residual grows by x at each
+    call: finite for any number of rounds)."""
+    h = x.shape[1]
+    xt, rt, wt = (torch.from_numpy(a.copy()) for a in (x, residual, weight))
+    fns = {"torch, two steps": lambda: F.rms_norm(rt + xt, (h,), wt, eps),
+           "torch, add_ in place": lambda: F.rms_norm(rt.add_(xt), (h,), wt, eps)}
+    try:
+        from normlib.fused_add_norm import fused_add_rms_norm
+        fused_add_rms_norm(x, residual, weight, eps)  # (compiles)
+        fns["yours, fused"] = lambda: fused_add_rms_norm(x, residual, weight, eps)
+    except (ImportError, NotImplementedError):
+        pass
+    return fns
+
+
+def add_norm_run(sizes=SIZES, rows=ROWS, rounds=7, dtype=np.float32, seed=0):
+    """The fused add + RMSNorm against torch's two steps, (rows, H) inputs for H in sizes,
+    interleaved rounds: a list of dicts (H, kernel, seconds, ratio to torch's two steps,
+    bytes of the minimum traffic, GB/s)."""
+    results = []
+    for h in sizes:
+        rng = np.random.default_rng(seed)
+        x, residual = (rng.standard_normal((rows, h)).astype(dtype) for _ in range(2))
+        weight = (1 + 0.1 * rng.standard_normal(h)).astype(dtype)
+        times = interleaved(add_norm_kernels(x, residual, weight), rounds)
+        for name in ADD_NORM:
+            if name in times:
+                moved = ADD_NORM_TRAFFIC[name] * x.nbytes
+                results.append({"H": h, "kernel": name, "seconds": times[name],
+                                "ratio": times[name] / times["torch, two steps"],
+                                "bytes": moved, "gbps": moved / times[name] / 1e9})
+    return results
+
+
+def add_norm_table(results):
+    """The results of add_norm_run() as a text table."""
+    lines = ["the residual add and RMSNorm (Exercise 9.5), fused against torch's two steps",
+             f"{'H':>5}  {'kernel':<22}{'median ms':>10}{'x two steps':>12}{'MB moved':>9}"
+             f"{'GB/s':>7}"]
+    for r in results:
+        lines.append(f"{r['H']:>5}  {r['kernel']:<22}{r['seconds'] * 1e3:>10.3f}"
+                     f"{r['ratio']:>12.2f}{r['bytes'] / 1e6:>9.1f}{r['gbps']:>7.1f}")
+    if not any(r["kernel"] == ADD_NORM[0] for r in results):
+        lines.append("not timed: yours (Exercise 9.5 raises NotImplementedError, or no Numba)")
+    return "\n".join(lines)
+
+
 def _layer_norm_ops(x, weight, bias, eps: float = 1e-5):
     """LayerNorm over the last dim in plain torch operations, for torch.compile to fuse."""
     mean = x.mean(dim=-1, keepdim=True)  # (R, 1)
@@ -310,6 +364,8 @@ def main(argv=None):
         print(f"not timed: the {kernel} {pass_} (its exercise raises NotImplementedError)")
     print()
     print(rms_table(rms_versus_layer_norm(args.sizes, args.rows, args.rounds)))
+    print()
+    print(add_norm_table(add_norm_run(args.sizes, args.rows, args.rounds)))
     if torch.cuda.is_available():
         print(fused_table())
 

@@ -8,7 +8,7 @@
   ``normlib.layer_norm_fast`` (7.1, 7.2), ``normlib.layer_norm_compiled``, Numba (7.3, 7.4)
 - Units 8, 9: ``normlib.qk_norm`` (8.1), ``normlib.dyt`` (8.2-8.4), ``normlib.adaln`` (8.5),
   ``normlib.rotation`` (9.1), ``normlib.rezero`` (9.2), ``normlib.z_loss`` (9.3),
-  ``normlib.fold`` (9.4)
+  ``normlib.fold`` (9.4), ``normlib.fused_add_norm``, Numba (9.5)
 - the API: ``normlib.functional`` (NumPy) and ``normlib.nn`` (torch modules, Exercise 2.5)
 - provided: _validation: argument checks; _channels: what BatchNorm, InstanceNorm, GroupNorm
   share; _blocks: Units 8-9's attention. It imports NumPy, torch and Numba only.
@@ -16,10 +16,10 @@
 
 import importlib
 
-__all__ = ["adaln", "batch_norm", "dyt", "fold", "functional", "group_norm", "instance_norm",
-           "layer_norm", "layer_norm_compiled", "layer_norm_fast", "mixed_precision", "mlp",
-           "nn", "norm", "qk_norm", "rezero", "rms_norm", "rotation", "transformer", "variance",
-           "z_loss"]
+__all__ = ["adaln", "batch_norm", "dyt", "fold", "functional", "fused_add_norm", "group_norm",
+           "instance_norm", "layer_norm", "layer_norm_compiled", "layer_norm_fast",
+           "mixed_precision", "mlp", "nn", "norm", "qk_norm", "rezero", "rms_norm", "rotation",
+           "transformer", "variance", "z_loss"]
 
 
 def __getattr__(name):

@@ -437,7 +437,7 @@ CASES = {
     "unit8": {
         "reference": both(reference_submission(8), answer_questions),
     },
-    "unit9": {  # judge-only (tests/test_roundtrip.py's EXECUTED): the checks are the judge's
+    "unit9": {
         "reference": both(reference_submission(9), answer_questions),
     },
 }

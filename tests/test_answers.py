@@ -82,7 +82,7 @@ ANSWERS = {
         r"2\*coefficient\*z\*\(?p", r"2cz/M",
     ],
     "9.4": [  # the gain goes into the weight's columns: W diag(g)
-        r"linear\.weight\*gain", r"linear\.weight\*norm\.weight", r"W\\mathrm\{diag\}\(g\)",
+        r"=weight\*gain", r"linear\.weight\*norm\.weight", r"W\\mathrm\{diag\}\(g\)",
         r"W_\{ij\}g_j", r"W·diag\(g\)",
     ],
     "6.2": [  # Chan, Golub and LeVeque's merge of M2
@@ -124,6 +124,8 @@ DEFINITIONS = {
     "8.2": "DyT's definition, gamma * tanh(alpha x) + beta, is the paper's, stated in section 2",
     "8.4": "a torch.autograd.Function's contract (what forward saves, one gradient per "
            "argument) is the specification, as in 2.5",
+    "9.5": "the fused kernel computes Exercise 3.6's RMSNorm of the stream, stated in section "
+           "5 with vLLM's kernel; the exercise is the one visit of each row, as 7.3's",
     "9.2": "ReZero's block is the paper's definition, x + alpha F(x) with alpha at 0, "
            "stated in section 2 before the exercise; the exercise is its wiring, and the "
            "gradients at initialization the student derives are asserted by the check and "

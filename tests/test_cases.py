@@ -25,7 +25,7 @@ from tests.conftest import exercise_param
 from tools.course.exercises import by_number
 
 EXERCISES = by_number()
-COMPILED = {"7.3", "7.4"}  # Numba kernels: a Python wrapper is no kernel (the code reader
+COMPILED = {"7.3", "7.4", "9.5"}  # Numba kernels: a Python wrapper is no kernel (the code reader
 # refuses it), so their arguments are read from the cases instead (test_compiled_cases)
 CPU = "one device here, the CPU"
 PROVIDED = ("5.2 grades the layer's forward: its constructor, which takes this, is provided "
@@ -41,6 +41,9 @@ EXEMPT = {  # (number, mutant): why it cannot fail
                                                           "batch_first")},
     **{(n, "float64 computed in float32"): SIXTEEN for n in ("6.3", "6.4", "6.5")},
     **{("8.5", f"{mode}() ignored"): NO_DROPOUT for mode in ("eval", "train")},
+    **{("9.2", f"{mode}() ignored"): "ReZero's block has no dropout here, nor anything "
+       "else that depends on the mode: both modes compute the same" for mode in ("eval",
+                                                                                "train")},
 }
 OFFSET = {"1.1", "1.2", "3.1", "3.3", "3.4", "3.5", "6.1", "6.3", "7.1", "7.3"}  # kernels
 # whose naive formula (the one-pass variance) cancels far from 0
@@ -360,10 +363,11 @@ def compiled_cases(number, source):
     (unit7.check_compiled_forward or _backward) that source makes: "visible" (the
     registered visible cases) or "hidden" (the check cell's hidden tests), recorded, not
     run (no kernel is compiled)."""
-    from normkit.checks import CHECKS, unit7
+    from normkit.checks import CHECKS, unit7, unit9
 
-    name = {"7.3": "check_compiled_forward", "7.4": "check_compiled_backward"}[number]
-    function = getattr(unit7, name)
+    unit, name = {"7.3": (unit7, "check_compiled_forward"),
+                  "7.4": (unit7, "check_compiled_backward"), "9.5": (unit9, "check_fused")}[number]
+    function = getattr(unit, name)
     calls = []
 
     def record(*args, **kwargs):
@@ -372,7 +376,7 @@ def compiled_cases(number, source):
         calls.append(dict(bound.arguments))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(unit7, name, record)
+        patch.setattr(unit, name, record)
         if source == "visible":
             CHECKS[number][0]()
         else:
@@ -391,5 +395,6 @@ def test_compiled_cases(source):
         cases = compiled_cases(number, source)
         assert {call["x"].dtype for call in cases} == {np.dtype(np.float32),
                                                        np.dtype(np.float64)}, number
-        assert max(far_from_zero(call["x"]) for call in cases) >= FAR or number == "7.4", \
-            number  # (7.4's saved statistics make the offset the forward's concern)
+        assert max(far_from_zero(call["x"]) for call in cases) >= FAR or number in (
+            "7.4", "9.5"), number  # (7.4's saved statistics make the offset the forward's
+        # concern; 9.5's RMSNorm subtracts no mean, so an offset cancels nothing)

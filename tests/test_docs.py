@@ -277,7 +277,7 @@ STUDENTS = {"alice": ("Alice Smith", 1001, "right"), "bob": ("Bob Jones", 1002, 
 def the_course(run, output):
     from tools.course.folder import Course
 
-    assert list(Course.load(run.course).assignments) == [f"unit{n}" for n in range(1, 9)]
+    assert list(Course.load(run.course).assignments) == [f"unit{n}" for n in range(1, 10)]
     assert (run.course / "release" / "unit1").is_dir()
     assert not (run.course / "release" / "unit2").exists()  # (A=unit1)
 
@@ -717,7 +717,7 @@ def test_score_runs_from_another_folder_and_refuses_each_wrong_argument(
         before = gb.find_grade("q1_1_why_eps", "01_layernorm_forward", "unit1", "bob")
         assert (before.manual_score, before.needs_manual_grade) == (0.5, False)
     wrong = [
-        (("unit9", "bob", "q1_1_why_eps", "1"), "no assignment unit9 in"),
+        (("unit10", "bob", "q1_1_why_eps", "1"), "no assignment unit10 in"),
         (("unit1 unit2", "bob", "q1_1_why_eps", "1"), "score: A names one, not 2"),
         (("unit1", "", "q1_1_why_eps", "1"), "score: STUDENT names one, not 0"),
         (("unit1", "../bob", "q1_1_why_eps", "1"), "score: STUDENT='../bob': a student id"),

@@ -1036,6 +1036,6 @@ def test_a_group_assignment_without_groups_and_a_team_entry_in_an_individual_one
     shutil.move(archive.parent / "rejected" / team, archive / team)
     assert reasons(run(root, "unit1"))[team].startswith(
         "a group assignment (c.Grading.group_assignments) is collected for every member")
-    (root / "nbgrader_config_local.py").write_text('c.Grading.group_assignments = ["unit9"]\n')
-    with pytest.raises(SystemExit, match="c.Grading.group_assignments: no assignment unit9"):
+    (root / "nbgrader_config_local.py").write_text('c.Grading.group_assignments = ["unit10"]\n')
+    with pytest.raises(SystemExit, match="c.Grading.group_assignments: no assignment unit10"):
         run(root, "unit1")

@@ -49,7 +49,7 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
                            "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "4.1", "4.2", "5.1", "5.2",
                            "5.3", "5.4", "5.5", "6.1", "6.2", "6.3", "6.4", "6.5", "7.1", "7.2",
                            "7.3", "7.4", "8.1", "8.2", "8.3", "8.4", "8.5", "9.1", "9.2",
-                           "9.3", "9.4"]
+                           "9.3", "9.4", "9.5"]
     e = found["3.4"]
     assert (e.name, e.grade_id, e.points, e.notebook, e.file, e.module, e.unit, e.marker) == (
         "group_norm_forward", "ex3_4_group_norm_forward", 3, "03_normalization_family",
@@ -61,7 +61,7 @@ def test_every_exercise_is_read_with_its_check_file_and_function():
         assert e.hidden and e.hidden not in e.visible and "HIDDEN" not in e.visible
         assert e.visible == f'# Exercise {e.number}: {e.name} ({e.points} point' \
             f'{"s" * (e.points != 1)})\ncheck("{e.number}")\n'
-    assert sum(e.points for e in found.values()) == 115
+    assert sum(e.points for e in found.values()) == 119
 
 
 def test_each_check_cell_of_the_student_edition_is_its_title_and_one_call():
@@ -106,7 +106,7 @@ def test_the_authors_tables_list_the_exercises_and_count_the_variants():
         assert counts[number] == [number, e.name, str(len(WRONG[number])),
                                   str(len(RIGHT[number]))]
     assert rows["3.3"][4:] == ["3.1"]
-    assert "40 exercises, 115 points" in result.stdout
+    assert "41 exercises, 119 points" in result.stdout
     assert "13 written questions graded by hand, 26 points: 1.1, 2.1, 2.2, 3.1, 3.2, 4.1, " \
         "4.2, 5.1, 6.1, 7.1, 8.1, 9.1, 9.2" in result.stdout
 

@@ -67,11 +67,12 @@ def reference_with_broken(folder, rel):
 
 def test_the_files_students_write_are_those_of_the_exercises():
     assert student_files() == [
-        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
-        "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
-        "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
-        "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
-        "normlib/transformer.py", "normlib/variance.py"]
+        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/fold.py",
+        "normlib/fused_add_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py", "normlib/layer_norm.py",
+        "normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
+        "normlib/mixed_precision.py", "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py",
+        "normlib/qk_norm.py", "normlib/rezero.py", "normlib/rms_norm.py", "normlib/rotation.py",
+        "normlib/transformer.py", "normlib/variance.py", "normlib/z_loss.py"]
     # what the reference's code calls (tools.course.exercises reads it from the code)
     assert {n: e.uses for n, e in by_number().items() if e.uses} == {
         "1.2": ("1.1",), "2.5": ("1.2", "2.2"), "3.3": ("3.1",), "3.4": ("3.1",),

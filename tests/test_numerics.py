@@ -192,6 +192,7 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
         assert float(r[5]) == round(passes * 8 * h * 4 / 1e6, 1)
     assert "not timed" not in out
     # then RMSNorm against LayerNorm: both times, and their ratio, per implementation
+    rms_out, add_out = rms_out.split("the residual add and RMSNorm")
     rows = [line.split() for line in rms_out.splitlines() if line.strip()[:2] in ("16", "32")]
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (h, p, k) for h in ("16", "32") for k in ("naive", "torch")
@@ -199,6 +200,17 @@ def test_benchmark_table_has_every_kernel_ratio_and_bandwidth(capsys):
     for r in rows:  # RMSNorm ms, LayerNorm ms (to 1 us), their ratio (to 0.01)
         rms, layer, ratio = float(r[3]), float(r[4]), float(r[5])
         assert ratio > 0 and abs(rms - ratio * layer) <= 0.0005 * (1 + ratio) + 0.005 * layer
+    # last the fused add and RMSNorm (9.5, the reference's here) against torch's two steps:
+    # each median, its ratio to the two steps' (theirs 1.00), and the bytes of 4 or 5 passes
+    rows = [line.split() for line in add_out.splitlines() if line.strip()[:2] in ("16", "32")]
+    names = [n.split() for n in benchmark.ADD_NORM]
+    assert [r[:1 + len(n)] for r, n in zip(rows, names * 2)] == [
+        [h, *n] for h in ("16", "32") for n in names]
+    for r, name in zip(rows, benchmark.ADD_NORM * 2):
+        ms, ratio, mb = (float(v) for v in r[-4:-1])
+        assert ms > 0 and ratio > 0 and (ratio == 1.0) == (name == "torch, two steps")
+        assert mb == round(benchmark.ADD_NORM_TRAFFIC[name] * 8 * int(r[0]) * 4 / 1e6, 1)
+    assert "not timed: yours" not in add_out
 
 
 def test_rms_comparison_leaves_out_a_pair_not_implemented(monkeypatch):

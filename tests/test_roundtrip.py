@@ -148,6 +148,7 @@ EXECUTED = {
     "unit6": ["mixed"],
     "unit7": ["mixed"],
     "unit8": ["reference"],
+    "unit9": ["reference"],
 }
 
 
@@ -693,11 +694,12 @@ def test_the_whole_course_layout_is_one_assignment_grading_every_exercise_file(t
     whole = plan.assignments["normalization"]
     assert whole.notebooks == [p.stem for p in sorted(SOLUTIONS.glob("[0-9]*.ipynb"))]
     assert whole.student_files == [
-        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/group_norm.py",
-        "normlib/instance_norm.py", "normlib/layer_norm.py", "normlib/layer_norm_compiled.py",
-        "normlib/layer_norm_fast.py", "normlib/mixed_precision.py", "normlib/mlp.py",
-        "normlib/nn.py", "normlib/norm.py", "normlib/qk_norm.py", "normlib/rms_norm.py",
-        "normlib/transformer.py", "normlib/variance.py"]
+        "normlib/adaln.py", "normlib/batch_norm.py", "normlib/dyt.py", "normlib/fold.py",
+        "normlib/fused_add_norm.py", "normlib/group_norm.py", "normlib/instance_norm.py",
+        "normlib/layer_norm.py", "normlib/layer_norm_compiled.py", "normlib/layer_norm_fast.py",
+        "normlib/mixed_precision.py", "normlib/mlp.py", "normlib/nn.py", "normlib/norm.py",
+        "normlib/qk_norm.py", "normlib/rezero.py", "normlib/rms_norm.py", "normlib/rotation.py",
+        "normlib/transformer.py", "normlib/variance.py", "normlib/z_loss.py"]
     assert sorted(p.name for p in (root / "source" / "normalization").glob("*.ipynb")) == \
         [f"{n}.ipynb" for n in whole.notebooks]
     config = (root / "nbgrader_config.py").read_text()
@@ -719,8 +721,8 @@ def test_per_unit_assignments_grade_only_their_units_files(tmp_path):
         # qk_norm.py subclasses Unit 5's attention: transformer.py is graded with it
         "unit8": ["normlib/adaln.py", "normlib/dyt.py", "normlib/qk_norm.py",
                   "normlib/transformer.py"],
-        "unit9": ["normlib/fold.py", "normlib/rezero.py", "normlib/rotation.py",
-                  "normlib/z_loss.py"],
+        "unit9": ["normlib/fold.py", "normlib/fused_add_norm.py", "normlib/rezero.py",
+                  "normlib/rotation.py", "normlib/z_loss.py"],
     }
 
 

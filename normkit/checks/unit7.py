@@ -315,19 +315,20 @@ def check_dtype(result, name, x):
                           f"  Likely cause: {cause}.")
 
 
-def check_compiled_memory(kernel, args, x, output):
-    """At most x's size (the output) and a quarter of it allocated during the call (and
-    1 MiB): a fused kernel needs no full-size temporary. Measured like 7.1's
-    (normkit.testing.peak_memory), after the compile step: compiling is not the kernel's
-    memory."""
+def check_compiled_memory(kernel, args, x, output, outputs=1):
+    """At most `outputs` times x's size (the outputs: y, or none for a kernel that writes
+    in place) and a quarter of it allocated during the call (and 1 MiB): a fused kernel
+    needs no full-size temporary. Measured like 7.1's (normkit.testing.peak_memory), after
+    the compile step: compiling is not the kernel's memory."""
     if x.nbytes < MEASURED:
         return
     _, peak = peak_memory(kernel, *args)
-    if peak > x.nbytes * 1.25 + 2**20:
-        arrays = round(peak / x.nbytes) - 1
+    if peak > x.nbytes * (outputs + 0.25) + 2**20:
+        arrays = round(peak / x.nbytes) - outputs
         raise CheckFailed(
             f"memory for x {x.shape} {x.dtype}: {peak / x.nbytes:.2f} times x's size allocated "
-            f"during the call; at most 1.25 ({output} and small arrays) allowed.\n  Likely "
+            f"during the call; at most {outputs + 0.25:g} ({output} and small arrays) "
+            "allowed.\n  Likely "
             f"cause: about {max(arrays, 1)} full-size temporar{'ies' if arrays > 1 else 'y'} "
             f"besides {output}: a fused kernel keeps a row's intermediate values in scalars "
             "(or one row's scratch of its own), never in an array the size of x.")

@@ -1,13 +1,15 @@
-"""Unit 9's checks: Exercises 9.1 (angular_update), 9.2 (ReZeroBlock), 9.3 (z_loss) and 9.4
-(fold_rms_gain).
+"""Unit 9's checks: Exercises 9.1 (angular_update), 9.2 (ReZeroBlock), 9.3 (z_loss), 9.4
+(fold_rms_gain) and 9.5 (fused_add_rms_norm, Numba).
 
 9.1 compares your angle with the exact one (float64, from a formula stable at every angle)
 within the float64 error model's tolerance, down to 1e-7 rad; 9.2 asserts your block's
 exact identity at initialization and the gradients there, then loads a reference block's
 random weights and compares the output and every gradient; 9.3 compares the loss and its
 gradient with torch's logsumexp under autograd, computed exactly, for logits up to the
-hundreds; 9.4 compares the folded pair's output with the original pair's, computed exactly,
-and asserts what the two new modules are and that the originals are left as they were.
+hundreds; 9.4 compares the folded weight with W times g, and the folded pair's output with
+the original pair's, computed exactly, and asserts that the inputs are left as they were;
+9.5 compares the stream and its norm with the exact ones, and reads your kernel's code and
+measures its memory as Unit 7's checks do.
 A wrong result is matched against what each classic mistake gives, computed exactly, to
 name its likely cause. Your code is imported when a check runs.
 """
@@ -17,8 +19,9 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from normkit.checks import exercise
+from normkit.checks import Skipped, exercise
 from normkit.checks.unit8 import assert_tensor
 from normkit.testing import (
     LAMBDA,
@@ -471,6 +474,8 @@ def check_z_loss(logits, coefficient=1e-4, what="random logits"):
         raise CheckFailed(f"z_loss {case}: return (loss, dlogits), got "
                           f"{type(result).__name__}.\n  Where: the function's return")
     loss, dlogits = result
+    if type(loss) is float and logits.dtype == np.float64:
+        loss = np.float64(loss)  # (a float is a float64: at grading a NumPy float64 is one)
     if not isinstance(loss, (np.ndarray, np.generic)):
         raise CheckFailed(f"loss {case}: expected a NumPy scalar of the logits' dtype, got "
                           f"{type(loss).__name__}.\n  Where: the loss you return (a Python "
@@ -529,139 +534,104 @@ def visible_9_3():
 # Exercise 9.4: fold_rms_gain -------------------------------------------------------------
 
 
-def fold_pair(e, f, dtype, seed, bias=True, affine=True, eps=1e-6):
-    """An RMSNorm over (E,) with a random gain (a few channels large, as trained models'
-    are) and a random Linear(E, F), in dtype."""
+def fold_tensors(e, f, dtype, seed, bias=True, affine=True):
+    """(gain (E,) with a few channels large, as trained models' are, or None; weight (F, E);
+    bias (F,) or None), random, in dtype."""
     gen = torch.Generator().manual_seed(seed)
-    norm = torch.nn.RMSNorm(e, eps=eps, elementwise_affine=affine, dtype=dtype)
-    linear = torch.nn.Linear(e, f, bias=bias, dtype=dtype)
-    with torch.no_grad():
-        if affine:
-            gain = 1 + 0.3 * torch.randn(e, generator=gen, dtype=torch.float64)  # (E,)
-            gain[:: max(1, e // 3)] *= 8  # outlier channels
-            norm.weight.copy_(gain)
-        linear.weight.copy_(torch.randn(f, e, generator=gen, dtype=torch.float64) / e ** 0.5)
-        if bias:
-            linear.bias.copy_(torch.randn(f, generator=gen, dtype=torch.float64))
-    return norm, linear
+    gain = 1 + 0.3 * torch.randn(e, generator=gen, dtype=torch.float64)  # (E,)
+    gain[:: max(1, e // 3)] *= 8  # outlier channels
+    weight = torch.randn(f, e, generator=gen, dtype=torch.float64) / e ** 0.5  # (F, E)
+    b = torch.randn(f, generator=gen, dtype=torch.float64)  # (F,)
+    return (gain.to(dtype) if affine else None, weight.to(dtype),
+            b.to(dtype) if bias else None)
 
 
-def fold_mistakes(norm, linear, x):
-    """{likely cause: the output that mistake gives}, computed exactly (float64)."""
-    w = linear.weight.detach().double()  # (F, E)
-    g = (norm.weight.detach().double() if norm.weight is not None
-         else torch.ones(w.shape[1], dtype=torch.float64))  # (E,)
-    b = None if linear.bias is None else linear.bias.detach().double()  # (F,)
-    h = torch.nn.functional.rms_norm(x.double(), (w.shape[1],), None, norm.eps)  # (*B, E)
-
-    def out(weight, bias=b, hidden=h):
-        return torch.nn.functional.linear(hidden, weight, bias)
-
-    found = {"the gain divides the weight: the norm's output is multiplied by g, so W "
-             "must take g as a factor": out(w / g),
-             "the norm kept its gain and the weight took it too: g now applies twice":
-             out(w * g, hidden=h * g)}
+def fold_mistakes(gain, weight, bias):
+    """{likely cause: the folded weight that mistake gives}, computed exactly (float64)."""
+    w = weight.double()  # (F, E)
+    g = torch.ones(w.shape[1], dtype=torch.float64) if gain is None else gain.double()
+    found = {"the gain divides the weight: the norm's output is multiplied by g, so W must "
+             "take g as a factor": w / g,
+             "the gain was left out: the weight is W as it was, and the norm without its "
+             "gain computes something else": w}
     if w.shape[0] == w.shape[1]:
         found["g scales the weight's rows (its outputs), not its columns: g multiplies the "
               "norm's output, the linear's input, whose channels are W's columns"] = \
-            out(w * g[:, None])
-    if b is not None and w.shape[0] == w.shape[1]:
-        found["the bias was scaled by g too: the bias is added after the matmul, and g "
-              "never reaches it"] = out(w * g, b * g)
-    return {cause: v.to(x.dtype).numpy() for cause, v in found.items()}
+            w * g[:, None]
+    return {cause: v.to(weight.dtype).numpy() for cause, v in found.items() if gain is not None
+            or "left out" not in cause}
 
 
 def check_fold(e=8, f=6, dtype=torch.float32, seed=0, bias=True, affine=True, eps=1e-6,
                lead=(3,)):
-    """Your fold_rms_gain(norm, linear): two new modules of the right kinds and sizes, the
-    norm without a gain and with norm's eps, the bias unchanged, the originals untouched,
-    and the folded pair's output against the original pair's, computed exactly."""
+    """Your fold_rms_gain(gain, weight, bias): the inputs left as they were; the folded weight
+    against W times g computed exactly (one rounding: the error model's tolerance for one
+    stage), in value, shape and dtype; the bias as it was; and the folded pair's output, the
+    norm without its gain, against the original pair's computed exactly."""
     from normlib.fold import fold_rms_gain
 
-    norm, linear = fold_pair(e, f, dtype, seed, bias, affine, eps)
-    case = (f"for RMSNorm({e}, eps={eps:g}{'' if affine else ', no gain'}) then Linear({e}, "
-            f"{f}{'' if bias else ', bias=False'}), {dtype}")
-    saved = copy.deepcopy((norm.state_dict(), linear.state_dict()))
-    result = fold_rms_gain(norm, linear)
-    for module, state in zip((norm, linear), saved):
-        for name, value in module.state_dict().items():
-            if not torch.equal(value, state[name]):
-                raise CheckFailed(f"the original {type(module).__name__}'s {name} changed "
-                                  f"{case}.\n  Likely cause: the fold wrote into the original "
-                                  "modules (an in-place *= or copy_ on their tensors, or a new "
-                                  "module sharing them): build new tensors for the new "
-                                  "modules")
+    gain, weight, b = fold_tensors(e, f, dtype, seed, bias, affine)
+    case = (f"for gain {'None' if gain is None else (e,)}, weight ({f}, {e}), bias "
+            f"{'None' if b is None else (f,)}, {dtype}")
+    given = {"gain": gain, "weight": weight, "bias": b}
+    saved = {name: t.clone() for name, t in given.items() if t is not None}
+    result = fold_rms_gain(gain, weight, b)
+    for name, t in saved.items():
+        if not torch.equal(given[name], t):
+            raise CheckFailed(f"{name} changed during the call {case}.\n  Likely cause: the "
+                              "fold wrote into the original tensors (an in-place *= or mul_): "
+                              "return new tensors; the model you fold from may still be in use")
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailed(f"fold_rms_gain {case}: return (folded_norm, folded_linear), got "
+        raise CheckFailed(f"fold_rms_gain {case}: return (folded_weight, folded_bias), got "
                           f"{type(result).__name__}.\n  Where: the function's return")
-    folded_norm, folded_linear = result
-    if not isinstance(folded_norm, torch.nn.RMSNorm) or \
-            not isinstance(folded_linear, torch.nn.Linear):
-        raise CheckFailed(f"fold_rms_gain {case} returned ({type(folded_norm).__name__}, "
-                          f"{type(folded_linear).__name__}), expected (RMSNorm, Linear).\n  "
-                          "Where: the modules you return")
-    if folded_norm is norm or folded_linear is linear:
-        raise CheckFailed(f"fold_rms_gain {case} returned an original module, not a new one."
-                          "\n  Where: build two new modules; the originals stay as they were")
-    if folded_norm.weight is not None:
-        raise CheckFailed(f"folded_norm {case} has a gain.\n  Likely cause: the folded norm "
-                          "keeps elementwise_affine: once g is in the linear's weight, the "
-                          "norm has none (elementwise_affine=False)")
-    if folded_norm.eps != norm.eps or tuple(folded_norm.normalized_shape) != (e,):
-        raise CheckFailed(f"folded_norm {case} has eps {folded_norm.eps} and normalized_shape "
-                          f"{tuple(folded_norm.normalized_shape)}, expected {norm.eps} and "
-                          f"({e},).\n  Likely cause: a new RMSNorm takes torch's default eps "
-                          "(None: the dtype's machine epsilon) unless it is given norm's")
-    weight = folded_linear.weight
-    if tuple(weight.shape) != (f, e) or weight.dtype != dtype:
-        raise CheckFailed(f"folded_linear.weight {case} is {tuple(weight.shape)} "
-                          f"{weight.dtype}, expected ({f}, {e}) {dtype}.\n  Where: the new "
-                          "Linear's size and dtype, linear's")
-    if (folded_linear.bias is None) != (linear.bias is None):
-        raise CheckFailed(f"folded_linear {case} {'lacks' if bias else 'has'} a bias.\n  "
-                          "Where: the new Linear has a bias where linear has one")
-    if bias and not torch.equal(folded_linear.bias.detach(), linear.bias.detach()):
-        scaled = affine and e == f and torch.allclose(
-            folded_linear.bias.detach(), (linear.bias * norm.weight).detach())
-        raise CheckFailed(f"folded_linear.bias {case} is not linear's bias." + (
-            "\n  Likely cause: the bias was scaled by g too: the bias is added after the "
-            "matmul, and g never reaches it" if scaled else "\n  Where: the new Linear's "
-            "bias: the fold moves g into the weight alone; the bias is copied as it is"))
+    folded, folded_bias = result
+    exact = weight.double() * (1 if gain is None else gain.double())  # (F, E)
+    assert_tensor(folded, weight, f"folded_weight {case}")
+    torch_tensor_close(folded, exact.to(dtype), f"folded_weight {case}",
+                       mistakes=fold_mistakes(gain, weight, b), **tolerance(dtype))
+    if (folded_bias is None) != (b is None):
+        got = "None" if folded_bias is None else "a tensor"
+        raise CheckFailed(f"folded_bias {case} is {got}.\n  Where: the folded bias is None "
+                          "exactly where bias is")
+    if b is not None:
+        assert_tensor(folded_bias, b, f"folded_bias {case}")
+        if not torch.equal(folded_bias, b):
+            scaled = gain is not None and e == f and torch.allclose(folded_bias, b * gain)
+            raise CheckFailed(f"folded_bias {case} is not bias.\n  " + (
+                "Likely cause: the bias was scaled by g too: the bias is added after the "
+                "matmul, and g never reaches it" if scaled else "Where: the folded bias: "
+                "the fold moves g into the weight alone; the bias stays as it is"))
     gen = torch.Generator().manual_seed(seed + 100)
     x = (2 * torch.randn(*lead, e, generator=gen, dtype=torch.float64) + 0.5).to(dtype)
     with torch.no_grad():
-        exact = torch.nn.functional.linear(
-            torch.nn.functional.rms_norm(x.double(), (e,), None if norm.weight is None else
-                                         norm.weight.double(), eps),
-            linear.weight.double(), None if linear.bias is None else linear.bias.double())
-    with torch.no_grad():
-        y = folded_linear(folded_norm(x))
-    assert_tensor(y, exact.to(dtype), f"the folded pair's output {case}")
-    hidden = torch.nn.functional.rms_norm(x.double(), (e,), None, eps)  # (*B, E)
-    gain = 1 if norm.weight is None else norm.weight.detach().double()  # (E,)
-    terms = hidden.abs() @ (linear.weight.detach().double() * gain).abs().T  # (*B, F)
-    cond = float(terms.max() / exact.detach().abs().max().clamp_min(1e-30))
-    torch_tensor_close(y, exact.to(dtype), f"the folded pair's output {case}",
-                       mistakes=fold_mistakes(norm, linear, x),
-                       **tolerance(dtype, length=e, depth=5, cond=cond))
+        y = F.linear(F.rms_norm(x, (e,), None, eps), folded, folded_bias)  # (*B, F)
+        original = F.linear(F.rms_norm(x.double(), (e,), None if gain is None else
+                                       gain.double(), eps), weight.double(),
+                            None if b is None else b.double())  # (*B, F)
+        hidden = F.rms_norm(x.double(), (e,), None, eps)  # (*B, E)
+        terms = hidden.abs() @ exact.abs().T  # (*B, F): the dot products' terms
+    cond = float(terms.max() / original.abs().max().clamp_min(1e-30))
+    torch_tensor_close(y, original.to(dtype), f"the folded pair's output {case}",
+                       **tolerance(dtype, length=e, depth=4, cond=cond))
 
 
-def check_refuses_bad_modules():
-    """A LayerNorm, sizes that do not chain, and mixed dtypes raise (check_fold_args)."""
+def check_refuses_bad_tensors():
+    """A weight of the wrong rank, a gain of the wrong size and a bias of another dtype
+    raise (the provided check_fold_args)."""
     from normlib.fold import fold_rms_gain
 
-    for norm, linear, what in (
-            (torch.nn.LayerNorm(4), torch.nn.Linear(4, 2), "a LayerNorm"),
-            (torch.nn.RMSNorm(4), torch.nn.Linear(5, 2), "RMSNorm(4) then Linear(5, 2)"),
-            (torch.nn.RMSNorm(4), torch.nn.Linear(4, 2, dtype=torch.float64),
-             "a float32 norm and a float64 linear")):
+    w = torch.ones(2, 4)
+    for args, what in (((torch.ones(4), torch.ones(4)), "a weight (4,)"),
+                       ((torch.ones(2), w), "a gain (2,) for a weight (2, 4)"),
+                       ((torch.ones(4), w, torch.ones(2, dtype=torch.float64)),
+                        "a float64 bias for a float32 weight")):
         try:
-            fold_rms_gain(norm, linear)
+            fold_rms_gain(*args)
         except (TypeError, ValueError):
             continue
         raise CheckFailed(f"{what} raised no TypeError or ValueError.\n  Where: keep the "
-                          "provided check_fold_args(norm, linear) as your function's first "
-                          "line")
+                          "provided check_fold_args(gain, weight, bias) as your function's "
+                          "first line")
 
 
 @exercise("9.4", "fold.fold_rms_gain")
@@ -669,5 +639,125 @@ def visible_9_4():
     check_fold(6, 6, lead=(2, 3))  # square first: rows and columns can be confused
     check_fold(8, 5, seed=1)
     check_fold(12, 5, dtype=torch.float64, seed=2, bias=False, eps=1e-5)
-    check_fold(4, 4, seed=3, affine=False)
-    check_refuses_bad_modules()
+    check_fold(4, 4, seed=3, affine=False)  # a norm without a gain
+    check_refuses_bad_tensors()
+
+
+# Exercise 9.5: fused_add_rms_norm (Numba) ------------------------------------------------
+
+
+def fused_kernel():
+    """Your fused_add_rms_norm of normlib/fused_add_norm.py; where Numba is not installed, a
+    Skipped that says so (the exercise is skipped, not failed)."""
+    from normkit.kernel_code import NUMBA_INSTALL, numba_installed
+
+    if not numba_installed():
+        raise Skipped("Numba is not installed here, so Exercise 9.5 is skipped: "
+                      f"{NUMBA_INSTALL}.")
+    import normlib.fused_add_norm as fused
+
+    return fused.fused_add_rms_norm
+
+
+def exact_fused(x, residual, weight, eps):
+    """(y, stream) as the kernel must return them: the stream x + residual rounded once to
+    its dtype, and its RMSNorm times weight computed in float64 from that stored stream,
+    rounded to x's dtype."""
+    stream = x + residual  # (R, H): one rounding, as NumPy's addition of two such arrays
+    y = F.rms_norm(torch.from_numpy(stream.astype(np.float64)), (x.shape[1],),
+                   torch.from_numpy(weight.astype(np.float64)), eps)  # (R, H)
+    return y.numpy().astype(x.dtype), stream
+
+
+def fused_mistakes(x, residual, weight, eps):
+    """{likely cause: y as that mistake gives it}, each computed exactly (float64) and
+    rounded to x's dtype."""
+    h = x.shape[1]
+    x64, r64, w64 = (a.astype(np.float64) for a in (x, residual, weight))
+    stream = (x + residual).astype(np.float64)  # (R, H)
+
+    def rms(v, eps_inside=True, gain=True):
+        ms = (v * v).mean(axis=1, keepdims=True)  # (R, 1)
+        scale = 1 / np.sqrt(ms + eps) if eps_inside else 1 / (np.sqrt(ms) + eps)
+        return v * scale * (w64 if gain else 1)
+
+    found = {
+        "the norm reads x alone, not the stream residual + x: the next sublayer reads the "
+        "stream": rms(x64),
+        "the norm reads the residual stream before x was added to it": rms(r64),
+        "the mean was subtracted: this is RMSNorm, which scales by 1 / sqrt(mean(s^2) + "
+        "eps) and subtracts nothing":
+            (stream - stream.mean(axis=1, keepdims=True)) / np.sqrt(
+                stream.var(axis=1, keepdims=True) + eps) * w64,
+        "eps was added outside the square root: RMSNorm divides by sqrt(mean(s^2) + eps)":
+            rms(stream, eps_inside=False),
+        "the weight is missing: the normalized row is multiplied by weight (H,)":
+            rms(stream, gain=False),
+        f"the mean of the squares divides by the number of rows, not by H = {h}":
+            stream / np.sqrt((stream * stream).sum(axis=1, keepdims=True) / x.shape[0]
+                             + eps) * w64,
+    }
+    return {cause: v.astype(x.dtype) for cause, v in found.items()}
+
+
+def check_fused(x, residual, weight, eps=1e-6):
+    """Your fused_add_rms_norm(x, residual, weight, eps): (y, stream) against the exact ones
+    in value, shape and dtype, no argument modified; its code free of races and of
+    fastmath=True, with a parallel loop; for an x of 8 MiB or more, nothing allocated but
+    the two outputs (and small arrays)."""
+    from normkit.checks.unit7 import check_compiled_memory, check_dtype, code_problems
+
+    kernel = fused_kernel()
+    code_problems(kernel)
+    case = f"for x {x.shape} {x.dtype}, eps {eps:g}"
+    want_y, want_stream = exact_fused(x, residual, weight, eps)
+    untouched = guard_inputs(x=x, residual=residual, weight=weight)
+    result = kernel(x, residual, weight, eps)
+    untouched(case)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailed(f"fused_add_rms_norm {case}: return (y, stream), got "
+                          f"{type(result).__name__}.\n  Where: the kernel's return")
+    y, stream = result
+    if all(isinstance(a, np.ndarray) and a.shape == x.shape for a in result) and \
+            np.allclose(y, want_stream, rtol=1e-3, atol=1e-3) and \
+            np.allclose(stream, want_y, rtol=1e-3, atol=1e-3):
+        raise CheckFailed(f"y and stream {case} hold each other's values.\n  Likely cause: "
+                          "the two outputs were swapped: return (y, stream), the norm first")
+    for name, actual in (("y", y), ("stream", stream)):
+        check_dtype(actual, f"{name} {case}", x)
+    assert_close(stream, want_stream, f"stream {case}",
+                 mistakes={"the stream is the residual as it was: x was never added": residual,
+                           "the stream is x alone: the residual was never added": x},
+                 **tolerance(x.dtype))
+    assert_close(y, want_y, f"y {case}", mistakes=fused_mistakes(x, residual, weight, eps),
+                 **tolerance(x.dtype, length=x.shape[1], depth=4))
+    check_compiled_memory(kernel, (x, residual, weight, eps), x, "y and stream", outputs=2)
+
+
+def _fused_rows(dtype):
+    """(x (2, 3), residual (2, 3), weight (3,), eps) of dtype: the compile step's call."""
+    rng = np.random.default_rng(0)
+    x, r, w = (np.ascontiguousarray(rng.standard_normal(s).astype(dtype))
+               for s in ((2, 3), (2, 3), (3,)))
+    return x, r, w, 1e-6
+
+
+def compile_9_5(hidden):
+    from normkit.checks.unit7 import compile_rows
+
+    compile_rows(fused_kernel(), _fused_rows, hidden)
+
+
+@exercise("9.5", "fused_add_norm.fused_add_rms_norm", compile=compile_9_5)
+def visible_9_5():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    check_fused(rng.standard_normal((2048, 1024)).astype(f32),  # 8 MiB: memory measured
+                (3 * rng.standard_normal((2048, 1024))).astype(f32),
+                (1 + 0.5 * rng.standard_normal(1024)).astype(f32))
+    check_fused(rng.standard_normal((7, 7)).astype(f32), rng.standard_normal((7, 7)).astype(f32),
+                rng.standard_normal(7).astype(f32), eps=1e-5)  # R == H
+    check_fused((1e-3 * rng.standard_normal((8, 64))).astype(f32),  # mean square < eps
+                (1e-3 * rng.standard_normal((8, 64))).astype(f32), np.ones(64, f32), eps=1e-5)
+    check_fused(rng.standard_normal((33, 257)), rng.standard_normal((33, 257)),
+                rng.standard_normal(257))  # float64, H odd

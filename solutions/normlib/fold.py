@@ -7,55 +7,53 @@ spcl/QuaRot, fake_quant/rotation_utils.py, fuse_ln_linear): the model computes t
 thing, and the activations between the two no longer carry g's large channels. Notebook 09,
 section 4, measures why that matters for int8.
 
-Shapes: the norm normalizes over E (normalized_shape (E,)); the linear maps E -> F, its
-weight (F, E) and its bias (F,) or None. Modules in, new modules out.
+Shapes: the norm normalizes over E, its gain g (E,); the linear maps E -> F, its weight
+(F, E) and its bias (F,) or None. torch tensors in, new torch tensors out.
 """
 
 import torch
 
 
-def fold_rms_gain(norm, linear):
-    """Exercise 9.4: fold norm's gain into linear.
+def fold_rms_gain(gain, weight, bias=None):
+    """Exercise 9.4: fold a norm's gain into the linear layer after it.
 
     Args:
-        norm: a torch.nn.RMSNorm over (E,), with a gain (norm.weight (E,)) or without one.
-        linear: a torch.nn.Linear(E, F), with or without a bias, of norm's dtype.
+        gain: (E,), the RMSNorm's weight g, or None (a norm without one).
+        weight: (F, E), the next torch.nn.Linear's weight W, gain's dtype.
+        bias: (F,), that Linear's bias, or None.
     Returns:
-        (folded_norm, folded_linear), two new modules such that
-        folded_linear(folded_norm(x)) equals linear(norm(x)) for every x (*B, E), up to
-        rounding: folded_norm a torch.nn.RMSNorm over (E,) without a gain
-        (elementwise_affine=False) and with norm's eps; folded_linear a torch.nn.Linear(E,
-        F) of linear's dtype, with a bias where linear has one. norm and linear are left
-        as they were (the model you fold from may still be in use).
+        (folded_weight, folded_bias): new tensors, (F, E) and (F,) or None, of weight's
+        dtype, such that the linear layer with them after the norm without its gain,
+        F.linear(F.rms_norm(x, (E,), None, eps), folded_weight, folded_bias), equals the
+        original pair, F.linear(F.rms_norm(x, (E,), gain, eps), weight, bias), for every
+        x (*B, E) and eps, up to rounding. gain, weight and bias are left as they were
+        (the model you fold from may still be in use).
     Raises:
-        TypeError or ValueError (check_fold_args, provided): other modules, or sizes that
-        do not chain.
+        TypeError or ValueError (check_fold_args, provided): not tensors, or sizes and
+        dtypes that do not chain.
     """
-    check_fold_args(norm, linear)
+    check_fold_args(gain, weight, bias)
     ### BEGIN SOLUTION
-    e, f = linear.in_features, linear.out_features
-    folded_norm = torch.nn.RMSNorm(norm.normalized_shape, eps=norm.eps,
-                                   elementwise_affine=False)
-    folded_linear = torch.nn.Linear(e, f, bias=linear.bias is not None,
-                                    dtype=linear.weight.dtype)
     with torch.no_grad():
-        gain = norm.weight if norm.weight is not None else torch.ones(e)  # (E,)
-        folded_linear.weight.copy_(linear.weight * gain)  # (F, E): column j times g_j
-        if linear.bias is not None:
-            folded_linear.bias.copy_(linear.bias)  # (F,): after the matmul, untouched
-    return folded_norm, folded_linear
+        folded = weight * gain if gain is not None else weight.clone()  # (F, E): W[:, j] g_j
+        return folded, None if bias is None else bias.clone()  # b: after the matmul
     ### END SOLUTION
 
 
-def check_fold_args(norm, linear):
-    """Provided: norm an RMSNorm over one axis, linear a Linear reading its output."""
-    if not isinstance(norm, torch.nn.RMSNorm):
-        raise TypeError(f"norm must be a torch.nn.RMSNorm, got {type(norm).__name__}")
-    if not isinstance(linear, torch.nn.Linear):
-        raise TypeError(f"linear must be a torch.nn.Linear, got {type(linear).__name__}")
-    if len(norm.normalized_shape) != 1 or norm.normalized_shape[0] != linear.in_features:
-        raise ValueError(f"norm must normalize over linear's in_features ({linear.in_features}"
-                         f",), got normalized_shape {tuple(norm.normalized_shape)}")
-    if norm.weight is not None and norm.weight.dtype != linear.weight.dtype:
-        raise ValueError(f"norm and linear must share one dtype, got {norm.weight.dtype} and "
-                         f"{linear.weight.dtype}")
+def check_fold_args(gain, weight, bias):
+    """Provided: weight a float matrix (F, E); gain (E,) or None and bias (F,) or None, of
+    weight's dtype."""
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or \
+            not weight.dtype.is_floating_point:
+        raise TypeError("weight must be a float torch.Tensor (F, E), got "
+                        + (f"shape {tuple(weight.shape)} {weight.dtype}"
+                           if isinstance(weight, torch.Tensor) else type(weight).__name__))
+    f, e = weight.shape
+    for name, t, size in (("gain", gain, e), ("bias", bias, f)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if tuple(t.shape) != (size,) or t.dtype != weight.dtype:
+            raise ValueError(f"{name} must be ({size},) {weight.dtype} for a weight "
+                             f"({f}, {e}), got {tuple(t.shape)} {t.dtype}")

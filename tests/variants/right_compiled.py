@@ -1,4 +1,4 @@
-"""Correct Numba kernels for Exercises 7.3 and 7.4 written otherwise than the reference:
+"""Correct Numba kernels for Exercises 7.3, 7.4 and 9.5 written otherwise than the reference:
 the checks must pass them (tests/test_graders.py, tests/test_diagnosis.py). Cached like
 tests/variants/wrong_compiled.py's, but the one that calls get_num_threads(); the row's steps
 they share are tests/variants/compiled_rows.py's."""
@@ -84,9 +84,47 @@ def backward_by_columns(grad_output, x, mean, rstd, weight):
     return dx, dweight, dbias
 
 
+# Exercise 9.5: fused_add_rms_norm (Numba) ---------------------------------------------------
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_three_passes(x, residual, weight, eps):
+    """The add, the squares and the norm each a pass of their own over the row (the last two
+    from the cache), each square cast to float64 first, rsqrt written as a power."""
+    rows, h = x.shape
+    stream = np.empty_like(x)
+    y = np.empty_like(x)
+    for r in prange(rows):
+        for j in range(h):
+            stream[r, j] = residual[r, j] + x[r, j]
+        squares = np.float64(0.0)
+        for j in range(h):
+            squares += np.float64(stream[r, j]) ** 2
+        rs = (squares / h + eps) ** -0.5
+        for j in range(h):
+            y[r, j] = weight[j] * (stream[r, j] * rs)
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_row_slices(x, residual, weight, eps):
+    """NumPy on one row at a time inside the parallel loop: row-sized scratch, never the
+    whole array's."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        stream[r, :] = x[r, :] + residual[r, :]
+        row = stream[r, :].astype(np.float64)  # (H,): one row's scratch
+        rs = 1.0 / np.sqrt(np.mean(row * row) + eps)
+        y[r, :] = (row * rs * weight).astype(x.dtype)
+    return y, stream
+
+
 RIGHT = {
     "7.3": {"Welford in the row's loop": forward_welford,
             "blocks of rows, a scratch row, strict": forward_blocks_with_scratch},
     "7.4": {"a partial sum per thread id": backward_thread_partials,
             "dweight and dbias by columns": backward_by_columns},
+    "9.5": {"three passes, a power for rsqrt": fused_three_passes,
+            "NumPy on row slices": fused_row_slices},
 }

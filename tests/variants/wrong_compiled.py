@@ -1,6 +1,6 @@
-"""Realistic wrong Numba kernels for Exercises 7.3 and 7.4 (normlib/layer_norm_compiled.py):
-every one must fail its graded check (tests/test_graders.py), and its visible check must
-name the cause (tests/test_diagnosis.py). Keyed by exercise number, then by the mistake's
+"""Realistic wrong Numba kernels for Exercises 7.3, 7.4 (normlib/layer_norm_compiled.py) and
+9.5 (normlib/fused_add_norm.py): every one must fail its graded check
+(tests/test_graders.py), and its visible check must name the cause (tests/test_diagnosis.py). Keyed by exercise number, then by the mistake's
 name. Each is compiled on its first call, for float32 and float64, a second or two each,
 and cached (cache=True, in tests/variants/__pycache__) for the other test processes. The
 steps they share are tests/variants/compiled_rows.py's: what is written out here is the
@@ -304,6 +304,178 @@ RACES = {"7.3": ["a scratch row shared by every iteration"],  # the data races, 
                  "a race in a loop written range(r * 0, h)"]}  # which
 # must fail every run (tests/test_diagnosis.py), not the runs whose threads happen to meet
 
+# Exercise 9.5: fused_add_rms_norm (Numba; compiled on first use, cached) --------------------
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_norm_of_x(x, residual, weight, eps):
+    """The norm of the sublayer's output alone, not of the stream."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            stream[r, j] = x[r, j] + residual[r, j]
+            squares += x[r, j] * x[r, j]
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = x[r, j] * rs * weight[j]
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_layer_norm(x, residual, weight, eps):
+    """The mean subtracted: a LayerNorm (without bias), not an RMSNorm."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        total = 0.0
+        for j in range(h):
+            stream[r, j] = x[r, j] + residual[r, j]
+            total += stream[r, j]
+        m = total / h
+        squares = 0.0
+        for j in range(h):
+            d = stream[r, j] - m
+            squares += d * d
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = (stream[r, j] - m) * rs * weight[j]
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_eps_outside(x, residual, weight, eps):
+    """1 / (sqrt(mean square) + eps)."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = s
+            squares += s * s
+        rs = 1.0 / (np.sqrt(squares / h) + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs * weight[j]
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_no_weight(x, residual, weight, eps):
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = s
+            squares += s * s
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_in_place(x, residual, weight, eps):
+    """vLLM's way, here against the contract: the results written into the inputs."""
+    rows, h = x.shape
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            residual[r, j] = s
+            squares += s * s
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            x[r, j] = residual[r, j] * rs * weight[j]
+    return x, residual
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_swapped(x, residual, weight, eps):
+    """(stream, y): the outputs in the wrong order."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = s
+            squares += s * s
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs * weight[j]
+    return stream, y
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_old_stream(x, residual, weight, eps):
+    """The norm of the sum, but the stream returned is the residual as it came."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in prange(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = residual[r, j]
+            squares += s * s
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = (x[r, j] + residual[r, j]) * rs * weight[j]
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_squares_array(x, residual, weight, eps):
+    """The squares kept in a full-size array, summed row by row after."""
+    stream = x + residual  # (R, H): the output, NumPy style
+    squares = stream.astype(np.float64) ** 2  # (R, H) float64: a temporary twice x's size
+    rows, h = x.shape
+    y = np.empty_like(x)
+    for r in prange(rows):
+        rs = 1.0 / np.sqrt(squares[r].sum() / h + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs * weight[j]
+    return y, stream
+
+
+@njit(parallel=True, fastmath=FAST, cache=True)
+def fused_shared_squares(x, residual, weight, eps):
+    """One accumulator array for every row: the threads add into the same element."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    acc = np.zeros(1)
+    for r in prange(rows):
+        acc[0] = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = s
+            acc[0] += s * s
+        rs = 1.0 / np.sqrt(acc[0] / h + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs * weight[j]
+    return y, stream
+
+
+@njit(fastmath=FAST, cache=True)
+def fused_one_thread(x, residual, weight, eps):
+    """range, not prange: right values on one thread."""
+    rows, h = x.shape
+    y, stream = np.empty_like(x), np.empty_like(x)
+    for r in range(rows):
+        squares = 0.0
+        for j in range(h):
+            s = x[r, j] + residual[r, j]
+            stream[r, j] = s
+            squares += s * s
+        rs = 1.0 / np.sqrt(squares / h + eps)
+        for j in range(h):
+            y[r, j] = stream[r, j] * rs * weight[j]
+    return y, stream
+
+
 WRONG = {
     "7.3": {"eps outside the square root": Mistake(forward_eps_outside_sqrt,
                                                    "eps is added to the std"),
@@ -332,4 +504,15 @@ WRONG = {
                 backward_race_in_a_helper, "calls add_to_totals, whose line"),
             "float32 partial sums": Mistake(backward_float32_partials,
                                             "float32's precision")},
+    "9.5": {"the norm of x alone": Mistake(fused_norm_of_x, "reads x alone"),
+            "a LayerNorm": Mistake(fused_layer_norm, "the mean was subtracted"),
+            "eps outside the square root": Mistake(fused_eps_outside, "outside the square root"),
+            "no weight": Mistake(fused_no_weight, "the weight is missing"),
+            "written in place": Mistake(fused_in_place, "modified in place"),
+            "the outputs swapped": Mistake(fused_swapped, "swapped"),
+            "the old stream returned": Mistake(fused_old_stream, "x was never added"),
+            "the squares as a full-size array": Mistake(fused_squares_array,
+                                                        "full-size temporar"),
+            "one accumulator for every row": Mistake(fused_shared_squares, "a data race"),
+            "no prange": Mistake(fused_one_thread, "it runs on one thread")},
 }

@@ -217,64 +217,35 @@ def z_loss_python_float(logits, coefficient=1e-4):
 # Exercise 9.4: fold_rms_gain ----------------------------------------------------------------
 
 
-def _folded(norm, linear, weight, bias="same", eps="same", affine=False):
-    folded_norm = torch.nn.RMSNorm(norm.normalized_shape, elementwise_affine=affine,
-                                   **({} if eps is None else {"eps": norm.eps}))
-    if affine:
-        with torch.no_grad():
-            folded_norm.weight.copy_(norm.weight)
-    folded_linear = torch.nn.Linear(linear.in_features, linear.out_features,
-                                    bias=linear.bias is not None, dtype=linear.weight.dtype)
+def _g(gain, weight):
+    return torch.ones(weight.shape[1], dtype=weight.dtype) if gain is None else gain
+
+
+def fold_rows(gain, weight, bias=None):  # g on W's rows, the outputs
+    return weight * _g(gain, weight)[:, None], bias
+
+
+def fold_divided(gain, weight, bias=None):
+    return weight / _g(gain, weight), bias
+
+
+def fold_bias_scaled(gain, weight, bias=None):
+    g = _g(gain, weight)
+    return weight * g, None if bias is None else bias * g
+
+
+def fold_in_place(gain, weight, bias=None):  # the original weight, scaled in place
     with torch.no_grad():
-        folded_linear.weight.copy_(weight)
-        if linear.bias is not None:
-            folded_linear.bias.copy_(linear.bias if isinstance(bias, str) else bias)
-    return folded_norm, folded_linear
+        return weight.mul_(_g(gain, weight)), bias
 
 
-def _gain(norm, linear):
-    return norm.weight if norm.weight is not None else torch.ones(linear.in_features)
+def fold_gain_ignored(gain, weight, bias=None):  # the norm loses its gain, W keeps its own
+    return weight.clone(), bias
 
 
-def fold_rows(norm, linear):  # g on W's rows, the outputs
-    return _folded(norm, linear, linear.weight * _gain(norm, linear)[:, None])
-
-
-def fold_divided(norm, linear):
-    return _folded(norm, linear, linear.weight / _gain(norm, linear))
-
-
-def fold_gain_kept(norm, linear):  # the norm keeps g, and W takes it too
-    return _folded(norm, linear, linear.weight * _gain(norm, linear),
-                   affine=norm.weight is not None)
-
-
-def fold_bias_scaled(norm, linear):
-    g = _gain(norm, linear)
-    bias = None if linear.bias is None else linear.bias * g
-    return _folded(norm, linear, linear.weight * g, bias=bias)
-
-
-def fold_default_eps(norm, linear):  # RMSNorm(E) with torch's default eps
-    return _folded(norm, linear, linear.weight * _gain(norm, linear), eps=None)
-
-
-def fold_in_place(norm, linear):  # the original linear, its weight scaled in place
-    with torch.no_grad():
-        linear.weight.mul_(_gain(norm, linear))
-    return torch.nn.RMSNorm(norm.normalized_shape, eps=norm.eps,
-                            elementwise_affine=False), linear
-
-
-def fold_shared_weight(norm, linear):  # a new Linear that shares the original's weight
-    folded = torch.nn.Linear(linear.in_features, linear.out_features,
-                             bias=linear.bias is not None, dtype=linear.weight.dtype)
-    folded.weight = linear.weight
-    folded.bias = linear.bias
-    with torch.no_grad():
-        folded.weight.mul_(_gain(norm, linear))
-    return torch.nn.RMSNorm(norm.normalized_shape, eps=norm.eps,
-                            elementwise_affine=False), folded
+def fold_float32(gain, weight, bias=None):  # the product in float32, whatever the dtype
+    g = _g(gain, weight)
+    return (weight.float() * g.float()).to(weight.dtype), bias
 
 
 WRONG = {
@@ -315,10 +286,9 @@ WRONG = {
     "9.4": {
         "g on the rows": Mistake(fold_rows, "scales the weight's rows"),
         "g divides": Mistake(fold_divided, "the gain divides the weight"),
-        "the norm keeps g": Mistake(fold_gain_kept, "keeps elementwise_affine"),
         "the bias scaled": Mistake(fold_bias_scaled, "the bias was scaled by g too"),
-        "torch's default eps": Mistake(fold_default_eps, "torch's default eps"),
         "in place": Mistake(fold_in_place, "wrote into the original"),
-        "a shared weight": Mistake(fold_shared_weight, "wrote into the original"),
+        "the gain ignored": Mistake(fold_gain_ignored, "the gain was left out"),
+        "float32 for float64": Mistake(fold_float32, "float32"),
     },
 }
