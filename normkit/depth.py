@@ -13,6 +13,7 @@ the attention and MLP of normlib/_blocks.py's models); a forward pass, no traini
 import torch
 import torch.nn.functional as F
 
+from normkit import language_model, modern
 from normkit.training import jitter_
 from normlib._blocks import Attention
 
@@ -73,3 +74,40 @@ def claims(found):
         holds[f"seed {s}: LayerScale's blocks nearly so (within 1e-4)"] = \
             all(abs(r - 1) < 1e-4 for r in found["LayerScale 1e-6", s])
     return holds
+
+
+# Training at depth: Unit 8's deep Post-LN, and ReZero ------------------------------------
+
+REZERO = (modern.Config("layer", placement="post"), modern.Config("layer", placement="rezero"))
+
+
+def rezero_runs(s, corpus, jitter=None, report=None):
+    """Post-LN and ReZero (REZERO) trained as Unit 8's placements are (modern.train_all,
+    modern.deep_settings(): 12 blocks, a high rate, no warm-up): {(config, lr): Run}."""
+    return modern.train_all(REZERO, s, corpus, jitter, report)
+
+
+def alphas(run):
+    """ReZero's learned alpha of each block, after training: (num_layers,)."""
+    return torch.cat([block.alpha.detach() for block in run.model.blocks])
+
+
+def rezero_claims(runs, corpus):
+    """{claim: whether it holds} for rezero_runs(modern.deep_settings()): what notebook 09
+    asserts, with Unit 8's thresholds (modern.LEARNS, modern.NOTHING). Observed with
+    Settings.deep() and deep_light() for seeds 0 to 4 and for seed 0 under jitters 1 and 2
+    on this machine's kernels (AVX-512), and for seeds 0 (plain and jitter 1) and 1 on
+    torch's generic and AVX2 kernels (26 sets; unigram 3.228): ReZero ends at 2.62 to 2.69,
+    0.54 or more below the unigram's loss; Post-LN at 3.218 to 3.236, as in notebook 08;
+    every alpha between 0.01 and 0.07 in absolute value."""
+    (lr,) = {lr for _, lr in runs}
+    unigram = language_model.unigram_loss(corpus)
+    val = {c.placement: r.val_loss for (c, _), r in runs.items()}
+    rezero = next(r for (c, _), r in runs.items() if c.placement == "rezero")
+    return {
+        f"lr {lr:g}: Post-LN learns next to nothing from the context (less than "
+        f"{modern.NOTHING} below the unigram's loss)": val["post"] > unigram - modern.NOTHING,
+        f"lr {lr:g}: ReZero, with no norm at all, learns ({modern.LEARNS} or more below the "
+        "unigram's loss)": val["rezero"] < unigram - modern.LEARNS,
+        "every block's alpha, 0 at the start, has moved": bool((alphas(rezero) != 0).all()),
+    }

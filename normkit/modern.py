@@ -116,9 +116,12 @@ PLACEMENTS = {
     "peri": lambda x, f, n, a: x + n[1](f(n[0](x))),  # Gemma 2 and 3's "sandwich"
     "reordered": lambda x, f, n, a: x + n[0](f(x)),  # OLMo 2: no input norm
     "deepnorm": lambda x, f, n, a: n[0](a * x + f(x)),  # Wang et al. 2022: Post-LN, a > 1
+    "rezero": lambda x, f, n, a: x + a * f(x),  # Bachlechner et al. 2020: no norm, a from 0
 }
-NORMS_PER_SUBLAYER = {"pre": 1, "post": 1, "peri": 2, "reordered": 1, "deepnorm": 1}
-FINAL_NORM = {"pre": True, "post": False, "peri": True, "reordered": True, "deepnorm": False}
+NORMS_PER_SUBLAYER = {"pre": 1, "post": 1, "peri": 2, "reordered": 1, "deepnorm": 1,
+                      "rezero": 0}
+FINAL_NORM = {"pre": True, "post": False, "peri": True, "reordered": True, "deepnorm": False,
+              "rezero": False}
 
 
 def deepnorm_constants(num_layers):
@@ -158,7 +161,10 @@ class Config:
     def label(self):
         """A legend's name, e.g. "Pre-LN, LayerNorm, QK-norm"."""
         places = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN",
-                  "reordered": "Reordered (no QK-norm)", "deepnorm": "DeepNorm"}
+                  "reordered": "Reordered (no QK-norm)", "deepnorm": "DeepNorm",
+                  "rezero": "ReZero"}
+        if self.placement == "rezero":
+            return "ReZero, no norm"
         names = {"layer": "LayerNorm", "rms": "RMSNorm", "dyt": "DyT"}
         return f"{places[self.placement]}, {names[self.norm]}" + \
             (", QK-norm" if self.qk_norm else "")
@@ -167,7 +173,8 @@ class Config:
 class Block(torch.nn.Module):
     """One transformer block: attention and a GELU MLP (4x wide), each a sublayer with its
     norms placed by config.placement. x (N, T, E) -> (N, T, E). DeepNorm weights the
-    residual by alpha and initializes the block as DeepNet does, for num_layers blocks."""
+    residual by alpha and initializes the block as DeepNet does, for num_layers blocks;
+    ReZero's alpha is a learned scalar (1,) from 0, one per block, scaling each branch."""
 
     def __init__(self, d_model, nhead, config, num_layers):
         super().__init__()
@@ -183,6 +190,8 @@ class Block(torch.nn.Module):
         if config.placement == "deepnorm":
             self.alpha, beta = deepnorm_constants(num_layers)
             deepnorm_init_(self, beta)
+        if config.placement == "rezero":
+            self.alpha = torch.nn.Parameter(torch.zeros(1))  # (1,): draws no random number
 
     def forward(self, x):
         x = self.place(x, self.attn, self.attn_norms, self.alpha)  # (N, T, E)

@@ -97,7 +97,8 @@ TODAY = [f"tests/{test}[jitter1]" for test in (
     "test_conditioning.py::test_the_claims_hold",
     "test_scale_experiments.py::test_the_equilibrium_claims_hold",
     "test_scale_experiments.py::test_the_logit_claims_hold",
-    "test_scale_experiments.py::test_the_depth_claims_hold")]
+    "test_scale_experiments.py::test_the_depth_claims_hold",
+    "test_scale_experiments.py::test_the_rezero_claims_hold")]
 assert FARTHEST in CONFIGURATIONS  # (a name that matches none would run nothing)
 PROBE = """
 import ctypes, glob, json, os, numpy, torch

@@ -15,9 +15,10 @@ import os
 import pytest
 import torch
 
-from normkit import depth, quantization, training
+from normkit import depth, modern, quantization, training
 from normkit import equilibrium as E
 from normkit import logit_growth as L
+from normkit.language_model import Corpus, unigram_loss
 from tests.conftest import failed
 
 # jitter 0 on this machine; jitter 1 in tests/test_machines.py's configuration
@@ -232,6 +233,40 @@ def test_the_logit_figure_has_every_run():
 def test_the_depth_claims_hold(jitter):
     found = depth.growths(48, seeds=(0, 1, 2), jitter=jitter)
     assert failed(depth.claims(found)) == [], {k: round(g[-1], 3) for k, g in found.items()}
+
+
+@JITTERS
+def test_the_rezero_claims_hold(jitter):
+    corpus = Corpus.load()
+    runs = depth.rezero_runs(modern.deep_settings(), corpus, jitter=jitter)
+    assert failed(depth.rezero_claims(runs, corpus)) == [], {
+        c.label: r.val_loss for (c, _), r in runs.items()}
+
+
+def test_each_rezero_claim_can_fail():
+    """Runs whose losses and alphas say otherwise refute exactly their claim."""
+    corpus = Corpus.load()
+    s = dataclasses.replace(modern.deep_settings(), steps=2)  # (two steps: the runs' shape)
+    runs = depth.rezero_runs(s, corpus)
+    post, rezero = (runs[c, s.lrs[0]] for c in depth.REZERO)
+    unigram = unigram_loss(corpus)
+    for change, refuted in (((post, unigram - 0.5), "Post-LN learns next to nothing"),
+                            ((rezero, unigram), "ReZero, with no norm at all, learns")):
+        run, loss = change
+        good = {k: dataclasses.replace(r, val_loss=unigram if r is post else unigram - 1)
+                for k, r in runs.items()}
+        with torch.no_grad():
+            for block in rezero.model.blocks:
+                block.alpha.fill_(0.05)
+        wrong = {k: dataclasses.replace(r, val_loss=loss) if r is run else good[k]
+                 for k, r in runs.items()}
+        assert failed(depth.rezero_claims(good, corpus)) == []
+        assert [c for c in failed(depth.rezero_claims(wrong, corpus))] == \
+            [c for c in depth.rezero_claims(wrong, corpus) if refuted in c]
+    with torch.no_grad():
+        rezero.model.blocks[3].alpha.zero_()
+    assert [c for c in failed(depth.rezero_claims(good, corpus))] == \
+        [c for c in depth.rezero_claims(good, corpus) if "has moved" in c]
 
 
 def test_each_depth_claim_can_fail():
