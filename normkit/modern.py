@@ -163,11 +163,11 @@ class Config:
         places = {"pre": "Pre-LN", "post": "Post-LN", "peri": "Peri-LN",
                   "reordered": "Reordered (no QK-norm)", "deepnorm": "DeepNorm",
                   "rezero": "ReZero"}
-        if self.placement == "rezero":
-            return "ReZero, no norm"
         names = {"layer": "LayerNorm", "rms": "RMSNorm", "dyt": "DyT"}
-        return f"{places[self.placement]}, {names[self.norm]}" + \
-            (", QK-norm" if self.qk_norm else "")
+        norm = names[self.norm]
+        if self.placement == "rezero":  # (it has no norm: the one the config names is unused)
+            norm = "no norm" if self.norm == "layer" else f"no norm ({norm} unused)"
+        return f"{places[self.placement]}, {norm}" + (", QK-norm" if self.qk_norm else "")
 
 
 class Block(torch.nn.Module):

@@ -70,7 +70,8 @@ def test_every_model_maps_tokens_to_logits(config):
                                                           M.DyT))]
     per_block = 2 * M.NORMS_PER_SUBLAYER[config.placement]
     assert len(norms) == SMALL.num_layers * per_block + M.FINAL_NORM[config.placement]
-    assert {type(n) for n in norms} == {type(M.make_norm(config.norm, 4))}
+    assert {type(n) for n in norms} == ({type(M.make_norm(config.norm, 4))} if norms else set())
+    assert (config.placement == "rezero") == (norms == [])  # (ReZero: no norm at all)
 
 
 def test_qk_norm_gains_are_per_head_and_the_plain_attention_has_none():

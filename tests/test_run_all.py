@@ -164,6 +164,8 @@ NAMES_ONLY = {  # cells found that name such code but do not call it on the stub
     ("09_norms_at_scale", "u9-eq-claims"): "equilibrium.claims of eq_runs",
     ("09_norms_at_scale", "u9-depth-run"): "depth.growths: torch's layers",
     ("09_norms_at_scale", "u9-depth-claims"): "depth.claims of its growths",
+    ("09_norms_at_scale", "u9-rezero-deep-run"): "depth.rezero_runs: modern's torch layers",
+    ("09_norms_at_scale", "u9-rezero-deep-claims"): "depth.rezero_claims of deep_runs",
     ("09_norms_at_scale", "u9-logit-run"): "logit_growth.runs: torch's layers",
     ("09_norms_at_scale", "u9-logit-claims"): "logit_growth.claims of logit_runs",
     ("09_norms_at_scale", "u9-quant-run"): "quantization.errors: torch's operations",
