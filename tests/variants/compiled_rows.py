@@ -1,4 +1,4 @@
-"""The steps of a row that the Numba variants of Exercises 7.3 and 7.4 share
+"""The steps of a row that the Numba variants of Exercises 7.3, 7.4 and 9.5 share
 (tests/variants/wrong_compiled.py, right_compiled.py), so that each variant's own code is
 its mistake or its other way: jitted helpers, inlined into the kernels that call them, and
 cached (cache=True, in tests/variants/__pycache__) like them."""
@@ -57,3 +57,22 @@ def add_shares(dweight, dbias, p, grad_output, x, r, mean, rstd):
     for j in range(x.shape[1]):
         dweight[p, j] += grad_output[r, j] * (x[r, j] - mean[r]) * rstd[r]
         dbias[p, j] += grad_output[r, j]
+
+
+@njit(fastmath=FAST, cache=True)
+def add_row(stream, x, residual, r):
+    """Exercise 9.5's first pass: stream's row r = x + residual; returns the sum of its
+    squares (float64)."""
+    squares = 0.0
+    for j in range(x.shape[1]):
+        s = x[r, j] + residual[r, j]
+        stream[r, j] = s
+        squares += s * s
+    return squares
+
+
+@njit(fastmath=FAST, cache=True)
+def scale_row(y, v, r, rs, weight):
+    """Exercise 9.5's second pass: y's row r = v's row r * rs * weight."""
+    for j in range(v.shape[1]):
+        y[r, j] = v[r, j] * rs * weight[j]

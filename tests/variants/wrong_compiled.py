@@ -12,9 +12,11 @@ from numba import njit, prange
 from tests.variants.compiled_rows import (
     FAST,
     PARTS,
+    add_row,
     add_shares,
     row_means,
     row_statistics,
+    scale_row,
     write_dx,
     write_row,
 )
@@ -313,34 +315,23 @@ def fused_norm_of_x(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
+        add_row(stream, x, residual, r)
         squares = 0.0
         for j in range(h):
-            stream[r, j] = x[r, j] + residual[r, j]
             squares += x[r, j] * x[r, j]
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = x[r, j] * rs * weight[j]
+        scale_row(y, x, r, 1.0 / np.sqrt(squares / h + eps), weight)
     return y, stream
 
 
 @njit(parallel=True, fastmath=FAST, cache=True)
 def fused_layer_norm(x, residual, weight, eps):
     """The mean subtracted: a LayerNorm (without bias), not an RMSNorm."""
-    rows, h = x.shape
+    rows = x.shape[0]
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
-        total = 0.0
-        for j in range(h):
-            stream[r, j] = x[r, j] + residual[r, j]
-            total += stream[r, j]
-        m = total / h
-        squares = 0.0
-        for j in range(h):
-            d = stream[r, j] - m
-            squares += d * d
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = (stream[r, j] - m) * rs * weight[j]
+        add_row(stream, x, residual, r)
+        m, v = row_statistics(stream, r)
+        write_row(y, stream, r, m, 1.0 / np.sqrt(v + eps), weight, np.zeros_like(weight))
     return y, stream
 
 
@@ -350,14 +341,8 @@ def fused_eps_outside(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
-        squares = 0.0
-        for j in range(h):
-            s = x[r, j] + residual[r, j]
-            stream[r, j] = s
-            squares += s * s
-        rs = 1.0 / (np.sqrt(squares / h) + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs * weight[j]
+        squares = add_row(stream, x, residual, r)
+        scale_row(y, stream, r, 1.0 / (np.sqrt(squares / h) + eps), weight)
     return y, stream
 
 
@@ -366,14 +351,8 @@ def fused_no_weight(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
-        squares = 0.0
-        for j in range(h):
-            s = x[r, j] + residual[r, j]
-            stream[r, j] = s
-            squares += s * s
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs
+        squares = add_row(stream, x, residual, r)
+        scale_row(y, stream, r, 1.0 / np.sqrt(squares / h + eps), np.ones_like(weight))
     return y, stream
 
 
@@ -382,14 +361,8 @@ def fused_in_place(x, residual, weight, eps):
     """vLLM's way, here against the contract: the results written into the inputs."""
     rows, h = x.shape
     for r in prange(rows):
-        squares = 0.0
-        for j in range(h):
-            s = x[r, j] + residual[r, j]
-            residual[r, j] = s
-            squares += s * s
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            x[r, j] = residual[r, j] * rs * weight[j]
+        squares = add_row(residual, x, residual, r)
+        scale_row(x, residual, r, 1.0 / np.sqrt(squares / h + eps), weight)
     return x, residual
 
 
@@ -399,14 +372,8 @@ def fused_swapped(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
-        squares = 0.0
-        for j in range(h):
-            s = x[r, j] + residual[r, j]
-            stream[r, j] = s
-            squares += s * s
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs * weight[j]
+        squares = add_row(stream, x, residual, r)
+        scale_row(y, stream, r, 1.0 / np.sqrt(squares / h + eps), weight)
     return stream, y
 
 
@@ -416,14 +383,10 @@ def fused_old_stream(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in prange(rows):
-        squares = 0.0
+        squares = add_row(y, x, residual, r)  # (the sum, in y for now)
+        scale_row(y, y, r, 1.0 / np.sqrt(squares / h + eps), weight)
         for j in range(h):
-            s = x[r, j] + residual[r, j]
             stream[r, j] = residual[r, j]
-            squares += s * s
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = (x[r, j] + residual[r, j]) * rs * weight[j]
     return y, stream
 
 
@@ -435,9 +398,7 @@ def fused_squares_array(x, residual, weight, eps):
     rows, h = x.shape
     y = np.empty_like(x)
     for r in prange(rows):
-        rs = 1.0 / np.sqrt(squares[r].sum() / h + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs * weight[j]
+        scale_row(y, stream, r, 1.0 / np.sqrt(squares[r].sum() / h + eps), weight)
     return y, stream
 
 
@@ -453,9 +414,7 @@ def fused_shared_squares(x, residual, weight, eps):
             s = x[r, j] + residual[r, j]
             stream[r, j] = s
             acc[0] += s * s
-        rs = 1.0 / np.sqrt(acc[0] / h + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs * weight[j]
+        scale_row(y, stream, r, 1.0 / np.sqrt(acc[0] / h + eps), weight)
     return y, stream
 
 
@@ -465,14 +424,8 @@ def fused_one_thread(x, residual, weight, eps):
     rows, h = x.shape
     y, stream = np.empty_like(x), np.empty_like(x)
     for r in range(rows):
-        squares = 0.0
-        for j in range(h):
-            s = x[r, j] + residual[r, j]
-            stream[r, j] = s
-            squares += s * s
-        rs = 1.0 / np.sqrt(squares / h + eps)
-        for j in range(h):
-            y[r, j] = stream[r, j] * rs * weight[j]
+        squares = add_row(stream, x, residual, r)
+        scale_row(y, stream, r, 1.0 / np.sqrt(squares / h + eps), weight)
     return y, stream
 
 
