@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from normkit.checks import Skipped, exercise
 from normkit.checks.unit8 import assert_tensor
+from normkit.equilibrium import angle
 from normkit.testing import (
     LAMBDA,
     MARGIN,
@@ -40,10 +41,9 @@ from normkit.testing import (
 
 def exact_angle(before, after):
     """The angle between two arrays read as vectors, in float64, from the chord and its
-    complement (accurate at every angle, to a few units of float64's roundoff)."""
-    a, b = (np.asarray(w, dtype=np.float64).ravel() for w in (before, after))  # (n,)
-    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)  # (n,)
-    return 2 * math.atan2(np.linalg.norm(a - b), np.linalg.norm(a + b))
+    complement (accurate at every angle, to a few units of float64's roundoff): section 1's
+    experiment's measure, normkit.equilibrium.angle."""
+    return angle(*(torch.from_numpy(np.asarray(w)) for w in (before, after)))
 
 
 ARCCOS = ("the angle is arccos of the cosine: near 1 the cosine's last digits are the whole "
